@@ -1,0 +1,105 @@
+//! The container lifecycle both the master and the agents follow, and the table of
+//! allowed transitions.
+//!
+//! ```text
+//! New ──> Reserved ──> Allocated ──> Acquired ──> Running ──> Completed
+//!  │                      ▲  │           │           ├──────> Failed
+//!  └──────────────────────┘  └───────────┴───────────┴──────> Killed / Failed
+//! ```
+//! `New`: the master created the request. `Reserved`: a slot is held for it (DRESS).
+//! `Allocated`: bound to an agent slot. `Acquired`: the agent accepted it and made its
+//! directory. `Running`: the process started. The last three are terminal.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a task attempt's container is in its life.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum ContainerState {
+    /// The master created the request.
+    New,
+    /// A slot is held for it (DRESS reservation).
+    Reserved,
+    /// The master bound it to an agent slot and sent the launch.
+    Allocated,
+    /// The agent accepted it and prepared its working directory.
+    Acquired,
+    /// The task process started.
+    Running,
+    /// The process exited with status 0.
+    Completed,
+    /// The process could not start or exited unsuccessfully.
+    Failed,
+    /// Preempted or cancelled: the process group was terminated.
+    Killed,
+}
+
+impl ContainerState {
+    /// Whether nothing can follow this state.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, ContainerState::Completed | ContainerState::Failed | ContainerState::Killed)
+    }
+
+    /// Whether a container may move from `self` to `next`.
+    pub fn can_become(self, next: ContainerState) -> bool {
+        use ContainerState::*;
+        match (self, next) {
+            (New, Reserved | Allocated | Killed) => true,
+            (Reserved, Allocated | Killed) => true,
+            (Allocated, Acquired | Failed | Killed) => true,
+            (Acquired, Running | Failed | Killed) => true,
+            (Running, Completed | Failed | Killed) => true,
+            _ => false,
+        }
+    }
+
+    /// Lower-case name used in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            ContainerState::New => "new",
+            ContainerState::Reserved => "reserved",
+            ContainerState::Allocated => "allocated",
+            ContainerState::Acquired => "acquired",
+            ContainerState::Running => "running",
+            ContainerState::Completed => "completed",
+            ContainerState::Failed => "failed",
+            ContainerState::Killed => "killed",
+        }
+    }
+}
+
+impl fmt::Display for ContainerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ContainerState::*;
+
+    #[test]
+    fn the_happy_path_is_allowed() {
+        let path = [New, Allocated, Acquired, Running, Completed];
+        for pair in path.windows(2) {
+            assert!(pair[0].can_become(pair[1]), "{} -> {}", pair[0], pair[1]);
+        }
+    }
+
+    #[test]
+    fn terminal_states_have_no_successors() {
+        let all = [New, Reserved, Allocated, Acquired, Running, Completed, Failed, Killed];
+        for from in [Completed, Failed, Killed] {
+            assert!(from.is_terminal());
+            assert!(all.iter().all(|&to| !from.can_become(to)));
+        }
+    }
+
+    #[test]
+    fn going_backwards_is_refused() {
+        assert!(!Running.can_become(Acquired));
+        assert!(!Acquired.can_become(Allocated));
+        assert!(!New.can_become(Running));
+    }
+}

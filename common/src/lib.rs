@@ -1,0 +1,12 @@
+//! Everything more than one Slotmarket binary needs: identifiers, time, job specs,
+//! container states, the wire protocol, the QUIC transport and the certificate authority.
+//!
+//! The pure modules (`ids`, `time`, `spec`, `container`, `protocol`) do no I/O and are
+//! the only parts of this crate the master's sans-IO core may use.
+#![warn(missing_docs)]
+
+pub mod container;
+pub mod ids;
+pub mod protocol;
+pub mod spec;
+pub mod time;

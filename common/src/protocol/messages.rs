@@ -1,0 +1,350 @@
+//! Wire messages between agents, clients and the master.
+//!
+//! !!! postcard is not self-describing: the order of enum variants and struct fields *is*
+//! the format. Append new variants and fields at the end, never reorder or remove, and
+//! bump [`PROTOCOL_VERSION`] for any change an older peer cannot read.
+
+use serde::{Deserialize, Serialize};
+
+use crate::container::ContainerState;
+use crate::ids::{AccountId, AgentId, AttemptId, ContainerId, JobId, TaskId};
+use crate::spec::{JobSpec, SlotKind, TaskVars};
+use crate::time::Timestamp;
+
+/// Checked in an agent's `Register` and in every client request; a mismatch is refused.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+// ---------------------------------------------------------------------------------
+// Agents: one long-lived bidirectional control stream per agent connection.
+// ---------------------------------------------------------------------------------
+
+/// What an agent sends on its control stream. The first message must be `Register`.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum AgentToMaster {
+    /// Introduces the agent. `node` must equal the principal of its certificate.
+    Register(Register),
+    /// Sent every heartbeat interval; silence past the master's timeout means lost.
+    Heartbeat,
+    /// Container transitions, oldest first (batched when several happen at once).
+    Reports(Vec<ContainerReport>),
+}
+
+/// An agent's introduction.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct Register {
+    /// Must equal [`PROTOCOL_VERSION`].
+    pub version: u32,
+    /// The node's name; equal to its certificate's principal.
+    pub node: String,
+    /// Map slots offered.
+    pub map_slots: u32,
+    /// Reduce slots offered.
+    pub reduce_slots: u32,
+    /// The latest state of every container still alive on the agent (after a reconnect
+    /// or a master restart), so the master can adopt them instead of re-running them.
+    pub live_containers: Vec<ContainerReport>,
+}
+
+/// One container transition, as observed by the agent.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct ContainerReport {
+    /// The container.
+    pub container: ContainerId,
+    /// The task it runs.
+    pub task: TaskId,
+    /// The attempt it runs; reports for an attempt that is no longer current are ignored.
+    pub attempt: AttemptId,
+    /// The state entered.
+    pub state: ContainerState,
+    /// When the agent saw the transition.
+    pub at: Timestamp,
+    /// Exit code, for `Completed` and `Failed` after the process ran.
+    pub exit_code: Option<i32>,
+    /// Why, for `Failed` and `Killed` (spawn error, signal, kill reason).
+    pub message: Option<String>,
+}
+
+/// What the master sends to an agent.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum MasterToAgent {
+    /// Registration accepted.
+    Registered {
+        /// The id of this registration.
+        agent: AgentId,
+        /// How often the agent must send `Heartbeat`, in milliseconds.
+        heartbeat_interval_ms: u64,
+    },
+    /// Registration refused; the connection is closed after this.
+    Refused {
+        /// Why, for the agent's log.
+        reason: String,
+    },
+    /// Start these containers (batched: one message per scheduling step and agent).
+    Launch(Vec<Launch>),
+    /// Terminate this container's process group and report `Killed`.
+    Kill {
+        /// The container.
+        container: ContainerId,
+        /// Why, echoed in the `Killed` report.
+        reason: String,
+    },
+}
+
+/// One container to start.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct Launch {
+    /// The container.
+    pub container: ContainerId,
+    /// The task.
+    pub task: TaskId,
+    /// The attempt.
+    pub attempt: AttemptId,
+    /// The slot kind it occupies.
+    pub slot: SlotKind,
+    /// The stage's command template; the agent renders it with `vars` and its job dir.
+    pub command: String,
+    /// Values for the template.
+    pub vars: TaskVars,
+}
+
+// ---------------------------------------------------------------------------------
+// Clients: one bidirectional stream per request; `Watch` streams until the job ends.
+// ---------------------------------------------------------------------------------
+
+/// A client's request, with the protocol version it speaks.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct ClientRequest {
+    /// Must equal [`PROTOCOL_VERSION`].
+    pub version: u32,
+    /// What is asked.
+    pub body: Request,
+}
+
+impl ClientRequest {
+    /// Wraps `body` with this build's protocol version.
+    pub fn new(body: Request) -> ClientRequest {
+        ClientRequest { version: PROTOCOL_VERSION, body }
+    }
+}
+
+/// What a client can ask.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum Request {
+    /// Submit a job; answered `Submitted` once it is durable.
+    Submit {
+        /// The job.
+        spec: JobSpec,
+    },
+    /// One job's status; answered `Job`.
+    Status {
+        /// The job.
+        job: JobId,
+    },
+    /// The caller's jobs (every job for admins); answered `Jobs`.
+    Jobs,
+    /// The agents; answered `Nodes`.
+    Nodes,
+    /// Cancel a job, killing its running tasks; answered `Cancelled`.
+    Cancel {
+        /// The job.
+        job: JobId,
+    },
+    /// A `Job` response now and after every change until the job ends.
+    Watch {
+        /// The job.
+        job: JobId,
+    },
+}
+
+/// The master's answer.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub enum Response {
+    /// The job is admitted and stored.
+    Submitted {
+        /// Its id.
+        job: JobId,
+    },
+    /// A job's status.
+    Job(JobStatus),
+    /// A list of jobs, oldest first.
+    Jobs(Vec<JobSummary>),
+    /// The agents, by id.
+    Nodes(Vec<NodeSummary>),
+    /// The job is cancelled (or had already ended).
+    Cancelled {
+        /// Its id.
+        job: JobId,
+        /// Its state after the request.
+        state: JobState,
+    },
+    /// The request failed.
+    Error(ErrorReply),
+}
+
+/// Why a request failed.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, thiserror::Error)]
+#[error("{kind:?}: {message}")]
+pub struct ErrorReply {
+    /// The class of failure.
+    pub kind: ErrorKind,
+    /// A sentence for the user.
+    pub message: String,
+}
+
+/// Classes of request failure.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum ErrorKind {
+    /// The request is malformed or the spec invalid.
+    BadRequest,
+    /// No such job.
+    NotFound,
+    /// The caller's role or account may not do this.
+    Forbidden,
+    /// The client speaks another protocol version.
+    VersionMismatch,
+    /// The master failed (e.g. could not store the job); try again.
+    Internal,
+}
+
+/// A job's place in its life.
+///
+/// ```text
+/// Pending ──> Running ──> Completed
+///    │           ├──────> Failed     (a task used up its attempts)
+///    └───────────┴──────> Cancelled
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum JobState {
+    /// Admitted; no task has started yet.
+    Pending,
+    /// At least one task has started.
+    Running,
+    /// Every task completed.
+    Completed,
+    /// A task failed on every attempt.
+    Failed,
+    /// Cancelled by its owner or an admin.
+    Cancelled,
+}
+
+impl JobState {
+    /// Whether the job has ended.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, JobState::Completed | JobState::Failed | JobState::Cancelled)
+    }
+
+    /// Lower-case name used in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobState::Pending => "pending",
+            JobState::Running => "running",
+            JobState::Completed => "completed",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A job in a list.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct JobSummary {
+    /// Its id.
+    pub id: JobId,
+    /// Its spec's name.
+    pub name: String,
+    /// Who submitted it.
+    pub account: AccountId,
+    /// Where it is.
+    pub state: JobState,
+    /// When it was admitted.
+    pub submitted: Timestamp,
+    /// When its first task started running.
+    pub started: Option<Timestamp>,
+    /// When it ended.
+    pub finished: Option<Timestamp>,
+    /// Tasks in all stages.
+    pub tasks_total: u64,
+    /// Tasks completed.
+    pub tasks_completed: u64,
+    /// Tasks with a container currently allocated, acquired or running.
+    pub tasks_running: u64,
+}
+
+/// One job in detail.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct JobStatus {
+    /// The summary line.
+    pub summary: JobSummary,
+    /// Per stage counts, in spec order.
+    pub stages: Vec<StageStatus>,
+    /// Why it failed or was cancelled.
+    pub message: Option<String>,
+}
+
+/// A stage's task counts.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct StageStatus {
+    /// The stage's name.
+    pub name: String,
+    /// Its slot kind.
+    pub slot: SlotKind,
+    /// Tasks in the stage.
+    pub tasks: u32,
+    /// Tasks waiting for a slot (or for their barrier).
+    pub pending: u32,
+    /// Tasks with a live container.
+    pub running: u32,
+    /// Tasks completed.
+    pub completed: u32,
+    /// Attempts that failed, were killed or were lost with their agent.
+    pub failed_attempts: u32,
+}
+
+/// An agent as the master sees it.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct NodeSummary {
+    /// The registration id.
+    pub agent: AgentId,
+    /// The node's name.
+    pub node: String,
+    /// Connected, or disconnected and waiting to reconnect.
+    pub connected: bool,
+    /// Map slots offered.
+    pub map_slots: u32,
+    /// Map slots in use.
+    pub map_used: u32,
+    /// Reduce slots offered.
+    pub reduce_slots: u32,
+    /// Reduce slots in use.
+    pub reduce_used: u32,
+    /// The last time anything was heard from it.
+    pub last_seen: Timestamp,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{JobId, StageId};
+
+    #[test]
+    fn messages_round_trip_through_postcard() {
+        let report = ContainerReport {
+            container: ContainerId(9),
+            task: TaskId { job: JobId(1), stage: StageId(0), index: 2 },
+            attempt: AttemptId(1),
+            state: ContainerState::Running,
+            at: Timestamp(1234),
+            exit_code: None,
+            message: Some("ok".into()),
+        };
+        let msg = AgentToMaster::Reports(vec![report]);
+        let bytes = postcard::to_allocvec(&msg).unwrap();
+        assert_eq!(postcard::from_bytes::<AgentToMaster>(&bytes).unwrap(), msg);
+    }
+}

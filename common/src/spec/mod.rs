@@ -1,0 +1,163 @@
+//! Job specs: the TOML a user submits, parsed into [`JobSpec`], validated with errors
+//! that name the field and the fix, and command templates rendered per task.
+//!
+//! ```toml
+//! name = "wordcount"
+//! input = "/data/text"          # optional, substituted as {input}
+//! max_attempts = 4              # optional, attempts per task before the job fails
+//!
+//! [[stage]]
+//! name = "map"
+//! tasks = 10
+//! slot = "map"
+//! command = "slotmarket-task wordcount map --input {input} --task {task} --reducers {tasks.reduce} --job-dir {job_dir}"
+//!
+//! [[stage]]
+//! name = "reduce"
+//! tasks = 2
+//! slot = "reduce"
+//! after = ["map"]               # a barrier: starts once every map task completed
+//! command = "slotmarket-task wordcount reduce --task {task} --job-dir {job_dir}"
+//! ```
+
+mod template;
+mod validate;
+
+pub use template::{PLACEHOLDERS, TaskVars, TemplateError, render};
+pub use validate::{MAX_STAGES, MAX_TASKS_PER_STAGE, SpecError, validate};
+
+use serde::{Deserialize, Serialize};
+
+/// Attempts per task when the spec does not say.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 4;
+
+/// A job: a DAG of stages joined by barriers.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// A short human name shown in tables; need not be unique.
+    pub name: String,
+    /// Substituted as `{input}` in command templates.
+    #[serde(default)]
+    pub input: Option<String>,
+    /// Attempts per task before the job fails (default 4).
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
+    /// The stages, in any order that respects `after`.
+    #[serde(rename = "stage")]
+    pub stages: Vec<StageSpec>,
+}
+
+impl JobSpec {
+    /// Parses and validates a TOML job spec.
+    pub fn from_toml(text: &str) -> Result<JobSpec, SpecError> {
+        let spec: JobSpec = toml::from_str(text).map_err(|e| SpecError::Toml(e.to_string()))?;
+        validate(&spec)?;
+        Ok(spec)
+    }
+
+    /// Attempts per task, applying the default.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS)
+    }
+
+    /// Total number of tasks over all stages.
+    pub fn total_tasks(&self) -> u64 {
+        self.stages.iter().map(|s| u64::from(s.tasks)).sum()
+    }
+
+    /// The position of the stage called `name`.
+    pub fn stage_index(&self, name: &str) -> Option<usize> {
+        self.stages.iter().position(|s| s.name == name)
+    }
+}
+
+/// One stage: `tasks` copies of a command, each in a slot of kind `slot`.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageSpec {
+    /// Unique within the job; other stages name it in `after`.
+    pub name: String,
+    /// Number of tasks (at least 1).
+    pub tasks: u32,
+    /// The kind of slot each task needs.
+    pub slot: SlotKind,
+    /// Command template run by `/bin/sh -c` after substitution (see [`PLACEHOLDERS`]).
+    pub command: String,
+    /// Stages that must complete entirely before this one starts.
+    #[serde(default)]
+    pub after: Vec<String>,
+}
+
+/// The two kinds of slot an agent offers.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SlotKind {
+    /// A map slot.
+    Map,
+    /// A reduce slot.
+    Reduce,
+}
+
+impl SlotKind {
+    /// Both kinds, map first.
+    pub const ALL: [SlotKind; 2] = [SlotKind::Map, SlotKind::Reduce];
+
+    /// Lower-case name used in specs and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            SlotKind::Map => "map",
+            SlotKind::Reduce => "reduce",
+        }
+    }
+}
+
+impl std::fmt::Display for SlotKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) const WORDCOUNT: &str = r#"
+        name = "wordcount"
+        input = "/data/text"
+        [[stage]]
+        name = "map"
+        tasks = 10
+        slot = "map"
+        command = "task map --input {input} --task {task} --reducers {tasks.reduce} --job-dir {job_dir}"
+        [[stage]]
+        name = "reduce"
+        tasks = 2
+        slot = "reduce"
+        after = ["map"]
+        command = "task reduce --task {task} --job-dir {job_dir}"
+    "#;
+
+    #[test]
+    fn a_map_reduce_spec_parses() {
+        let spec = JobSpec::from_toml(WORDCOUNT).unwrap();
+        assert_eq!(spec.stages.len(), 2);
+        assert_eq!(spec.stages[1].after, vec!["map".to_string()]);
+        assert_eq!(spec.total_tasks(), 12);
+        assert_eq!(spec.max_attempts(), DEFAULT_MAX_ATTEMPTS);
+        assert_eq!(spec.stage_index("reduce"), Some(1));
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_with_their_name() {
+        let err = JobSpec::from_toml("name = \"x\"\ntaks = 3\nstage = []").unwrap_err();
+        assert!(err.to_string().contains("taks"), "{err}");
+    }
+
+    #[test]
+    fn specs_round_trip_through_postcard() {
+        let spec = JobSpec::from_toml(WORDCOUNT).unwrap();
+        let bytes = postcard::to_allocvec(&spec).unwrap();
+        assert_eq!(postcard::from_bytes::<JobSpec>(&bytes).unwrap(), spec);
+    }
+}

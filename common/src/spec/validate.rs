@@ -1,0 +1,178 @@
+//! Validation of a parsed [`JobSpec`]: every error names the field and says how to fix
+//! it. The master validates again on submit; it never trusts a client.
+
+use std::collections::BTreeSet;
+
+use thiserror::Error;
+
+use super::{JobSpec, template};
+
+/// Most stages a job may have.
+pub const MAX_STAGES: usize = 64;
+/// Most tasks one stage may have.
+pub const MAX_TASKS_PER_STAGE: u32 = 100_000;
+/// Longest name or command accepted, in bytes.
+const MAX_TEXT_LEN: usize = 4096;
+/// Most attempts per task a spec may ask for.
+const MAX_ATTEMPTS: u32 = 100;
+
+/// Why a job spec was refused.
+#[derive(Clone, PartialEq, Eq, Debug, Error)]
+pub enum SpecError {
+    /// The text is not valid TOML or does not have the spec's shape.
+    #[error("invalid job spec: {0}")]
+    Toml(String),
+    /// A field has a value that is not allowed.
+    #[error("{field}: {problem}")]
+    Field {
+        /// Path of the field, e.g. `stage[1].after`.
+        field: String,
+        /// What is wrong and how to fix it.
+        problem: String,
+    },
+}
+
+fn field_error(field: impl Into<String>, problem: impl Into<String>) -> SpecError {
+    SpecError::Field { field: field.into(), problem: problem.into() }
+}
+
+/// Checks names, counts, templates and that `after` forms a DAG over existing stages.
+pub fn validate(spec: &JobSpec) -> Result<(), SpecError> {
+    check_text("name", &spec.name)?;
+    if let Some(attempts) = spec.max_attempts {
+        if attempts == 0 || attempts > MAX_ATTEMPTS {
+            return Err(field_error(
+                "max_attempts",
+                format!("must be between 1 and {MAX_ATTEMPTS}, got {attempts}"),
+            ));
+        }
+    }
+    if spec.stages.is_empty() {
+        return Err(field_error("stage", "a job needs at least one [[stage]] table"));
+    }
+    if spec.stages.len() > MAX_STAGES {
+        return Err(field_error("stage", format!("at most {MAX_STAGES} stages, got {}", spec.stages.len())));
+    }
+    let names: Vec<&str> = spec.stages.iter().map(|s| s.name.as_str()).collect();
+    let mut seen = BTreeSet::new();
+    for (i, stage) in spec.stages.iter().enumerate() {
+        let at = |f: &str| format!("stage[{i}].{f}");
+        check_text(&at("name"), &stage.name)?;
+        if !seen.insert(stage.name.as_str()) {
+            return Err(field_error(
+                at("name"),
+                format!("\"{}\" is used by another stage; stage names must be unique", stage.name),
+            ));
+        }
+        if stage.tasks == 0 || stage.tasks > MAX_TASKS_PER_STAGE {
+            return Err(field_error(
+                at("tasks"),
+                format!("must be between 1 and {MAX_TASKS_PER_STAGE}, got {}", stage.tasks),
+            ));
+        }
+        check_text(&at("command"), &stage.command)?;
+        template::check(&stage.command, &names, spec.input.is_some())
+            .map_err(|e| field_error(at("command"), e.to_string()))?;
+        for dep in &stage.after {
+            if !names.contains(&dep.as_str()) {
+                return Err(field_error(
+                    at("after"),
+                    format!("unknown stage \"{dep}\"; name one of: {}", names.join(", ")),
+                ));
+            }
+            if dep == &stage.name {
+                return Err(field_error(at("after"), "a stage cannot wait for itself"));
+            }
+        }
+    }
+    check_acyclic(spec)
+}
+
+fn check_text(field: &str, value: &str) -> Result<(), SpecError> {
+    if value.trim().is_empty() {
+        return Err(field_error(field, "must not be empty"));
+    }
+    if value.len() > MAX_TEXT_LEN {
+        return Err(field_error(field, format!("longer than {MAX_TEXT_LEN} bytes")));
+    }
+    Ok(())
+}
+
+/// Kahn's algorithm: if some stages can never become ready, `after` has a cycle.
+fn check_acyclic(spec: &JobSpec) -> Result<(), SpecError> {
+    let mut done: BTreeSet<&str> = BTreeSet::new();
+    loop {
+        let ready: Vec<&str> = spec
+            .stages
+            .iter()
+            .filter(|s| !done.contains(s.name.as_str()))
+            .filter(|s| s.after.iter().all(|d| done.contains(d.as_str())))
+            .map(|s| s.name.as_str())
+            .collect();
+        if ready.is_empty() {
+            break;
+        }
+        done.extend(ready);
+    }
+    match spec.stages.iter().position(|s| !done.contains(s.name.as_str())) {
+        None => Ok(()),
+        Some(i) => Err(field_error(
+            format!("stage[{i}].after"),
+            "the `after` lists form a cycle; stages must form a DAG",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::spec::JobSpec;
+
+    fn refused(toml: &str) -> String {
+        JobSpec::from_toml(toml).unwrap_err().to_string()
+    }
+
+    const ONE_STAGE: &str = "name = \"j\"\n[[stage]]\nname = \"a\"\nslot = \"map\"\ncommand = \"true\"\n";
+
+    #[test]
+    fn errors_name_the_field() {
+        assert_eq!(
+            refused(&format!("{ONE_STAGE}tasks = 0")),
+            "stage[0].tasks: must be between 1 and 100000, got 0"
+        );
+        assert!(refused("name = \"\"\nstage = []").starts_with("name: must not be empty"));
+        assert!(refused("name = \"j\"\nstage = []").starts_with("stage: a job needs at least one"));
+        let bad_dep = format!("{ONE_STAGE}tasks = 1\nafter = [\"b\"]");
+        assert_eq!(refused(&bad_dep), "stage[0].after: unknown stage \"b\"; name one of: a");
+        let bad_placeholder =
+            "name = \"j\"\n[[stage]]\nname = \"a\"\nslot = \"map\"\ntasks = 1\ncommand = \"echo {tsk}\"";
+        assert!(refused(bad_placeholder).starts_with("stage[0].command: unknown placeholder {tsk}"));
+        assert!(refused(&format!("max_attempts = 0\n{ONE_STAGE}tasks = 1")).starts_with("max_attempts:"));
+        assert!(refused(&format!("{ONE_STAGE}tasks = 1\nslot = \"gpu\"")).contains("invalid job spec"));
+    }
+
+    #[test]
+    fn duplicate_stage_names_are_refused() {
+        let spec = format!(
+            "{ONE_STAGE}tasks = 1\n[[stage]]\nname = \"a\"\nslot = \"map\"\ntasks = 1\ncommand = \"true\""
+        );
+        assert!(refused(&spec).starts_with("stage[1].name: \"a\" is used by another stage"));
+    }
+
+    #[test]
+    fn cycles_are_refused() {
+        let spec = "name = \"j\"
+            [[stage]]
+            name = \"a\"
+            slot = \"map\"
+            tasks = 1
+            command = \"true\"
+            after = [\"b\"]
+            [[stage]]
+            name = \"b\"
+            slot = \"reduce\"
+            tasks = 1
+            command = \"true\"
+            after = [\"a\"]";
+        assert!(refused(spec).contains("form a cycle"));
+    }
+}
