@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod container;
+pub mod identity;
 pub mod ids;
 pub mod protocol;
 pub mod spec;

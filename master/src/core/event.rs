@@ -1,0 +1,86 @@
+//! `Event`: facts from the world, fed to [`Core::handle`](super::Core::handle). Each
+//! carries the identities needed to fence it against late or duplicate delivery.
+
+use slotmarket_common::ids::{AccountId, AgentId, JobId};
+use slotmarket_common::protocol::ContainerReport;
+use slotmarket_common::spec::JobSpec;
+
+use super::{Caller, RequestId};
+
+/// Something that happened, as told to the core.
+#[derive(Clone, PartialEq, Debug)]
+pub enum Event {
+    /// An agent registered (a new connection). If an agent of the same `node` is known
+    /// (disconnected, or restored after a master restart), its live containers listed in
+    /// `live_containers` are adopted by this registration and the old one is dropped.
+    AgentJoined {
+        /// The id the driver gave this registration.
+        agent: AgentId,
+        /// The node's name (its certificate principal).
+        node: String,
+        /// Map slots offered.
+        map_slots: u32,
+        /// Reduce slots offered.
+        reduce_slots: u32,
+        /// Containers still alive on the agent.
+        live_containers: Vec<ContainerReport>,
+    },
+    /// The agent sent a heartbeat.
+    AgentHeartbeat {
+        /// The registration.
+        agent: AgentId,
+    },
+    /// The agent's connection closed. Its containers keep running until it reconnects
+    /// or its silence passes the timeout, whichever comes first.
+    AgentDisconnected {
+        /// The registration.
+        agent: AgentId,
+    },
+    /// Container transitions reported by an agent, oldest first.
+    ContainerReports {
+        /// The registration that sent them; reports about containers it does not hold
+        /// are ignored.
+        agent: AgentId,
+        /// The transitions.
+        reports: Vec<ContainerReport>,
+    },
+    /// A client submitted a job (already parsed; the core validates it again).
+    JobSubmitted {
+        /// Where the reply goes.
+        request: RequestId,
+        /// Who asked.
+        caller: Caller,
+        /// The job.
+        spec: JobSpec,
+    },
+    /// A client asked to cancel a job.
+    JobCancelRequested {
+        /// Where the reply goes.
+        request: RequestId,
+        /// Who asked.
+        caller: Caller,
+        /// The job.
+        job: JobId,
+    },
+    /// A job read back from the store when the master starts. Replayed before any agent
+    /// joins; `now` is the recovery time.
+    JobRecovered(RecoveredJob),
+}
+
+/// A stored job, as the store hands it back after a restart.
+#[derive(Clone, PartialEq, Debug)]
+pub struct RecoveredJob {
+    /// Its id.
+    pub id: JobId,
+    /// Who submitted it.
+    pub account: AccountId,
+    /// The job.
+    pub spec: JobSpec,
+    /// When it was admitted.
+    pub submitted: slotmarket_common::time::Timestamp,
+    /// When its first task ran, if one did.
+    pub started: Option<slotmarket_common::time::Timestamp>,
+    /// Every container the store knows for this job with its last recorded report and
+    /// the node it was on; completed tasks stay completed, live ones wait to be adopted.
+    pub containers: Vec<(String, ContainerReport)>,
+}
