@@ -44,14 +44,14 @@ impl ContainerState {
     /// Whether a container may move from `self` to `next`.
     pub fn can_become(self, next: ContainerState) -> bool {
         use ContainerState::*;
-        match (self, next) {
-            (New, Reserved | Allocated | Killed) => true,
-            (Reserved, Allocated | Killed) => true,
-            (Allocated, Acquired | Failed | Killed) => true,
-            (Acquired, Running | Failed | Killed) => true,
-            (Running, Completed | Failed | Killed) => true,
-            _ => false,
-        }
+        matches!(
+            (self, next),
+            (New, Reserved | Allocated | Killed)
+                | (Reserved, Allocated | Killed)
+                | (Allocated, Acquired | Failed | Killed)
+                | (Acquired, Running | Failed | Killed)
+                | (Running, Completed | Failed | Killed)
+        )
     }
 
     /// Lower-case name used in tables and JSON.

@@ -11,3 +11,8 @@ pub mod ids;
 pub mod protocol;
 pub mod spec;
 pub mod time;
+
+// I/O: certificates, QUIC endpoints and streams, the request client.
+pub mod client;
+pub mod pki;
+pub mod transport;

@@ -1,0 +1,246 @@
+//! quinn endpoint construction: TLS 1.3 only, ALPN `slotmarket/1`, and mutual TLS in which
+//! both sides present a certificate from the cluster CA and verify the other's against it.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use quinn::crypto::rustls::{NoInitialCipherSuite, QuicClientConfig, QuicServerConfig};
+use quinn::{IdleTimeout, TransportConfig, VarInt};
+use rustls::RootCertStore;
+use rustls::crypto::CryptoProvider;
+use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::ClientCertVerifier;
+use rustls_pki_types::CertificateDer;
+use thiserror::Error;
+
+use crate::identity::Identity;
+use crate::pki::{PkiError, TlsFiles, TlsMaterial, identity_from_der};
+
+/// The one application protocol both sides speak.
+pub const ALPN: &[u8] = b"slotmarket/1";
+
+/// A connection with no traffic for this long is closed (the smaller of both sides' values).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How often a client pings an otherwise idle connection.
+pub const CLIENT_KEEP_ALIVE: Duration = Duration::from_secs(5);
+
+/// How often the server pings an otherwise idle connection.
+pub const SERVER_KEEP_ALIVE: Duration = Duration::from_secs(10);
+
+/// Why an endpoint could not be built, a connection made, or a peer identified.
+#[derive(Debug, Error)]
+pub enum TransportError {
+    /// The certificate files could not be read.
+    #[error(transparent)]
+    Files(#[from] PkiError),
+    /// The CA file holds a certificate rustls refuses as a trust anchor.
+    #[error("{path} cannot be used as a trust anchor: {source}")]
+    BadCa {
+        /// The CA file.
+        path: std::path::PathBuf,
+        /// Why rustls refused it.
+        source: rustls::Error,
+    },
+    /// rustls refused the configuration (for example a key that does not match the certificate).
+    #[error("TLS configuration refused: {0}; check that the .pem and .key files belong together")]
+    Tls(#[from] rustls::Error),
+    /// The client-certificate verifier could not be built.
+    #[error("cannot build the client certificate verifier: {0}")]
+    Verifier(#[from] rustls::server::VerifierBuilderError),
+    /// The crypto provider lacks the cipher suite QUIC needs for its initial packets.
+    #[error("TLS provider unusable for QUIC: {0}")]
+    Quic(#[from] NoInitialCipherSuite),
+    /// The UDP socket could not be bound (or no tokio runtime is running).
+    #[error("cannot bind UDP {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The connection attempt could not be started (bad server name, endpoint closed...).
+    #[error("cannot connect to {addr} as {server_name:?}: {source}")]
+    Connect {
+        /// The server address.
+        addr: SocketAddr,
+        /// The TLS server name.
+        server_name: String,
+        /// quinn's reason.
+        source: quinn::ConnectError,
+    },
+    /// The handshake failed: the peer is unreachable, or refused our certificate, or
+    /// presented one not signed by our CA.
+    #[error("connection to {addr} failed: {source}")]
+    Handshake {
+        /// The server address.
+        addr: SocketAddr,
+        /// quinn's reason.
+        source: quinn::ConnectionError,
+    },
+    /// The peer presented no certificate (never the case once the handshake succeeded).
+    #[error("peer presented no certificate")]
+    NoPeerCertificate,
+    /// The peer's certificate does not name a Slotmarket identity.
+    #[error("peer certificate names no Slotmarket identity: {0}")]
+    PeerIdentity(#[source] PkiError),
+    /// A `host:port` address could not be resolved.
+    #[error("cannot resolve {addr:?} (expected host:port): {source}")]
+    Resolve {
+        /// The address given.
+        addr: String,
+        /// The resolver's error.
+        source: std::io::Error,
+    },
+    /// A `host:port` address resolved to nothing.
+    #[error("{addr:?} resolves to no address")]
+    NoAddress {
+        /// The address given.
+        addr: String,
+    },
+}
+
+/// A server endpoint on `bind` presenting `files.cert` and requiring every client to
+/// present a certificate signed by `files.ca`. Must be called inside a tokio runtime.
+pub fn server_endpoint(bind: SocketAddr, files: &TlsFiles) -> Result<quinn::Endpoint, TransportError> {
+    let TlsMaterial { ca, chain, key } = files.load()?;
+    let provider = provider();
+    let roots = Arc::new(root_store(files, ca)?);
+    let verifier: Arc<dyn ClientCertVerifier> =
+        WebPkiClientVerifier::builder_with_provider(roots, provider.clone()).build()?;
+    let mut crypto = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)?;
+    crypto.alpn_protocols = vec![ALPN.to_vec()];
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(crypto)?));
+    config.transport_config(transport_config(SERVER_KEEP_ALIVE));
+    quinn::Endpoint::server(config, bind).map_err(|source| TransportError::Bind { addr: bind, source })
+}
+
+/// A client endpoint for connecting to `target`: presents `files.cert` and accepts only a
+/// server certificate signed by `files.ca`. Binds an ephemeral port on the wildcard
+/// address of `target`'s family (on loopback if `target` is loopback). Must be called
+/// inside a tokio runtime.
+pub fn client_endpoint(files: &TlsFiles, target: SocketAddr) -> Result<quinn::Endpoint, TransportError> {
+    let TlsMaterial { ca, chain, key } = files.load()?;
+    let provider = provider();
+    let roots = root_store(files, ca)?;
+    let mut crypto = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)?;
+    crypto.alpn_protocols = vec![ALPN.to_vec()];
+    let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
+    config.transport_config(transport_config(CLIENT_KEEP_ALIVE));
+
+    let ip = match (target.ip(), target.ip().is_loopback()) {
+        (IpAddr::V4(_), false) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        (IpAddr::V4(_), true) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        (IpAddr::V6(_), false) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        (IpAddr::V6(_), true) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+    };
+    let bind = SocketAddr::new(ip, 0);
+    let mut endpoint =
+        quinn::Endpoint::client(bind).map_err(|source| TransportError::Bind { addr: bind, source })?;
+    endpoint.set_default_client_config(config);
+    Ok(endpoint)
+}
+
+/// Connects to `addr`, checking the server certificate against `server_name` (a DNS name
+/// or IP address in the master's certificate), and waits for the handshake.
+pub async fn connect(
+    endpoint: &quinn::Endpoint,
+    addr: SocketAddr,
+    server_name: &str,
+) -> Result<quinn::Connection, TransportError> {
+    let connecting = endpoint.connect(addr, server_name).map_err(|source| TransportError::Connect {
+        addr,
+        server_name: server_name.to_string(),
+        source,
+    })?;
+    connecting.await.map_err(|source| TransportError::Handshake { addr, source })
+}
+
+/// The role and principal in the certificate the peer presented during the handshake.
+pub fn peer_identity(conn: &quinn::Connection) -> Result<Identity, TransportError> {
+    let chain = conn
+        .peer_identity()
+        .and_then(|any| any.downcast::<Vec<CertificateDer<'static>>>().ok())
+        .ok_or(TransportError::NoPeerCertificate)?;
+    let leaf = chain.first().ok_or(TransportError::NoPeerCertificate)?;
+    identity_from_der(leaf).map_err(TransportError::PeerIdentity)
+}
+
+/// Resolves `host:port` (`[v6]:port` for IPv6 literals). When the name has both IPv4 and
+/// IPv6 addresses the first IPv4 one is used, since masters usually bind `0.0.0.0`.
+pub async fn resolve(addr: &str) -> Result<SocketAddr, TransportError> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(addr)
+        .await
+        .map_err(|source| TransportError::Resolve { addr: addr.to_string(), source })?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| TransportError::NoAddress { addr: addr.to_string() })
+}
+
+/// The host of a `host:port` address, as the TLS server name: `"[::1]:7000"` gives `"::1"`,
+/// `"master.example:7000"` gives `"master.example"`. Without a port, `addr` itself.
+pub fn host_part(addr: &str) -> &str {
+    if let Some(rest) = addr.strip_prefix('[') {
+        if let Some((host, _)) = rest.split_once(']') {
+            return host;
+        }
+    }
+    match addr.rsplit_once(':') {
+        // More than one colon without brackets: a bare IPv6 address, not host:port.
+        Some((host, _)) if !host.contains(':') => host,
+        _ => addr,
+    }
+}
+
+/// The ring provider, always passed explicitly so no process-wide default is needed.
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn root_store(files: &TlsFiles, ca: Vec<CertificateDer<'static>>) -> Result<RootCertStore, TransportError> {
+    let mut roots = RootCertStore::empty();
+    for cert in ca {
+        roots.add(cert).map_err(|source| TransportError::BadCa { path: files.ca.clone(), source })?;
+    }
+    Ok(roots)
+}
+
+fn transport_config(keep_alive: Duration) -> Arc<TransportConfig> {
+    let mut config = TransportConfig::default();
+    // IDLE_TIMEOUT is 30 s, far below VarInt's bound.
+    let idle_ms = u32::try_from(IDLE_TIMEOUT.as_millis()).unwrap_or(u32::MAX);
+    config.max_idle_timeout(Some(IdleTimeout::from(VarInt::from_u32(idle_ms))));
+    config.keep_alive_interval(Some(keep_alive));
+    Arc::new(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_part_strips_ports_and_brackets() {
+        assert_eq!(host_part("[::1]:7000"), "::1");
+        assert_eq!(host_part("127.0.0.1:7000"), "127.0.0.1");
+        assert_eq!(host_part("master.example:7000"), "master.example");
+        assert_eq!(host_part("localhost"), "localhost");
+        assert_eq!(host_part("::1"), "::1");
+    }
+
+    #[tokio::test]
+    async fn resolve_reads_literals_and_refuses_missing_ports() {
+        assert_eq!(resolve("127.0.0.1:7000").await.ok(), Some(SocketAddr::from(([127, 0, 0, 1], 7000))));
+        assert!(matches!(resolve("127.0.0.1").await, Err(TransportError::Resolve { .. })));
+    }
+}

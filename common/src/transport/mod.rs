@@ -1,0 +1,11 @@
+//! The QUIC transport: endpoints with mutual TLS against the cluster CA
+//! ([`endpoint`]) and one length-prefixed frame at a time on quinn streams ([`stream`]).
+
+pub mod endpoint;
+pub mod stream;
+
+pub use endpoint::{
+    ALPN, CLIENT_KEEP_ALIVE, IDLE_TIMEOUT, SERVER_KEEP_ALIVE, TransportError, client_endpoint, connect,
+    host_part, peer_identity, resolve, server_endpoint,
+};
+pub use stream::{FRAME_ERROR_CODE, StreamError, abort_stream, read_frame, write_frame};
