@@ -1,1 +1,24 @@
+//! The Slotmarket agent: offers map and reduce slots to the master, runs task processes
+//! in their own process groups, reports every container transition and kills on request.
+//!
+//! Layout:
+//! - [`core`] decides (slot table, container state machine) and is pure; it is driven by
+//!   events with explicit timestamps and answers with actions.
+//! - [`slots`]: map/reduce slot accounting used by the core.
+//! - [`process`]: spawning a task and the kill sequence on its process group.
+//! - [`session`]: the QUIC session with the master (register, heartbeat, reports,
+//!   reconnect with backoff).
+//! - [`driver`]: the event loop that owns the core and carries out its actions.
+//! - [`config`]: `agent.toml` ([`config::AgentFile`]) and the resolved
+//!   [`config::AgentConfig`].
+#![warn(missing_docs)]
 
+pub mod config;
+pub mod core;
+pub mod driver;
+pub mod process;
+pub mod session;
+pub mod slots;
+
+#[cfg(test)]
+mod test_support;

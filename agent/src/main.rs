@@ -1,1 +1,145 @@
-fn main() {}
+//! `slotmarket-agent`: the command line of the agent. Parses flags (merged over an
+//! optional `agent.toml`), checks the certificate, sets up logging and runs the driver
+//! until SIGTERM or Ctrl-C.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use slotmarket_agent::config::{AgentConfig, AgentFile};
+use slotmarket_agent::driver;
+use slotmarket_common::identity::Role;
+use tracing::info;
+use tracing_subscriber::EnvFilter;
+
+/// Runs task processes in map and reduce slots for a Slotmarket master.
+///
+/// Flags override the values in `--config FILE`; anything left unset gets its default.
+#[derive(Parser, Debug)]
+#[command(name = "slotmarket-agent", version)]
+struct Args {
+    /// The master's address as host:port [default: 127.0.0.1:7400]
+    #[arg(long, value_name = "ADDR", env = "SLOTMARKET_MASTER")]
+    master: Option<String>,
+
+    /// The TLS name the master's certificate must carry [default: localhost]
+    #[arg(long, value_name = "NAME", env = "SLOTMARKET_SERVER_NAME")]
+    server_name: Option<String>,
+
+    /// Directory holding ca.pem, NODE.pem and NODE.key [default: ./pki]
+    #[arg(long, value_name = "DIR", env = "SLOTMARKET_CERT_DIR")]
+    cert_dir: Option<PathBuf>,
+
+    /// This node's name; must equal the principal in its certificate [default: the hostname]
+    #[arg(long, value_name = "NODE")]
+    name: Option<String>,
+
+    /// Map slots offered [default: the number of CPUs]
+    #[arg(long, value_name = "N")]
+    map_slots: Option<u32>,
+
+    /// Reduce slots offered [default: half the CPUs, at least 1]
+    #[arg(long, value_name = "N")]
+    reduce_slots: Option<u32>,
+
+    /// The agent's own directory; task working directories go under DIR/containers
+    /// [default: ./slotmarket-agent-NODE]
+    #[arg(long, value_name = "DIR")]
+    work_dir: Option<PathBuf>,
+
+    /// The data directory shared by all agents; job directories are DIR/jobs/JOB
+    /// [default: ./slotmarket-data/shared]
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+
+    /// Milliseconds a killed task gets between SIGTERM and SIGKILL [default: 3000]
+    #[arg(long, value_name = "MS")]
+    kill_grace_ms: Option<u64>,
+
+    /// An agent.toml whose values the flags above override
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+impl TryFrom<Args> for AgentConfig {
+    type Error = anyhow::Error;
+
+    fn try_from(args: Args) -> anyhow::Result<AgentConfig> {
+        let file = match &args.config {
+            Some(path) => AgentFile::load(path)?,
+            None => AgentFile::default(),
+        };
+        let flags = AgentFile {
+            master: args.master,
+            server_name: args.server_name,
+            cert_dir: args.cert_dir,
+            name: args.name,
+            map_slots: args.map_slots,
+            reduce_slots: args.reduce_slots,
+            work_dir: args.work_dir,
+            data_dir: args.data_dir,
+            kill_grace_ms: args.kill_grace_ms,
+        };
+        Ok(file.merge(flags).resolve()?)
+    }
+}
+
+/// Refuses to start with a certificate the master would refuse, so the mistake shows at
+/// once instead of as an endless reconnect loop.
+fn check_certificate(config: &AgentConfig) -> anyhow::Result<()> {
+    let files = config.tls_files();
+    let identity = files.identity().with_context(|| {
+        format!(
+            "cannot read this node's certificate {}; issue one with \
+             `slotmarket pki issue --dir {} --role agent --name {}`",
+            files.cert.display(),
+            config.cert_dir.display(),
+            config.name
+        )
+    })?;
+    if identity.role != Role::Agent || identity.principal != config.name {
+        bail!(
+            "{} is a certificate for {identity}, but this agent is agent:{}; pass --name {} or use the right --cert-dir",
+            files.cert.display(),
+            config.name,
+            identity.principal
+        );
+    }
+    Ok(())
+}
+
+/// Completes on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => info!("SIGTERM received"),
+                    _ = tokio::signal::ctrl_c() => info!("interrupt received"),
+                }
+                return;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot listen for SIGTERM; only Ctrl-C stops the agent")
+            }
+        }
+    }
+    // If even Ctrl-C cannot be watched, run until killed rather than stop at once.
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+    info!("interrupt received");
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .init();
+    let config = AgentConfig::try_from(Args::parse())?;
+    check_certificate(&config)?;
+    driver::run(config, shutdown_signal()).await?;
+    Ok(())
+}

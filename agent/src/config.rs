@@ -1,0 +1,307 @@
+//! The agent's configuration: [`AgentFile`] is `agent.toml` (every field optional),
+//! [`AgentConfig`] is the resolved whole, with defaults filled in from the machine
+//! (hostname, CPU count) and paths made absolute.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use slotmarket_common::pki::{PkiError, TlsFiles, check_name};
+use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
+use thiserror::Error;
+
+use crate::process::ProcessConfig;
+use crate::session::{BackoffConfig, SessionConfig};
+
+/// The master's address when none is given.
+pub const DEFAULT_MASTER: &str = "127.0.0.1:7400";
+/// The TLS name expected in the master's certificate when none is given.
+pub const DEFAULT_SERVER_NAME: &str = "localhost";
+/// Where certificates are looked for when no directory is given.
+pub const DEFAULT_CERT_DIR: &str = "./pki";
+/// The shared data directory when none is given.
+pub const DEFAULT_DATA_DIR: &str = "./slotmarket-data/shared";
+/// Time between SIGTERM and SIGKILL when none is given.
+pub const DEFAULT_KILL_GRACE_MS: u64 = 3000;
+
+/// `agent.toml`. Every field is optional; command-line flags override it.
+///
+/// ```toml
+/// master = "master.example:7400"
+/// server_name = "master.example"
+/// cert_dir = "/etc/slotmarket/pki"
+/// name = "node3"
+/// map_slots = 8
+/// reduce_slots = 4
+/// work_dir = "/var/lib/slotmarket-agent"
+/// data_dir = "/nfs/slotmarket"
+/// kill_grace_ms = 3000
+/// ```
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentFile {
+    /// The master's `host:port` (default 127.0.0.1:7400).
+    pub master: Option<String>,
+    /// The TLS name of the master (default localhost).
+    pub server_name: Option<String>,
+    /// Directory with `ca.pem`, `{name}.pem` and `{name}.key` (default ./pki).
+    pub cert_dir: Option<PathBuf>,
+    /// The node name; must equal the certificate's principal (default: the hostname).
+    pub name: Option<String>,
+    /// Map slots (default: the number of CPUs).
+    pub map_slots: Option<u32>,
+    /// Reduce slots (default: half the CPUs, at least 1).
+    pub reduce_slots: Option<u32>,
+    /// The agent's own directory (default ./slotmarket-agent-{name}).
+    pub work_dir: Option<PathBuf>,
+    /// The data directory shared by the agents (default ./slotmarket-data/shared).
+    pub data_dir: Option<PathBuf>,
+    /// Milliseconds between SIGTERM and SIGKILL when killing a task (default 3000).
+    pub kill_grace_ms: Option<u64>,
+}
+
+/// Why the configuration is unusable.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The config file is not valid TOML for `agent.toml`.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the field.
+        message: String,
+    },
+    /// No name was given and the hostname is unknown.
+    #[error("cannot determine the hostname; set the node name with --name or `name`")]
+    NoHostname,
+    /// The node name cannot be a certificate principal.
+    #[error("node name {name:?} is not usable: {source}")]
+    BadName {
+        /// The name.
+        name: String,
+        /// Why.
+        source: PkiError,
+    },
+    /// The agent would offer no slot at all.
+    #[error("map_slots and reduce_slots are both 0; the agent would never run anything")]
+    NoSlots,
+    /// A directory path cannot be made absolute.
+    #[error("cannot make {path} absolute: {source}")]
+    Path {
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+impl AgentFile {
+    /// Reads and parses `path`.
+    pub fn load(path: &Path) -> Result<AgentFile, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        AgentFile::parse(&text).map_err(|message| ConfigError::Parse { path: path.to_path_buf(), message })
+    }
+
+    /// Parses TOML text; the error names the offending field.
+    pub fn parse(text: &str) -> Result<AgentFile, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// This file with every field that `overrides` sets replaced.
+    pub fn merge(self, overrides: AgentFile) -> AgentFile {
+        AgentFile {
+            master: overrides.master.or(self.master),
+            server_name: overrides.server_name.or(self.server_name),
+            cert_dir: overrides.cert_dir.or(self.cert_dir),
+            name: overrides.name.or(self.name),
+            map_slots: overrides.map_slots.or(self.map_slots),
+            reduce_slots: overrides.reduce_slots.or(self.reduce_slots),
+            work_dir: overrides.work_dir.or(self.work_dir),
+            data_dir: overrides.data_dir.or(self.data_dir),
+            kill_grace_ms: overrides.kill_grace_ms.or(self.kill_grace_ms),
+        }
+    }
+
+    /// Fills in the defaults, checks the result and makes directories absolute.
+    pub fn resolve(self) -> Result<AgentConfig, ConfigError> {
+        let name = match self.name {
+            Some(name) => name,
+            None => sysinfo::System::host_name().ok_or(ConfigError::NoHostname)?,
+        };
+        check_name(&name).map_err(|source| ConfigError::BadName { name: name.clone(), source })?;
+        let (default_map, default_reduce) = default_slots(cpu_count());
+        let map_slots = self.map_slots.unwrap_or(default_map);
+        let reduce_slots = self.reduce_slots.unwrap_or(default_reduce);
+        if map_slots == 0 && reduce_slots == 0 {
+            return Err(ConfigError::NoSlots);
+        }
+        let work_dir = self.work_dir.unwrap_or_else(|| PathBuf::from(format!("./slotmarket-agent-{name}")));
+        let data_dir = self.data_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+        Ok(AgentConfig {
+            master: self.master.unwrap_or_else(|| DEFAULT_MASTER.to_string()),
+            server_name: self.server_name.unwrap_or_else(|| DEFAULT_SERVER_NAME.to_string()),
+            cert_dir: self.cert_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_CERT_DIR)),
+            map_slots,
+            reduce_slots,
+            work_dir: absolute(work_dir)?,
+            data_dir: absolute(data_dir)?,
+            kill_grace: Duration::from_millis(self.kill_grace_ms.unwrap_or(DEFAULT_KILL_GRACE_MS)),
+            path_prefix: own_directory(),
+            backoff: BackoffConfig::default(),
+            max_frame: DEFAULT_MAX_FRAME,
+            name,
+        })
+    }
+}
+
+/// Everything the agent runs with, resolved.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// The master's `host:port`.
+    pub master: String,
+    /// The TLS name of the master.
+    pub server_name: String,
+    /// Directory with the CA and this node's certificate and key.
+    pub cert_dir: PathBuf,
+    /// The node name (the certificate's principal).
+    pub name: String,
+    /// Map slots offered.
+    pub map_slots: u32,
+    /// Reduce slots offered.
+    pub reduce_slots: u32,
+    /// The agent's own directory (absolute); containers live under it.
+    pub work_dir: PathBuf,
+    /// The shared data directory (absolute); job directories live under it.
+    pub data_dir: PathBuf,
+    /// Time between SIGTERM and SIGKILL.
+    pub kill_grace: Duration,
+    /// Put in front of tasks' `PATH`: the directory of the agent's executable.
+    pub path_prefix: Option<PathBuf>,
+    /// Reconnect delays.
+    pub backoff: BackoffConfig,
+    /// Largest frame sent or accepted.
+    pub max_frame: usize,
+}
+
+impl AgentConfig {
+    /// This node's certificate files.
+    pub fn tls_files(&self) -> TlsFiles {
+        TlsFiles::in_dir(&self.cert_dir, &self.name)
+    }
+
+    /// What `process` needs.
+    pub fn process_config(&self) -> Arc<ProcessConfig> {
+        Arc::new(ProcessConfig {
+            work_dir: self.work_dir.clone(),
+            data_dir: self.data_dir.clone(),
+            kill_grace: self.kill_grace,
+            path_prefix: self.path_prefix.clone(),
+        })
+    }
+
+    /// What `session` needs.
+    pub fn session_config(&self) -> SessionConfig {
+        SessionConfig {
+            master: self.master.clone(),
+            server_name: self.server_name.clone(),
+            tls: self.tls_files(),
+            node: self.name.clone(),
+            map_slots: self.map_slots,
+            reduce_slots: self.reduce_slots,
+            backoff: self.backoff,
+            max_frame: self.max_frame,
+        }
+    }
+}
+
+/// Map slots = CPUs, reduce slots = half of them but at least one.
+pub fn default_slots(cpus: u32) -> (u32, u32) {
+    let cpus = cpus.max(1);
+    (cpus, (cpus / 2).max(1))
+}
+
+/// Logical CPUs according to sysinfo, falling back to the standard library.
+fn cpu_count() -> u32 {
+    use sysinfo::{CpuRefreshKind, RefreshKind, System};
+    let system = System::new_with_specifics(RefreshKind::nothing().with_cpu(CpuRefreshKind::nothing()));
+    let count = match system.cpus().len() {
+        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        n => n,
+    };
+    u32::try_from(count).unwrap_or(u32::MAX)
+}
+
+fn absolute(path: PathBuf) -> Result<PathBuf, ConfigError> {
+    // Tasks run in their container directory, so relative paths would point elsewhere.
+    std::path::absolute(&path).map_err(|source| ConfigError::Path { path, source })
+}
+
+/// The directory of the running executable, so tools installed beside the agent
+/// (`slotmarket-task`) are on tasks' `PATH`.
+fn own_directory() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    exe.parent().map(Path::to_path_buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_defaults_follow_the_cpu_count() {
+        assert_eq!(default_slots(8), (8, 4));
+        assert_eq!(default_slots(1), (1, 1));
+        assert_eq!(default_slots(0), (1, 1));
+        assert_eq!(default_slots(3), (3, 1));
+    }
+
+    #[test]
+    fn a_full_file_parses_and_unknown_fields_are_named() {
+        let file = AgentFile::parse(
+            "master = \"m:7400\"\nname = \"node3\"\nmap_slots = 8\nreduce_slots = 0\nkill_grace_ms = 500\n",
+        )
+        .unwrap();
+        assert_eq!(file.master.as_deref(), Some("m:7400"));
+        assert_eq!(file.reduce_slots, Some(0));
+        let err = AgentFile::parse("map_slot = 3").unwrap_err();
+        assert!(err.contains("map_slot"), "{err}");
+    }
+
+    #[test]
+    fn overrides_win_and_defaults_fill_the_rest() {
+        let file = AgentFile { name: Some("node3".into()), map_slots: Some(8), ..AgentFile::default() };
+        let flags = AgentFile { map_slots: Some(2), kill_grace_ms: Some(100), ..AgentFile::default() };
+        let config = file.merge(flags).resolve().unwrap();
+        assert_eq!((config.name.as_str(), config.map_slots), ("node3", 2));
+        assert_eq!(config.kill_grace, Duration::from_millis(100));
+        assert_eq!(config.master, DEFAULT_MASTER);
+        assert_eq!(config.server_name, DEFAULT_SERVER_NAME);
+        assert!(config.work_dir.is_absolute() && config.work_dir.ends_with("slotmarket-agent-node3"));
+        assert!(config.data_dir.is_absolute() && config.data_dir.ends_with("slotmarket-data/shared"));
+        assert!(config.reduce_slots >= 1);
+        assert_eq!(config.tls_files(), TlsFiles::in_dir(Path::new(DEFAULT_CERT_DIR), "node3"));
+    }
+
+    #[test]
+    fn unusable_settings_are_refused() {
+        let bad_name = AgentFile { name: Some("no spaces".into()), ..AgentFile::default() };
+        assert!(matches!(bad_name.resolve(), Err(ConfigError::BadName { .. })));
+        let no_slots = AgentFile {
+            name: Some("n".into()),
+            map_slots: Some(0),
+            reduce_slots: Some(0),
+            ..AgentFile::default()
+        };
+        assert!(matches!(no_slots.resolve(), Err(ConfigError::NoSlots)));
+    }
+}

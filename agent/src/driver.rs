@@ -1,0 +1,192 @@
+//! The agent's event loop: one task owns [`AgentCore`], takes master messages, connection
+//! changes and process events from one channel, feeds them to the core with the current
+//! time and carries out the returned actions in order. It also runs graceful shutdown.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use slotmarket_common::ids::ContainerId;
+use slotmarket_common::protocol::ContainerReport;
+use slotmarket_common::time::Timestamp;
+use thiserror::Error;
+use tokio::sync::{mpsc, watch};
+use tracing::{info, warn};
+
+use crate::config::AgentConfig;
+use crate::core::{AgentAction, AgentCore, AgentEvent};
+use crate::process::{self, ProcessConfig, ProcessEvent, TaskHandle};
+use crate::session::{self, SessionLinks};
+
+/// Time allowed after the kill grace for killed tasks to be reaped during shutdown.
+const SHUTDOWN_MARGIN: Duration = Duration::from_secs(5);
+/// Time the session gets to deliver the last reports after the tasks are gone.
+const SESSION_DRAIN: Duration = Duration::from_secs(3);
+
+/// Why the agent could not run.
+#[derive(Debug, Error)]
+pub enum DriverError {
+    /// The work directory could not be created.
+    #[error("cannot create the work directory {path}: {source}")]
+    WorkDir {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// Runs the agent until `shutdown` completes: connects to the master (retrying forever),
+/// runs what it launches, and on shutdown kills every task, waits for them and lets the
+/// session deliver the final reports.
+pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Result<(), DriverError> {
+    let containers = config.work_dir.join("containers");
+    tokio::fs::create_dir_all(&containers)
+        .await
+        .map_err(|source| DriverError::WorkDir { path: containers, source })?;
+    info!(
+        node = %config.name,
+        master = %config.master,
+        map_slots = config.map_slots,
+        reduce_slots = config.reduce_slots,
+        work_dir = %config.work_dir.display(),
+        data_dir = %config.data_dir.display(),
+        "agent starting"
+    );
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel();
+    let (reports_tx, reports_rx) = mpsc::unbounded_channel();
+    let (live_tx, live_rx) = watch::channel(Vec::new());
+    let links = SessionLinks { events: events_tx.clone(), reports: reports_rx, live: live_rx };
+    let session = tokio::spawn(session::run(config.session_config(), links));
+
+    let mut driver = Driver {
+        core: AgentCore::new(config.map_slots, config.reduce_slots),
+        tasks: BTreeMap::new(),
+        process: config.process_config(),
+        events: events_tx,
+        reports: reports_tx,
+        live: live_tx,
+        clock: Timestamp::ZERO,
+    };
+    driver.serve(&mut events_rx, shutdown).await;
+    driver.stop(&mut events_rx, config.kill_grace + SHUTDOWN_MARGIN).await;
+    // Dropping the driver drops the report sender: the session sends what is left and ends.
+    drop(driver);
+    match tokio::time::timeout(SESSION_DRAIN, session).await {
+        Ok(_) => info!("agent stopped"),
+        Err(_) => warn!("the session did not finish delivering reports in time"),
+    }
+    Ok(())
+}
+
+/// The loop's state: the core, a handle per task process, and the channels out.
+struct Driver {
+    core: AgentCore,
+    tasks: BTreeMap<ContainerId, TaskHandle>,
+    process: Arc<ProcessConfig>,
+    /// Cloned into every process supervisor so its events come back here.
+    events: mpsc::UnboundedSender<AgentEvent>,
+    reports: mpsc::UnboundedSender<ContainerReport>,
+    live: watch::Sender<Vec<ContainerReport>>,
+    /// The last time given to the core, so it never goes backwards.
+    clock: Timestamp,
+}
+
+impl Driver {
+    /// Handles events until `shutdown` completes.
+    async fn serve(
+        &mut self,
+        events: &mut mpsc::UnboundedReceiver<AgentEvent>,
+        shutdown: impl Future<Output = ()>,
+    ) {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                // The driver holds a sender itself, so the channel never closes here.
+                Some(event) = events.recv() => self.step(event),
+                () = &mut shutdown => return,
+            }
+        }
+    }
+
+    /// Kills every task and handles events until none is live or `limit` passes.
+    async fn stop(&mut self, events: &mut mpsc::UnboundedReceiver<AgentEvent>, limit: Duration) {
+        info!(live = self.core.live_count(), "shutting down");
+        self.step(AgentEvent::Shutdown);
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.core.live_count() > 0 {
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Ok(Some(event)) => self.step(event),
+                Ok(None) | Err(_) => {
+                    // kill_on_drop and PDEATHSIG still take the leaders down with us.
+                    warn!(live = self.core.live_count(), "tasks still live at the shutdown deadline");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Feeds one event to the core and carries out its actions in order.
+    fn step(&mut self, event: AgentEvent) {
+        let finished = match &event {
+            AgentEvent::Exited { container, .. } | AgentEvent::SpawnFailed { container, .. } => {
+                Some(*container)
+            }
+            _ => None,
+        };
+        let now = self.now();
+        let actions = self.core.handle(now, event);
+        if let Some(container) = finished {
+            self.tasks.remove(&container);
+        }
+        let mut reported = false;
+        for action in actions {
+            match action {
+                AgentAction::Spawn(launch) => {
+                    let container = launch.container;
+                    let events = self.events.clone();
+                    let handle = process::start(self.process.clone(), launch, move |event| {
+                        // A closed channel means the agent is exiting; nobody needs the event.
+                        let _ = events.send(process_event(container, event));
+                    });
+                    self.tasks.insert(container, handle);
+                }
+                AgentAction::KillGroup { container } => match self.tasks.get_mut(&container) {
+                    Some(handle) => handle.kill(),
+                    None => warn!(%container, "kill for a container without a process handle"),
+                },
+                AgentAction::Report(report) => {
+                    reported = true;
+                    // The session only goes away after the driver; nothing to do if it has.
+                    let _ = self.reports.send(report);
+                }
+            }
+        }
+        // Published after the reports are queued, so a `Register` built from this snapshot
+        // never claims less than the reports already handed to the session.
+        if reported {
+            self.live.send_replace(self.core.live_containers());
+        }
+    }
+
+    /// Wall-clock time, held monotonic for the core.
+    fn now(&mut self) -> Timestamp {
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let wall = Timestamp(u64::try_from(wall.as_millis()).unwrap_or(u64::MAX));
+        self.clock = self.clock.max(wall);
+        self.clock
+    }
+}
+
+fn process_event(container: ContainerId, event: ProcessEvent) -> AgentEvent {
+    match event {
+        ProcessEvent::Started { pid } => AgentEvent::Started { container, pid },
+        ProcessEvent::SpawnFailed(err) => AgentEvent::SpawnFailed { container, error: err.to_string() },
+        ProcessEvent::Exited(exit) => AgentEvent::Exited { container, exit },
+    }
+}
+
+#[cfg(test)]
+#[path = "driver_tests.rs"]
+mod tests;

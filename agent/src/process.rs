@@ -1,0 +1,298 @@
+//! Task processes: prepares a container's directories, renders its command, starts it
+//! under `/bin/sh -c` in its own process group, and runs the kill sequence (SIGTERM to
+//! the group, a grace period, SIGKILL). One tokio task supervises each process, so every
+//! event about a container is reported in order.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use slotmarket_common::protocol::Launch;
+use slotmarket_common::spec::{TemplateError, render};
+use thiserror::Error;
+use tokio::process::{Child, Command};
+use tokio::sync::oneshot;
+use tracing::{debug, info, warn};
+
+use crate::core::TaskExit;
+
+/// Where and how task processes run.
+#[derive(Clone, Debug)]
+pub struct ProcessConfig {
+    /// The agent's own directory; containers get `{work_dir}/containers/{container}`.
+    pub work_dir: PathBuf,
+    /// The data directory shared by the agents; jobs get `{data_dir}/jobs/{job}`.
+    pub data_dir: PathBuf,
+    /// How long a process group has between SIGTERM and SIGKILL.
+    pub kill_grace: Duration,
+    /// Put in front of `PATH`: the agent's own directory, so `slotmarket-task` installed
+    /// beside `slotmarket-agent` is found.
+    pub path_prefix: Option<PathBuf>,
+}
+
+impl ProcessConfig {
+    /// The working directory of `container`.
+    pub fn container_dir(&self, container: impl std::fmt::Display) -> PathBuf {
+        self.work_dir.join("containers").join(container.to_string())
+    }
+
+    /// The directory of `job` under the shared data directory.
+    pub fn job_dir(&self, job: impl std::fmt::Display) -> PathBuf {
+        self.data_dir.join("jobs").join(job.to_string())
+    }
+}
+
+/// Why a task process could not be started.
+#[derive(Debug, Error)]
+pub enum SpawnError {
+    /// A directory or an output file could not be created.
+    #[error("cannot create {path}: {source}")]
+    Prepare {
+        /// The path that failed.
+        path: PathBuf,
+        /// The operating system's reason.
+        source: io::Error,
+    },
+    /// The command template does not render.
+    #[error("bad command template: {0}")]
+    Template(#[from] TemplateError),
+    /// The job directory is not valid UTF-8, so it cannot be put into a command.
+    #[error("job directory {0} is not valid UTF-8")]
+    NonUtf8(PathBuf),
+    /// `/bin/sh` could not be executed.
+    #[error("cannot start /bin/sh: {0}")]
+    Exec(io::Error),
+    /// The kill arrived before the process was started, so it never was.
+    #[error("killed before it started")]
+    KilledBeforeStart,
+}
+
+/// What happened to a supervised task process, in the order it happened.
+#[derive(Debug)]
+pub enum ProcessEvent {
+    /// The process started; `pid` is also its process group id.
+    Started {
+        /// Its process id.
+        pid: u32,
+    },
+    /// The process could not be started; nothing runs.
+    SpawnFailed(SpawnError),
+    /// The process exited and its group was swept; nothing of it runs any more.
+    Exited(TaskExit),
+}
+
+/// The agent's hold on one supervised task: asks for the kill sequence.
+#[derive(Debug)]
+pub struct TaskHandle {
+    kill: Option<oneshot::Sender<()>>,
+}
+
+impl TaskHandle {
+    /// Starts the kill sequence (or cancels a start that has not happened yet). Calling
+    /// it again does nothing.
+    pub fn kill(&mut self) {
+        if let Some(kill) = self.kill.take() {
+            // An error means the supervisor already finished: nothing left to kill.
+            let _ = kill.send(());
+        }
+    }
+}
+
+/// Starts supervising `launch`: prepares its directories, spawns it and waits for it,
+/// calling `on_event` with `Started`/`SpawnFailed` and then `Exited`. Must be called
+/// inside a tokio runtime.
+pub fn start(
+    config: Arc<ProcessConfig>,
+    launch: Launch,
+    on_event: impl FnMut(ProcessEvent) + Send + 'static,
+) -> TaskHandle {
+    let (kill_tx, kill_rx) = oneshot::channel();
+    tokio::spawn(supervise(config, launch, kill_rx, on_event));
+    TaskHandle { kill: Some(kill_tx) }
+}
+
+async fn supervise(
+    config: Arc<ProcessConfig>,
+    launch: Launch,
+    mut kill: oneshot::Receiver<()>,
+    mut on_event: impl FnMut(ProcessEvent),
+) {
+    let container = launch.container;
+    let mut command = match prepare(&config, &launch).await {
+        Ok(command) => command,
+        Err(err) => return on_event(ProcessEvent::SpawnFailed(err)),
+    };
+    if kill.try_recv().is_ok() {
+        return on_event(ProcessEvent::SpawnFailed(SpawnError::KilledBeforeStart));
+    }
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(err) => return on_event(ProcessEvent::SpawnFailed(SpawnError::Exec(err))),
+    };
+    // `id` is only `None` once the child has been waited for, which has not happened.
+    let pid = child.id().unwrap_or_default();
+    let pgid = process_group_of(pid);
+    info!(%container, pid, "task started");
+    on_event(ProcessEvent::Started { pid });
+
+    let status = tokio::select! {
+        status = child.wait() => status,
+        // A dropped handle (Err) is not a kill request: the branch is then disabled.
+        Ok(()) = &mut kill => terminate(&mut child, pgid, config.kill_grace).await,
+    };
+    // The leader is gone, but children it left behind may not be; no task process may
+    // outlive its container.
+    if let Some(pgid) = pgid {
+        signal_group(pgid, libc::SIGKILL);
+    }
+    let exit = match status {
+        Ok(status) => exit_of(status),
+        Err(err) => TaskExit::Unknown(err.to_string()),
+    };
+    debug!(%container, pid, ?exit, "task exited");
+    on_event(ProcessEvent::Exited(exit));
+}
+
+/// Creates the job and container directories and the output files, renders the command
+/// and builds (but does not spawn) the process.
+async fn prepare(config: &ProcessConfig, launch: &Launch) -> Result<Command, SpawnError> {
+    let job_dir = absolute(config.job_dir(launch.task.job))?;
+    let dir = absolute(config.container_dir(launch.container))?;
+    for path in [&job_dir, &dir] {
+        tokio::fs::create_dir_all(path)
+            .await
+            .map_err(|source| SpawnError::Prepare { path: path.clone(), source })?;
+    }
+    let job_dir_text = job_dir.to_str().ok_or_else(|| SpawnError::NonUtf8(job_dir.clone()))?;
+    let rendered = render(&launch.command, &launch.vars, job_dir_text)?;
+    let stdout = output_file(&dir.join("stdout")).await?;
+    let stderr = output_file(&dir.join("stderr")).await?;
+
+    let mut command = Command::new("/bin/sh");
+    command
+        .arg("-c")
+        .arg(&rendered)
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .env("SLOTMARKET_JOB", launch.task.job.to_string())
+        .env("SLOTMARKET_TASK", launch.task.to_string())
+        .env("SLOTMARKET_CONTAINER", launch.container.to_string())
+        .env("SLOTMARKET_ATTEMPT", launch.attempt.0.to_string())
+        .env("SLOTMARKET_JOB_DIR", &job_dir)
+        // Its own group, so the kill sequence reaches every process the task forks.
+        .process_group(0)
+        // Safety net for an agent that dies without running the kill sequence.
+        .kill_on_drop(true);
+    if let Some(path) = extended_path(config.path_prefix.as_deref()) {
+        command.env("PATH", path);
+    }
+    die_with_parent(&mut command);
+    debug!(container = %launch.container, command = %rendered, dir = %dir.display(), "prepared");
+    Ok(command)
+}
+
+fn absolute(path: PathBuf) -> Result<PathBuf, SpawnError> {
+    // The task runs in its container directory, so relative paths would point elsewhere.
+    std::path::absolute(&path).map_err(|source| SpawnError::Prepare { path, source })
+}
+
+async fn output_file(path: &Path) -> Result<std::fs::File, SpawnError> {
+    let file = tokio::fs::File::create(path)
+        .await
+        .map_err(|source| SpawnError::Prepare { path: path.to_path_buf(), source })?;
+    Ok(file.into_std().await)
+}
+
+/// `PATH` with `prefix` in front, or `None` to leave `PATH` alone.
+fn extended_path(prefix: Option<&Path>) -> Option<OsString> {
+    let prefix = prefix?;
+    let current = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::iter::once(prefix.to_path_buf()).chain(std::env::split_paths(&current));
+    match std::env::join_paths(dirs) {
+        Ok(path) => Some(path),
+        Err(err) => {
+            warn!(prefix = %prefix.display(), error = %err, "cannot add the agent's directory to PATH");
+            None
+        }
+    }
+}
+
+/// Makes the kernel SIGKILL the task if the agent dies (Linux only).
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut Command) {
+    let agent = std::process::id();
+    // SAFETY: the closure runs in the forked child before exec and only makes the
+    // async-signal-safe `prctl` and `getppid` system calls; it allocates nothing.
+    // The death signal fires when the *thread* that forked exits; tasks are spawned from
+    // tokio worker threads, which live as long as the runtime, i.e. the agent.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The agent may have died between fork and prctl; then nobody would kill us.
+            if libc::getppid() as u32 != agent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_command: &mut Command) {}
+
+/// The process group to signal for `pid`, refusing ids where `kill(-id)` would hit
+/// something other than one task's group (0 is our own group, 1 would be everything).
+fn process_group_of(pid: u32) -> Option<i32> {
+    i32::try_from(pid).ok().filter(|&pgid| pgid > 1)
+}
+
+/// SIGTERM to the group, up to `grace` for the leader to exit, then SIGKILL.
+async fn terminate(child: &mut Child, pgid: Option<i32>, grace: Duration) -> io::Result<ExitStatus> {
+    let Some(pgid) = pgid else {
+        child.start_kill()?;
+        return child.wait().await;
+    };
+    signal_group(pgid, libc::SIGTERM);
+    match tokio::time::timeout(grace, child.wait()).await {
+        Ok(status) => status,
+        Err(_) => {
+            info!(pgid, grace_ms = grace.as_millis() as u64, "grace period over; sending SIGKILL");
+            signal_group(pgid, libc::SIGKILL);
+            child.wait().await
+        }
+    }
+}
+
+/// Sends `signal` to every process in group `pgid`. A group that is already empty
+/// (`ESRCH`) is the normal case after the leader exits.
+fn signal_group(pgid: i32, signal: libc::c_int) {
+    // SAFETY: `kill` has no memory-safety preconditions; `pgid > 1` is checked by
+    // `process_group_of`, so this never signals our own group or every process.
+    let rc = unsafe { libc::kill(-pgid, signal) };
+    if rc != 0 {
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::ESRCH) {
+            warn!(pgid, signal, error = %err, "cannot signal process group");
+        }
+    }
+}
+
+fn exit_of(status: ExitStatus) -> TaskExit {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => TaskExit::Code(code),
+        (None, Some(signal)) => TaskExit::Signal(signal),
+        (None, None) => TaskExit::Unknown(format!("unrecognised wait status {status}")),
+    }
+}
+
+#[cfg(test)]
+#[path = "process_tests.rs"]
+mod tests;

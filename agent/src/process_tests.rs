@@ -1,0 +1,210 @@
+//! Tests that really spawn task processes: exit codes, captured output, the kill
+//! sequence with and without a cooperative task, and that no process outlives its group.
+//! Every wait is bounded.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use slotmarket_common::ids::{AttemptId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::protocol::Launch;
+use slotmarket_common::spec::{SlotKind, TaskVars};
+use tokio::sync::mpsc;
+
+use super::{ProcessConfig, ProcessEvent, SpawnError, TaskHandle, start};
+use crate::core::TaskExit;
+
+/// Upper bound for any single wait in these tests.
+const WAIT: Duration = Duration::from_secs(10);
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    config: Arc<ProcessConfig>,
+}
+
+impl Fixture {
+    fn new(grace: Duration) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ProcessConfig {
+            work_dir: dir.path().join("work"),
+            data_dir: dir.path().join("data"),
+            kill_grace: grace,
+            path_prefix: Some(dir.path().join("bin")),
+        };
+        Fixture { _dir: dir, config: Arc::new(config) }
+    }
+
+    fn start(&self, container: u64, command: &str) -> (TaskHandle, mpsc::UnboundedReceiver<ProcessEvent>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let handle = start(self.config.clone(), launch(container, command), move |event| {
+            let _ = tx.send(event);
+        });
+        (handle, rx)
+    }
+}
+
+fn launch(container: u64, command: &str) -> Launch {
+    let task = TaskId { job: JobId(5), stage: StageId(0), index: 2 };
+    Launch {
+        container: ContainerId(container),
+        task,
+        attempt: AttemptId(1),
+        slot: SlotKind::Map,
+        command: command.into(),
+        vars: TaskVars {
+            job: JobId(5),
+            stage: "map".into(),
+            task: 2,
+            tasks: 4,
+            attempt: AttemptId(1),
+            input: None,
+            stage_tasks: BTreeMap::new(),
+        },
+    }
+}
+
+async fn next(events: &mut mpsc::UnboundedReceiver<ProcessEvent>) -> ProcessEvent {
+    tokio::time::timeout(WAIT, events.recv()).await.expect("timed out waiting for a process event").unwrap()
+}
+
+async fn started(events: &mut mpsc::UnboundedReceiver<ProcessEvent>) -> i32 {
+    match next(events).await {
+        ProcessEvent::Started { pid } => pid as i32,
+        other => panic!("expected Started, got {other:?}"),
+    }
+}
+
+async fn exited(events: &mut mpsc::UnboundedReceiver<ProcessEvent>) -> TaskExit {
+    match next(events).await {
+        ProcessEvent::Exited(exit) => exit,
+        other => panic!("expected Exited, got {other:?}"),
+    }
+}
+
+/// Whether any process of group `pgid` is still alive. `kill(-pgid, 0)` failing with
+/// ESRCH is the definitive answer; where it succeeds we also accept a group made only of
+/// zombies, because orphans are reparented to PID 1 and some container inits never reap.
+fn group_alive(pgid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence; pgid > 1 comes from a spawned child.
+    let rc = unsafe { libc::kill(-pgid, 0) };
+    if rc != 0 {
+        return std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else { return true };
+    entries.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { return false };
+        // Fields after the command name, which is in parentheses and may hold spaces.
+        let Some((_, rest)) = stat.rsplit_once(')') else { return false };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        fields.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(pgid) && fields.first() != Some(&"Z")
+    })
+}
+
+async fn assert_group_gone(pgid: i32) {
+    let deadline = Instant::now() + WAIT;
+    while group_alive(pgid) {
+        assert!(Instant::now() < deadline, "process group {pgid} outlived its container");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_nonzero_exit_code_is_reported() {
+    let fx = Fixture::new(Duration::from_secs(3));
+    let (_handle, mut events) = fx.start(1, "exit 3");
+    started(&mut events).await;
+    assert_eq!(exited(&mut events).await, TaskExit::Code(3));
+}
+
+#[tokio::test]
+async fn output_environment_and_directories_are_set_up() {
+    let fx = Fixture::new(Duration::from_secs(3));
+    let command = "echo hello; echo oops >&2; echo $SLOTMARKET_JOB $SLOTMARKET_TASK $SLOTMARKET_CONTAINER; \
+                   pwd; echo {job_dir}; echo $PATH";
+    let (_handle, mut events) = fx.start(7, command);
+    started(&mut events).await;
+    assert_eq!(exited(&mut events).await, TaskExit::Code(0));
+
+    let dir = fx.config.container_dir(ContainerId(7));
+    let job_dir = fx.config.job_dir(JobId(5));
+    assert!(job_dir.is_dir(), "the job directory is created");
+    let stdout = std::fs::read_to_string(dir.join("stdout")).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "hello");
+    assert_eq!(lines[1], "j5 j5.s0.t2 c7");
+    assert_eq!(std::fs::canonicalize(lines[2]).unwrap(), std::fs::canonicalize(&dir).unwrap());
+    assert_eq!(lines[3], job_dir.to_str().unwrap());
+    let prefix = fx.config.path_prefix.as_ref().unwrap();
+    assert!(lines[4].starts_with(&format!("{}:", prefix.display())), "PATH is {}", lines[4]);
+    assert_eq!(std::fs::read_to_string(dir.join("stderr")).unwrap(), "oops\n");
+}
+
+#[tokio::test]
+async fn a_killed_task_leaves_no_process_in_its_group() {
+    let fx = Fixture::new(Duration::from_secs(3));
+    let (mut handle, mut events) = fx.start(2, "sleep 30");
+    let pgid = started(&mut events).await;
+    let begun = Instant::now();
+    handle.kill();
+    assert_eq!(exited(&mut events).await, TaskExit::Signal(libc::SIGTERM));
+    assert!(begun.elapsed() < Duration::from_secs(2), "SIGTERM should have been enough");
+    assert_group_gone(pgid).await;
+}
+
+#[tokio::test]
+async fn a_task_ignoring_sigterm_is_sigkilled_after_the_grace() {
+    let grace = Duration::from_millis(300);
+    let fx = Fixture::new(grace);
+    // The shell and its `sleep` child both ignore SIGTERM.
+    let (mut handle, mut events) = fx.start(3, "trap '' TERM; sleep 30; true");
+    let pgid = started(&mut events).await;
+    // Give the shell time to install the trap before the signal arrives.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let begun = Instant::now();
+    handle.kill();
+    assert_eq!(exited(&mut events).await, TaskExit::Signal(libc::SIGKILL));
+    assert!(begun.elapsed() >= grace, "SIGKILL came before the grace period ended");
+    assert_group_gone(pgid).await;
+}
+
+#[tokio::test]
+async fn background_children_die_with_the_group() {
+    let fx = Fixture::new(Duration::from_secs(3));
+    let (mut handle, mut events) = fx.start(4, "sleep 30 & sleep 30 & wait");
+    let pgid = started(&mut events).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    handle.kill();
+    exited(&mut events).await;
+    assert_group_gone(pgid).await;
+}
+
+#[tokio::test]
+async fn processes_left_behind_by_a_finished_task_are_swept() {
+    let fx = Fixture::new(Duration::from_secs(3));
+    let (_handle, mut events) = fx.start(5, "sleep 30 & exit 0");
+    let pgid = started(&mut events).await;
+    assert_eq!(exited(&mut events).await, TaskExit::Code(0));
+    assert_group_gone(pgid).await;
+}
+
+#[tokio::test]
+async fn a_bad_template_fails_the_spawn() {
+    let fx = Fixture::new(Duration::from_secs(3));
+    let (_handle, mut events) = fx.start(6, "echo {nope}");
+    match next(&mut events).await {
+        ProcessEvent::SpawnFailed(SpawnError::Template(err)) => assert!(err.to_string().contains("nope")),
+        other => panic!("expected a template error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_kill_before_the_start_means_no_start() {
+    let fx = Fixture::new(Duration::from_secs(3));
+    let (mut handle, mut events) = fx.start(8, "sleep 30");
+    // `start` only spawned the supervisor; it has not run yet on this runtime.
+    handle.kill();
+    match next(&mut events).await {
+        ProcessEvent::SpawnFailed(SpawnError::KilledBeforeStart) => {}
+        other => panic!("expected KilledBeforeStart, got {other:?}"),
+    }
+}

@@ -1,0 +1,456 @@
+//! The QUIC session with the master: register, then one long-lived control stream that
+//! carries heartbeats and batched reports out and launches and kills in. On connection
+//! loss tasks keep running and reports queue up; the session reconnects with backoff,
+//! re-registers with the live containers and flushes the queue.
+//!
+//! Delivery: a report is never dropped while the agent runs, but around a lost connection
+//! it may reach the master twice (a batch whose write failed is re-sent); reports that the
+//! `Register` after a reconnect already supersedes are not re-sent.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::time::Duration;
+
+use quinn::{RecvStream, SendStream, VarInt};
+use slotmarket_common::identity::Role;
+use slotmarket_common::ids::{AgentId, ContainerId};
+use slotmarket_common::pki::TlsFiles;
+use slotmarket_common::protocol::{
+    AgentToMaster, ContainerReport, MasterToAgent, PROTOCOL_VERSION, Register,
+};
+use slotmarket_common::transport::{self, StreamError, TransportError, read_frame, write_frame};
+use thiserror::Error;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::core::AgentEvent;
+
+/// How long a connection attempt (QUIC handshake) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the master has to answer `Register`.
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(10);
+/// A write that takes longer means the connection is unusable.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a clean shutdown waits for the master to acknowledge the last reports.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Reports per `Reports` frame; keeps a long queue well under the frame limit.
+const REPORTS_PER_FRAME: usize = 256;
+
+/// What the session needs to know.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// The master's `host:port`, resolved on every connection attempt.
+    pub master: String,
+    /// The TLS name the master's certificate must carry.
+    pub server_name: String,
+    /// The agent's certificate files.
+    pub tls: TlsFiles,
+    /// The node name sent in `Register`; equal to the certificate's principal.
+    pub node: String,
+    /// Map slots offered.
+    pub map_slots: u32,
+    /// Reduce slots offered.
+    pub reduce_slots: u32,
+    /// Reconnect delays.
+    pub backoff: BackoffConfig,
+    /// Largest frame sent or accepted.
+    pub max_frame: usize,
+}
+
+/// Reconnect delays: `initial`, doubling up to `max`, each with jitter.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct BackoffConfig {
+    /// The first delay.
+    pub initial: Duration,
+    /// The largest delay.
+    pub max: Duration,
+}
+
+impl Default for BackoffConfig {
+    fn default() -> BackoffConfig {
+        BackoffConfig { initial: Duration::from_millis(200), max: Duration::from_secs(5) }
+    }
+}
+
+/// The session's channels to and from the driver.
+#[derive(Debug)]
+pub struct SessionLinks {
+    /// Master messages and connection changes, for the core.
+    pub events: mpsc::UnboundedSender<AgentEvent>,
+    /// Reports from the core, in order. When every sender is gone the session sends what
+    /// is left (if connected) and ends.
+    pub reports: mpsc::UnboundedReceiver<ContainerReport>,
+    /// The last report of every live container, for `Register`.
+    pub live: watch::Receiver<Vec<ContainerReport>>,
+}
+
+/// Why one connection attempt or connection ended.
+#[derive(Debug, Error)]
+pub enum SessionError {
+    /// The endpoint could not be built, the master not reached or not identified.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// The server's certificate is not the master's.
+    #[error("the server presents a certificate for role {0}, not the master")]
+    NotMaster(Role),
+    /// The connection failed.
+    #[error("connection lost: {0}")]
+    Connection(#[from] quinn::ConnectionError),
+    /// A frame could not be written or read.
+    #[error(transparent)]
+    Stream(#[from] StreamError),
+    /// The master refused the registration.
+    #[error("the master refused the registration: {0}")]
+    Refused(String),
+    /// The handshake did not complete in time (the master is down or unreachable).
+    #[error("no connection within {0:?}")]
+    ConnectTimeout(Duration),
+    /// The master did not answer `Register` in time.
+    #[error("no answer to Register within {0:?}")]
+    RegisterTimeout(Duration),
+    /// A write did not complete in time.
+    #[error("write stalled for {0:?}")]
+    WriteTimeout(Duration),
+    /// The master sent something that does not belong where it came.
+    #[error("unexpected message from the master: {0}")]
+    Unexpected(&'static str),
+    /// The master closed the control stream.
+    #[error("the master closed the control stream")]
+    ClosedByMaster,
+}
+
+/// Exponential backoff with jitter from a small seeded generator (SplitMix64), so agents
+/// restarted together do not reconnect in lockstep.
+#[derive(Debug)]
+pub struct Backoff {
+    config: BackoffConfig,
+    next: Duration,
+    state: u64,
+}
+
+impl Backoff {
+    /// Backoff starting at `config.initial`, with jitter seeded by `seed`.
+    pub fn new(config: BackoffConfig, seed: u64) -> Backoff {
+        Backoff { config, next: config.initial, state: seed }
+    }
+
+    /// The delay before the next attempt: between half and all of the current step,
+    /// which then doubles (up to the maximum).
+    pub fn next_delay(&mut self) -> Duration {
+        let step = self.next;
+        self.next = (self.next * 2).min(self.config.max);
+        let half = step / 2;
+        let spread = u64::try_from(half.as_micros()).unwrap_or(u64::MAX);
+        let jitter = if spread == 0 { 0 } else { self.random() % (spread + 1) };
+        half + Duration::from_micros(jitter)
+    }
+
+    /// Starts again from the initial delay (after a successful registration).
+    pub fn reset(&mut self) {
+        self.next = self.config.initial;
+    }
+
+    /// Jumps to the largest delay (after a refusal, which is unlikely to pass soon).
+    pub fn give_up_quick_retries(&mut self) {
+        self.next = self.config.max;
+    }
+
+    fn random(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// Drops queued reports that `live` (sent in `Register`) already supersedes: those for a
+/// live container whose registered state is the same or later. Terminal reports and
+/// reports newer than the snapshot stay, in order.
+pub fn drop_superseded(queue: &mut VecDeque<ContainerReport>, live: &[ContainerReport]) {
+    let registered: BTreeMap<ContainerId, _> = live.iter().map(|r| (r.container, r.state)).collect();
+    queue.retain(|r| registered.get(&r.container).is_none_or(|&state| r.state > state));
+}
+
+/// How a connected session ended.
+enum Ended {
+    /// The driver is done; the session is over.
+    Shutdown,
+    /// The connection failed; reconnect.
+    Lost(SessionError),
+}
+
+/// Runs the session until the driver drops its report sender: connects, registers, serves
+/// the control stream and reconnects with backoff whenever the connection is lost.
+pub async fn run(config: SessionConfig, mut links: SessionLinks) {
+    let seed = {
+        let mut hasher = DefaultHasher::new();
+        (&config.node, std::process::id(), std::time::SystemTime::now()).hash(&mut hasher);
+        hasher.finish()
+    };
+    let mut backoff = Backoff::new(config.backoff, seed);
+    let mut queue = VecDeque::new();
+    let mut endpoint: Option<(std::net::SocketAddr, quinn::Endpoint)> = None;
+    loop {
+        let attempt = connect_and_register(&config, &mut endpoint, &links.live);
+        let Some(attempt) = queue_while(attempt, &mut queue, &mut links.reports).await else {
+            info!(unsent = queue.len(), "shutting down while connecting");
+            return;
+        };
+        let ended = match attempt {
+            Ok((connected, recv)) => {
+                backoff.reset();
+                let span = info_span!("session", agent = %connected.agent);
+                let ended = connected.serve(recv, &config, &mut queue, &mut links).instrument(span).await;
+                if links.events.send(AgentEvent::Disconnected).is_err() {
+                    return;
+                }
+                ended
+            }
+            Err(err) => Ended::Lost(err),
+        };
+        match ended {
+            Ended::Shutdown => return,
+            Ended::Lost(SessionError::Refused(reason)) => {
+                warn!(%reason, "registration refused; will retry");
+                backoff.give_up_quick_retries();
+            }
+            Ended::Lost(err) => warn!(error = %err, queued = queue.len(), "not connected to the master"),
+        }
+        let delay = backoff.next_delay();
+        debug!(delay_ms = delay.as_millis() as u64, "reconnecting after a delay");
+        if queue_while(tokio::time::sleep(delay), &mut queue, &mut links.reports).await.is_none() {
+            info!(unsent = queue.len(), "shutting down while disconnected");
+            return;
+        }
+    }
+}
+
+/// Runs `work` while moving reports into `queue`; `None` if the driver is done first.
+async fn queue_while<T>(
+    work: impl Future<Output = T>,
+    queue: &mut VecDeque<ContainerReport>,
+    reports: &mut mpsc::UnboundedReceiver<ContainerReport>,
+) -> Option<T> {
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            done = &mut work => return Some(done),
+            report = reports.recv() => match report {
+                Some(report) => queue.push_back(report),
+                None => return None,
+            },
+        }
+    }
+}
+
+/// A registered connection with the sending half of its control stream (the receiving
+/// half goes to the reader task).
+struct Connected {
+    conn: quinn::Connection,
+    send: SendStream,
+    agent: AgentId,
+    heartbeat: Duration,
+    /// What `Register` carried, to drop queued reports it supersedes.
+    registered_live: Vec<ContainerReport>,
+}
+
+async fn connect_and_register(
+    config: &SessionConfig,
+    endpoint: &mut Option<(std::net::SocketAddr, quinn::Endpoint)>,
+    live: &watch::Receiver<Vec<ContainerReport>>,
+) -> Result<(Connected, RecvStream), SessionError> {
+    let addr = transport::resolve(&config.master).await?;
+    // One endpoint (one UDP socket) for as long as the master's address stays the same.
+    let endpoint = match endpoint {
+        Some((known, endpoint)) if *known == addr => endpoint,
+        slot => &mut slot.insert((addr, transport::client_endpoint(&config.tls, addr)?)).1,
+    };
+    // Without a bound, a master that is down costs a whole idle timeout per attempt.
+    let conn = tokio::time::timeout(CONNECT_TIMEOUT, transport::connect(endpoint, addr, &config.server_name))
+        .await
+        .map_err(|_| SessionError::ConnectTimeout(CONNECT_TIMEOUT))??;
+    let server = transport::peer_identity(&conn)?;
+    if server.role != Role::Master {
+        conn.close(VarInt::from_u32(0), b"not the master");
+        return Err(SessionError::NotMaster(server.role));
+    }
+    match register(conn.clone(), config, live).await {
+        Ok(registered) => Ok(registered),
+        Err(err) => {
+            conn.close(VarInt::from_u32(0), b"registration failed");
+            Err(err)
+        }
+    }
+}
+
+async fn register(
+    conn: quinn::Connection,
+    config: &SessionConfig,
+    live: &watch::Receiver<Vec<ContainerReport>>,
+) -> Result<(Connected, RecvStream), SessionError> {
+    let (mut send, mut recv) = conn.open_bi().await?;
+    let live = live.borrow().clone();
+    let register = Register {
+        version: PROTOCOL_VERSION,
+        node: config.node.clone(),
+        map_slots: config.map_slots,
+        reduce_slots: config.reduce_slots,
+        live_containers: live.clone(),
+    };
+    timed_write(&mut send, &AgentToMaster::Register(register), config.max_frame).await?;
+    let answer = tokio::time::timeout(REGISTER_TIMEOUT, read_frame(&mut recv, config.max_frame))
+        .await
+        .map_err(|_| SessionError::RegisterTimeout(REGISTER_TIMEOUT))??;
+    match answer {
+        Some(MasterToAgent::Registered { agent, heartbeat_interval_ms }) => {
+            // A zero interval would spin; one heartbeat per millisecond is already absurd.
+            let heartbeat = Duration::from_millis(heartbeat_interval_ms.max(1));
+            info!(%agent, heartbeat_ms = heartbeat_interval_ms, live = live.len(), "registered");
+            Ok((Connected { conn, send, agent, heartbeat, registered_live: live }, recv))
+        }
+        Some(MasterToAgent::Refused { reason }) => Err(SessionError::Refused(reason)),
+        Some(MasterToAgent::Launch(_) | MasterToAgent::Kill { .. }) => {
+            Err(SessionError::Unexpected("a launch or kill before Registered"))
+        }
+        None => Err(SessionError::ClosedByMaster),
+    }
+}
+
+impl Connected {
+    /// Serves the control stream until the connection fails or the driver is done.
+    async fn serve(
+        mut self,
+        recv: RecvStream,
+        config: &SessionConfig,
+        queue: &mut VecDeque<ContainerReport>,
+        links: &mut SessionLinks,
+    ) -> Ended {
+        if links.events.send(AgentEvent::Connected { agent: self.agent }).is_err() {
+            return Ended::Shutdown;
+        }
+        // Reading runs in its own task: a frame read cancelled half-way by `select!` would
+        // lose bytes and break the framing.
+        let mut reader = tokio::spawn(read_master(recv, links.events.clone(), config.max_frame));
+        let ended = self.serve_writes(config, queue, links, &mut reader).await;
+        reader.abort();
+        match &ended {
+            Ended::Shutdown => self.close_cleanly().await,
+            Ended::Lost(_) => self.conn.close(VarInt::from_u32(0), b"reconnecting"),
+        }
+        ended
+    }
+
+    async fn serve_writes(
+        &mut self,
+        config: &SessionConfig,
+        queue: &mut VecDeque<ContainerReport>,
+        links: &mut SessionLinks,
+        reader: &mut JoinHandle<SessionError>,
+    ) -> Ended {
+        // Reports that queued while we were away, minus what `Register` already told.
+        while let Ok(report) = links.reports.try_recv() {
+            queue.push_back(report);
+        }
+        drop_superseded(queue, &self.registered_live);
+        if let Err(err) = self.flush(queue, config.max_frame).await {
+            return Ended::Lost(err);
+        }
+        let start = tokio::time::Instant::now() + self.heartbeat;
+        let mut heartbeat = tokio::time::interval_at(start, self.heartbeat);
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                err = &mut *reader => {
+                    return Ended::Lost(err.unwrap_or(SessionError::Unexpected("the reader task failed")));
+                }
+                _ = heartbeat.tick() => {
+                    if let Err(err) = timed_write(&mut self.send, &AgentToMaster::Heartbeat, config.max_frame).await {
+                        return Ended::Lost(err);
+                    }
+                }
+                report = links.reports.recv() => {
+                    let Some(report) = report else { return Ended::Shutdown };
+                    queue.push_back(report);
+                    while let Ok(report) = links.reports.try_recv() {
+                        queue.push_back(report);
+                    }
+                    if let Err(err) = self.flush(queue, config.max_frame).await {
+                        return Ended::Lost(err);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends every queued report, oldest first, in as few frames as the limit allows. A
+    /// batch is removed from the queue only once written, so a failed write keeps it.
+    async fn flush(
+        &mut self,
+        queue: &mut VecDeque<ContainerReport>,
+        max_frame: usize,
+    ) -> Result<(), SessionError> {
+        while !queue.is_empty() {
+            let count = queue.len().min(REPORTS_PER_FRAME);
+            let batch: Vec<ContainerReport> = queue.iter().take(count).cloned().collect();
+            debug!(reports = batch.len(), "sending reports");
+            timed_write(&mut self.send, &AgentToMaster::Reports(batch), max_frame).await?;
+            queue.drain(..count);
+        }
+        Ok(())
+    }
+
+    /// Finishes the control stream, waits (briefly) for the master to acknowledge what was
+    /// sent, then closes the connection.
+    async fn close_cleanly(&mut self) {
+        if self.send.finish().is_ok() {
+            let _ = tokio::time::timeout(CLOSE_TIMEOUT, self.send.stopped()).await;
+        }
+        self.conn.close(VarInt::from_u32(0), b"agent shutting down");
+    }
+}
+
+async fn timed_write(
+    send: &mut SendStream,
+    msg: &AgentToMaster,
+    max_frame: usize,
+) -> Result<(), SessionError> {
+    tokio::time::timeout(WRITE_TIMEOUT, write_frame(send, msg, max_frame))
+        .await
+        .map_err(|_| SessionError::WriteTimeout(WRITE_TIMEOUT))?
+        .map_err(SessionError::from)
+}
+
+/// Reads the master's messages and hands launches and kills to the driver, until the
+/// stream fails or ends; returns why.
+async fn read_master(
+    mut recv: RecvStream,
+    events: mpsc::UnboundedSender<AgentEvent>,
+    max_frame: usize,
+) -> SessionError {
+    loop {
+        let event = match read_frame::<MasterToAgent>(&mut recv, max_frame).await {
+            Ok(Some(MasterToAgent::Launch(launches))) => {
+                debug!(launches = launches.len(), "launch batch received");
+                AgentEvent::Launch(launches)
+            }
+            Ok(Some(MasterToAgent::Kill { container, reason })) => AgentEvent::Kill { container, reason },
+            Ok(Some(MasterToAgent::Registered { .. })) => {
+                return SessionError::Unexpected("a second Registered");
+            }
+            Ok(Some(MasterToAgent::Refused { reason })) => return SessionError::Refused(reason),
+            Ok(None) => return SessionError::ClosedByMaster,
+            Err(err) => return err.into(),
+        };
+        if events.send(event).is_err() {
+            // The driver is gone; the session ends through its report channel.
+            return SessionError::Unexpected("the driver stopped");
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;
