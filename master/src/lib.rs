@@ -6,4 +6,7 @@
 //! - `store`: SQLite (WAL) persistence of jobs and container history, replayed on start.
 #![warn(missing_docs)]
 
+pub mod config;
 pub mod core;
+pub mod server;
+pub mod store;

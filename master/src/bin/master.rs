@@ -1,1 +1,146 @@
-fn main() {}
+//! `slotmarket-master`: parses flags and `master.toml`, opens the store, replays stored
+//! jobs into the core and serves agents and clients until Ctrl-C or SIGTERM.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use slotmarket_common::pki::TlsFiles;
+use slotmarket_common::time::Timestamp;
+use slotmarket_common::transport;
+use slotmarket_master::config::{MasterConfig, MasterFile};
+use slotmarket_master::core::Core;
+use slotmarket_master::server::{self, ServerOptions};
+use slotmarket_master::store::Store;
+use tracing::info;
+
+/// The Slotmarket master: admission, scheduling and accounting for a cluster of agents.
+///
+/// Flags override `--config`, which overrides the defaults.
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Args {
+    /// `host:port` to listen on (UDP/QUIC); port 0 picks a free port, written to
+    /// DATA_DIR/master.addr once listening.
+    #[arg(long, env = "SLOTMARKET_LISTEN")]
+    listen: Option<String>,
+    /// Directory for the database, the lock file and master.addr [default: slotmarket-data/master].
+    #[arg(long, env = "SLOTMARKET_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Directory with ca.pem, master.pem and master.key (made by `slotmarket pki init`) [default: pki].
+    #[arg(long, env = "SLOTMARKET_CERT_DIR")]
+    cert_dir: Option<PathBuf>,
+    /// Scheduling policy [default: fifo].
+    #[arg(long)]
+    policy: Option<String>,
+    /// Silence after which an agent is declared lost, in milliseconds [default: 10000].
+    #[arg(long)]
+    agent_timeout_ms: Option<u64>,
+    /// Heartbeat interval asked of agents, in milliseconds [default: 1000].
+    #[arg(long)]
+    heartbeat_interval_ms: Option<u64>,
+    /// A master.toml with any of the settings above (same names, underscores).
+    #[arg(long, env = "SLOTMARKET_MASTER_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+impl TryFrom<Args> for MasterConfig {
+    type Error = anyhow::Error;
+
+    fn try_from(args: Args) -> Result<MasterConfig> {
+        let file = match &args.config {
+            Some(path) => MasterFile::load(path)?,
+            None => MasterFile::default(),
+        };
+        let merged = MasterFile {
+            listen: args.listen.or(file.listen),
+            data_dir: args.data_dir.or(file.data_dir),
+            cert_dir: args.cert_dir.or(file.cert_dir),
+            policy: args.policy.or(file.policy),
+            agent_timeout_ms: args.agent_timeout_ms.or(file.agent_timeout_ms),
+            heartbeat_interval_ms: args.heartbeat_interval_ms.or(file.heartbeat_interval_ms),
+            max_frame_bytes: file.max_frame_bytes,
+        };
+        Ok(MasterConfig::try_from(merged)?)
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let config = MasterConfig::try_from(Args::parse())?;
+    run(config).await
+}
+
+async fn run(config: MasterConfig) -> Result<()> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating data directory {}", config.data_dir.display()))?;
+    let _lock = lock_data_dir(&config.data_dir)?;
+    let store = Store::open(&config.data_dir)
+        .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
+    let mut core = Core::new(config.core.clone());
+    let recovered = server::recover(&mut core, &store, wall_clock()).context("recovering stored jobs")?;
+
+    let tls = TlsFiles::in_dir(&config.cert_dir, "master");
+    let listen =
+        transport::resolve(&config.listen).await.with_context(|| format!("resolving {}", config.listen))?;
+    let endpoint = transport::server_endpoint(listen, &tls).with_context(|| {
+        format!("listening on {listen} with certificates from {}", config.cert_dir.display())
+    })?;
+    let bound = endpoint.local_addr().context("reading the bound address")?;
+    write_addr_file(&config.data_dir, &bound.to_string())?;
+    info!(
+        address = %bound,
+        policy = config.core.policy.name(),
+        recovered,
+        database = %store.path().display(),
+        "master listening"
+    );
+    let options = ServerOptions { max_frame: config.max_frame };
+    server::run(endpoint, core, store, options, shutdown_signal()).await?;
+    Ok(())
+}
+
+/// Holds an exclusive lock on the data directory so two masters never share a database.
+fn lock_data_dir(data_dir: &Path) -> Result<File> {
+    let path = data_dir.join("master.lock");
+    let file = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    // SAFETY: flock on a file descriptor we own; the lock lives as long as `file`.
+    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    if !locked {
+        bail!("another master is using {} (lock {} is held)", data_dir.display(), path.display());
+    }
+    Ok(file)
+}
+
+/// Publishes the bound address for scripts that started us with port 0.
+fn write_addr_file(data_dir: &Path, addr: &str) -> Result<()> {
+    let path = data_dir.join("master.addr");
+    let tmp = data_dir.join("master.addr.tmp");
+    std::fs::write(&tmp, format!("{addr}\n")).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+fn wall_clock() -> Timestamp {
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    Timestamp(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
+}
+
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -78,6 +78,8 @@ pub struct RecoveredJob {
     pub spec: JobSpec,
     /// When it was admitted.
     pub submitted: slotmarket_common::time::Timestamp,
+    /// Its stored state; terminal jobs are restored for listings only.
+    pub state: slotmarket_common::protocol::JobState,
     /// When its first task ran, if one did.
     pub started: Option<slotmarket_common::time::Timestamp>,
     /// Every container the store knows for this job with its last recorded report and

@@ -1,0 +1,152 @@
+//! `master.toml` and the settled configuration the binary runs with. Every key is
+//! optional; command-line flags override the file, the file overrides the defaults.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
+use thiserror::Error;
+
+use crate::core::{CoreConfig, PolicyName};
+
+/// Address the master listens on when nothing else is said.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7400";
+
+/// The contents of `master.toml`.
+#[derive(Clone, Default, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MasterFile {
+    /// `host:port` to listen on (UDP); port 0 picks a free one.
+    pub listen: Option<String>,
+    /// Where the database and `master.addr` live.
+    pub data_dir: Option<PathBuf>,
+    /// Directory holding `ca.pem`, `master.pem` and `master.key`.
+    pub cert_dir: Option<PathBuf>,
+    /// Scheduling policy name.
+    pub policy: Option<String>,
+    /// Silence after which an agent is declared lost, in milliseconds.
+    pub agent_timeout_ms: Option<u64>,
+    /// How often agents must send heartbeats, in milliseconds.
+    pub heartbeat_interval_ms: Option<u64>,
+    /// Largest accepted frame, in bytes.
+    pub max_frame_bytes: Option<usize>,
+}
+
+/// A setting that cannot work.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be parsed.
+    #[error("{path}: {message}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A value is out of range or inconsistent with another.
+    #[error("{field}: {problem}")]
+    Invalid {
+        /// The setting's name.
+        field: &'static str,
+        /// What is wrong and how to fix it.
+        problem: String,
+    },
+}
+
+impl MasterFile {
+    /// Reads and parses a `master.toml`.
+    pub fn load(path: &std::path::Path) -> Result<MasterFile, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::File { path: path.to_path_buf(), message: e.to_string() })?;
+        toml::from_str(&text)
+            .map_err(|e| ConfigError::File { path: path.to_path_buf(), message: e.to_string() })
+    }
+}
+
+/// Everything the master runs with, settled and checked.
+#[derive(Clone, Debug)]
+pub struct MasterConfig {
+    /// `host:port` to listen on.
+    pub listen: String,
+    /// Data directory (database, `master.addr`, lock file).
+    pub data_dir: PathBuf,
+    /// Certificate directory.
+    pub cert_dir: PathBuf,
+    /// The core's settings.
+    pub core: CoreConfig,
+    /// Largest accepted frame, in bytes.
+    pub max_frame: usize,
+}
+
+impl TryFrom<MasterFile> for MasterConfig {
+    type Error = ConfigError;
+
+    /// Applies defaults to whatever the (merged) file leaves unset, then checks.
+    fn try_from(file: MasterFile) -> Result<MasterConfig, ConfigError> {
+        let defaults = CoreConfig::default();
+        let policy = match file.policy {
+            Some(name) => name
+                .parse::<PolicyName>()
+                .map_err(|problem| ConfigError::Invalid { field: "policy", problem })?,
+            None => defaults.policy,
+        };
+        let agent_timeout = file.agent_timeout_ms.map_or(defaults.agent_timeout, Duration::from_millis);
+        let heartbeat_interval =
+            file.heartbeat_interval_ms.map_or(defaults.heartbeat_interval, Duration::from_millis);
+        if heartbeat_interval.is_zero() || agent_timeout < heartbeat_interval * 2 {
+            return Err(ConfigError::Invalid {
+                field: "agent_timeout_ms",
+                problem: format!(
+                    "must be at least twice heartbeat_interval_ms (got {} ms and {} ms)",
+                    agent_timeout.as_millis(),
+                    heartbeat_interval.as_millis()
+                ),
+            });
+        }
+        let max_frame = file.max_frame_bytes.unwrap_or(DEFAULT_MAX_FRAME);
+        if !(1024..=64 << 20).contains(&max_frame) {
+            return Err(ConfigError::Invalid {
+                field: "max_frame_bytes",
+                problem: format!("must be between 1 KiB and 64 MiB, got {max_frame}"),
+            });
+        }
+        Ok(MasterConfig {
+            listen: file.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
+            data_dir: file.data_dir.unwrap_or_else(|| PathBuf::from("slotmarket-data/master")),
+            cert_dir: file.cert_dir.unwrap_or_else(|| PathBuf::from("pki")),
+            core: CoreConfig { policy, agent_timeout, heartbeat_interval },
+            max_frame,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_fill_an_empty_file() {
+        let config = MasterConfig::try_from(MasterFile::default()).unwrap();
+        assert_eq!(config.listen, DEFAULT_LISTEN);
+        assert_eq!(config.max_frame, DEFAULT_MAX_FRAME);
+    }
+
+    #[test]
+    fn inconsistent_timeouts_are_refused_with_the_field() {
+        let file = MasterFile {
+            agent_timeout_ms: Some(1000),
+            heartbeat_interval_ms: Some(800),
+            ..MasterFile::default()
+        };
+        let err = MasterConfig::try_from(file).unwrap_err().to_string();
+        assert!(err.starts_with("agent_timeout_ms: must be at least twice"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_and_policies_are_refused() {
+        assert!(toml::from_str::<MasterFile>("listn = \"x\"").is_err());
+        let file = MasterFile { policy: Some("lottery".into()), ..MasterFile::default() };
+        assert!(MasterConfig::try_from(file).unwrap_err().to_string().starts_with("policy:"));
+    }
+}

@@ -1,0 +1,156 @@
+//! The master's sans-IO core: jobs, stages, tasks, containers, agents and the scheduling
+//! policy. It does no I/O and reads no clock; drivers feed it timestamped events and carry
+//! out the commands it returns (see [`Core`]).
+
+pub mod command;
+pub mod event;
+pub mod invariants;
+pub mod policy;
+mod reactor;
+mod state;
+mod view;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use slotmarket_common::identity::Identity;
+use slotmarket_common::time::Timestamp;
+
+pub use command::{Command, Persist};
+pub use event::{Event, RecoveredJob};
+pub use policy::PolicyName;
+pub use view::CoreView;
+
+use policy::{Policy, SchedView};
+use reactor::Ctx;
+use state::State;
+
+/// Identifies a client request so the driver can route the matching `Command::Reply`.
+/// The driver allocates them; the core only echoes them back.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct RequestId(pub u64);
+
+/// Who sent a client request: the role and principal from their certificate.
+pub type Caller = Identity;
+
+/// Settings the core needs; the server builds them from `master.toml`.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct CoreConfig {
+    /// The scheduling policy.
+    pub policy: PolicyName,
+    /// An agent (or a recovered container waiting for its agent) silent for longer than
+    /// this is lost: its tasks run again elsewhere.
+    pub agent_timeout: Duration,
+    /// How often agents are told to send a heartbeat; the driver passes it on in
+    /// `Registered`. It should be well below `agent_timeout`.
+    pub heartbeat_interval: Duration,
+}
+
+impl Default for CoreConfig {
+    fn default() -> CoreConfig {
+        CoreConfig {
+            policy: PolicyName::Fifo,
+            agent_timeout: Duration::from_secs(10),
+            heartbeat_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Everything the master decides. No I/O, no clock, no global randomness.
+///
+/// # Driving contract
+///
+/// Inputs:
+/// - [`handle`](Core::handle) — feed every fact (agent joined, report, submit, cancel,
+///   recovered job, ...) as an [`Event`], one at a time, in the order the driver saw them.
+/// - [`tick`](Core::tick) — call once the time returned by
+///   [`next_wakeup`](Core::next_wakeup) has been reached (calling it early or more often is
+///   harmless). Ask `next_wakeup` again after every `handle` and `tick`: events move it.
+///
+/// Outputs: both inputs return the [`Command`]s to carry out, **strictly in the order
+/// returned**. A `Persist` must be durable before any later command runs; that is how a
+/// submit is acknowledged only once stored (`Persist(JobAdmitted)` precedes
+/// `Reply{Submitted}`) and how the store learns of a container before the agent can
+/// report on it. Launches for one agent that are adjacent may be batched into one message.
+///
+/// Queries: [`view`](Core::view) answers status and listing requests without changing
+/// anything.
+///
+/// Time: every `now` is wall-clock time read by the driver (or the simulator's virtual
+/// clock) and must not go backwards; a `now` earlier than one already seen is treated as
+/// the latest seen. The core keeps no timers of its own.
+///
+/// Start-up: replay every stored job as [`Event::JobRecovered`] before the first
+/// `AgentJoined`, so reconnecting agents can adopt the containers that kept running.
+#[derive(Debug)]
+pub struct Core {
+    config: CoreConfig,
+    state: State,
+    policy: Box<dyn Policy>,
+    /// The latest `now` seen, so a clock step backwards cannot reorder deadlines.
+    latest: Timestamp,
+}
+
+impl Core {
+    /// A core with no jobs and no agents.
+    pub fn new(config: CoreConfig) -> Core {
+        let policy = policy::build(config.policy);
+        Core { config, state: State::default(), policy, latest: Timestamp::ZERO }
+    }
+
+    /// Applies one event, then lets the policy schedule; returns the commands to run.
+    #[must_use]
+    pub fn handle(&mut self, now: Timestamp, event: Event) -> Vec<Command> {
+        let mut cx = self.begin(now);
+        reactor::dispatch(&mut self.state, &mut cx, event);
+        self.schedule(&mut cx);
+        cx.finish(&self.state)
+    }
+
+    /// Periodic work: loses agents and orphaned containers whose silence passed the
+    /// timeout, then lets the policy schedule.
+    #[must_use]
+    pub fn tick(&mut self, now: Timestamp) -> Vec<Command> {
+        let mut cx = self.begin(now);
+        reactor::on_tick(&mut self.state, &mut cx);
+        self.schedule(&mut cx);
+        cx.finish(&self.state)
+    }
+
+    /// When `tick` next has something to do: the earliest agent-silence or orphan deadline,
+    /// or the policy's own next interval. `None` when nothing is waiting on time.
+    pub fn next_wakeup(&self) -> Option<Timestamp> {
+        let silence = reactor::next_deadline(&self.state, self.config.agent_timeout);
+        match (silence, self.policy.next_wakeup()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Read-only queries for status, listings and the console.
+    pub fn view(&self) -> CoreView<'_> {
+        CoreView::new(&self.state)
+    }
+
+    /// The configuration the core was built with.
+    pub fn config(&self) -> &CoreConfig {
+        &self.config
+    }
+
+    pub(crate) fn state(&self) -> &State {
+        &self.state
+    }
+
+    fn begin(&mut self, now: Timestamp) -> Ctx {
+        self.latest = self.latest.max(now);
+        Ctx::new(self.latest, self.config.agent_timeout)
+    }
+
+    /// Asks the policy for decisions over the current state and carries them out.
+    fn schedule(&mut self, cx: &mut Ctx) {
+        let decisions = self.policy.schedule(cx.now, &SchedView::new(&self.state));
+        reactor::apply_decisions(&mut self.state, cx, decisions);
+    }
+}

@@ -1,0 +1,288 @@
+//! Scheduling policies: the [`Policy`] trait, the read-only [`SchedView`] a policy decides
+//! from, the [`Decisions`] it returns, and selection by [`PolicyName`]. One file per policy.
+//!
+//! A policy only decides; the reactor carries decisions out (allocating containers and
+//! attempts, sending kills) and skips any that no longer fit, so a policy cannot break the
+//! core's invariants. Within a job, the reactor picks which ready task of the assigned
+//! kind runs (lowest stage, then lowest index).
+
+mod fifo;
+
+use std::fmt;
+use std::str::FromStr;
+
+use slotmarket_common::container::ContainerState;
+use slotmarket_common::ids::{AccountId, AgentId, ContainerId, JobId, TaskId};
+use slotmarket_common::spec::{JobSpec, SlotKind};
+use slotmarket_common::time::Timestamp;
+
+use super::state::{Agent, Holder, Job, State, kind_ix};
+
+pub use fifo::Fifo;
+
+/// The policies the master can run, as named in `master.toml`.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub enum PolicyName {
+    /// Jobs in submission order; each free slot goes to the earliest job that can use it.
+    Fifo,
+}
+
+impl PolicyName {
+    /// Every policy, in the order they are documented.
+    pub const ALL: [PolicyName; 1] = [PolicyName::Fifo];
+
+    /// The name used in configuration files and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyName::Fifo => "fifo",
+        }
+    }
+}
+
+impl fmt::Display for PolicyName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Parses a name from `master.toml`; the error (a sentence naming the known policies)
+/// is a plain string, like `Role`'s, so config errors can embed it.
+impl FromStr for PolicyName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<PolicyName, String> {
+        PolicyName::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+            let known: Vec<&str> = PolicyName::ALL.iter().map(|p| p.name()).collect();
+            format!("unknown policy \"{s}\"; known policies: {}", known.join(", "))
+        })
+    }
+}
+
+/// Builds the policy called `name`.
+pub fn build(name: PolicyName) -> Box<dyn Policy> {
+    match name {
+        PolicyName::Fifo => Box::new(Fifo),
+    }
+}
+
+/// A scheduling policy. The core calls [`schedule`](Policy::schedule) after every event
+/// and tick; the policy looks at the [`SchedView`] and answers with [`Decisions`].
+///
+/// Policies that keep their own state (DP accounts, Jockey controllers, DRESS ratios) may
+/// do so in `self`; they must derive it only from the view and `now`, so that runs stay
+/// deterministic. Policies that need periodic work report it through
+/// [`next_wakeup`](Policy::next_wakeup); the core then calls `schedule` from `tick`.
+pub trait Policy: fmt::Debug + Send {
+    /// Which policy this is.
+    fn name(&self) -> PolicyName;
+
+    /// Decides which free slots go to which jobs, and which containers to preempt.
+    fn schedule(&mut self, now: Timestamp, view: &SchedView<'_>) -> Decisions;
+
+    /// When the policy next needs `schedule` without an event (e.g. an allocation
+    /// interval). `None`: only when something happens.
+    fn next_wakeup(&self) -> Option<Timestamp> {
+        None
+    }
+}
+
+/// What a policy decided in one step.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct Decisions {
+    /// Slots to fill, in order. Each starts one ready task of the job on the agent.
+    pub assignments: Vec<Assignment>,
+    /// Containers to kill so their slots can go elsewhere; their tasks are requeued
+    /// without counting an attempt once the kill is confirmed.
+    pub preemptions: Vec<Preemption>,
+}
+
+/// Give one free slot of `kind` on `agent` to one ready task of `job`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Assignment {
+    /// The agent whose slot is used.
+    pub agent: AgentId,
+    /// The job whose next ready task of `kind` runs there.
+    pub job: JobId,
+    /// The slot kind.
+    pub kind: SlotKind,
+}
+
+/// Kill a live container to take its slot back.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Preemption {
+    /// The container.
+    pub container: ContainerId,
+    /// Why, sent with the kill and echoed in the agent's report.
+    pub reason: String,
+}
+
+/// The read-only picture a policy decides from. Iterators walk indexes the core keeps up
+/// to date, so a step costs in proportion to the jobs and agents it touches, not to every
+/// task in the system.
+#[derive(Clone, Copy, Debug)]
+pub struct SchedView<'a> {
+    state: &'a State,
+}
+
+impl<'a> SchedView<'a> {
+    pub(crate) fn new(state: &'a State) -> SchedView<'a> {
+        SchedView { state }
+    }
+
+    /// Jobs that have at least one ready task of `kind`, in admission order.
+    pub fn jobs_with_ready(&self, kind: SlotKind) -> impl Iterator<Item = JobInfo<'a>> + 'a {
+        let jobs = &self.state.jobs;
+        self.state.ready_jobs[kind_ix(kind)]
+            .iter()
+            .filter_map(move |id| jobs.get(id))
+            .map(|job| JobInfo { job })
+    }
+
+    /// Every job that has not ended, in admission order.
+    pub fn active_jobs(&self) -> impl Iterator<Item = JobInfo<'a>> + 'a {
+        self.state.jobs.values().filter(|j| !j.state.is_terminal()).map(|job| JobInfo { job })
+    }
+
+    /// One job, if it exists.
+    pub fn job(&self, id: JobId) -> Option<JobInfo<'a>> {
+        self.state.jobs.get(&id).map(|job| JobInfo { job })
+    }
+
+    /// Connected agents (the only ones that can take launches), by id.
+    pub fn agents(&self) -> impl Iterator<Item = AgentSlots> + 'a {
+        self.state.agents.iter().filter(|(_, a)| a.connected).map(|(&id, a)| AgentSlots::of(id, a))
+    }
+
+    /// Connected agents with at least one free slot of `kind`, by id. Walks an index, so
+    /// it costs nothing when the cluster is full.
+    pub fn agents_with_free(&self, kind: SlotKind) -> impl Iterator<Item = AgentSlots> + 'a {
+        let agents = &self.state.agents;
+        self.state.free_agents[kind_ix(kind)]
+            .iter()
+            .filter_map(move |id| agents.get(id).map(|a| AgentSlots::of(*id, a)))
+    }
+
+    /// Containers running a current task attempt, by id (containers of ended jobs,
+    /// which are only waiting for their kill, are left out).
+    pub fn live_containers(&self) -> impl Iterator<Item = ContainerInfo> + 'a {
+        self.state.containers.iter().filter(|(_, c)| !c.draining).map(|(&id, c)| ContainerInfo {
+            container: id,
+            task: c.task,
+            agent: match c.holder {
+                Holder::Agent(a) => Some(a),
+                Holder::Orphan { .. } => None,
+            },
+            kind: c.kind,
+            state: c.state,
+            kill_sent: c.kill_sent,
+        })
+    }
+}
+
+/// A job as a policy sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct JobInfo<'a> {
+    job: &'a Job,
+}
+
+impl<'a> JobInfo<'a> {
+    /// Its id; ids grow in admission order.
+    pub fn id(&self) -> JobId {
+        self.job.id
+    }
+
+    /// Who submitted it.
+    pub fn account(&self) -> &'a AccountId {
+        &self.job.account
+    }
+
+    /// When it was admitted.
+    pub fn submitted(&self) -> Timestamp {
+        self.job.submitted
+    }
+
+    /// Its spec.
+    pub fn spec(&self) -> &'a JobSpec {
+        &self.job.spec
+    }
+
+    /// Tasks of `kind` ready to run now (barrier passed, no live container).
+    pub fn ready(&self, kind: SlotKind) -> u32 {
+        self.job.ready[kind_ix(kind)].len() as u32
+    }
+
+    /// Tasks of `kind` with a live container.
+    pub fn running(&self, kind: SlotKind) -> u32 {
+        self.job.live[kind_ix(kind)]
+    }
+
+    /// Tasks over all stages.
+    pub fn total_tasks(&self) -> u64 {
+        self.job.total()
+    }
+
+    /// Tasks completed.
+    pub fn completed_tasks(&self) -> u64 {
+        self.job.completed
+    }
+}
+
+/// An agent's slot table.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct AgentSlots {
+    /// The registration.
+    pub agent: AgentId,
+    offered: [u32; 2],
+    used: [u32; 2],
+}
+
+impl AgentSlots {
+    fn of(agent: AgentId, a: &Agent) -> AgentSlots {
+        AgentSlots { agent, offered: a.offered, used: a.used }
+    }
+
+    /// Slots of `kind` offered.
+    pub fn offered(&self, kind: SlotKind) -> u32 {
+        self.offered[kind_ix(kind)]
+    }
+
+    /// Slots of `kind` in use (including containers waiting for a kill to land).
+    pub fn used(&self, kind: SlotKind) -> u32 {
+        self.used[kind_ix(kind)]
+    }
+
+    /// Slots of `kind` free now.
+    pub fn free(&self, kind: SlotKind) -> u32 {
+        self.offered(kind).saturating_sub(self.used(kind))
+    }
+}
+
+/// A live container as a policy sees it (for preemption).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ContainerInfo {
+    /// The container.
+    pub container: ContainerId,
+    /// The task attempt it runs.
+    pub task: TaskId,
+    /// Its agent; `None` while it waits for adoption after a master restart.
+    pub agent: Option<AgentId>,
+    /// The slot kind it occupies.
+    pub kind: SlotKind,
+    /// Its last reported state.
+    pub state: ContainerState,
+    /// A kill was already sent; preempting it again does nothing.
+    pub kill_sent: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_names_parse_and_print() {
+        assert_eq!("fifo".parse::<PolicyName>(), Ok(PolicyName::Fifo));
+        assert_eq!(PolicyName::Fifo.to_string(), "fifo");
+        let err = "lifo".parse::<PolicyName>().unwrap_err();
+        assert_eq!(err, "unknown policy \"lifo\"; known policies: fifo");
+        assert_eq!(build(PolicyName::Fifo).name(), PolicyName::Fifo);
+    }
+}

@@ -1,0 +1,176 @@
+//! Agent handlers: registration (replacing an older registration of the same node and
+//! adopting the containers that kept running), heartbeats, disconnects, and the loss of
+//! agents and recovered containers whose silence passed the timeout.
+
+use std::time::Duration;
+
+use slotmarket_common::ids::{AgentId, ContainerId};
+use slotmarket_common::protocol::ContainerReport;
+use slotmarket_common::time::Timestamp;
+
+use super::Ctx;
+use super::reports::{apply_transition, lose_container};
+use crate::core::command::Command;
+use crate::core::state::{Agent, Holder, State};
+
+/// The fields of `Event::AgentJoined`.
+pub(super) struct Join {
+    pub(super) agent: AgentId,
+    pub(super) node: String,
+    pub(super) map_slots: u32,
+    pub(super) reduce_slots: u32,
+    pub(super) live_containers: Vec<ContainerReport>,
+}
+
+/// Registers an agent. An older registration of the same node is replaced: containers
+/// the new one lists are adopted, the rest of the old one's are lost; recovered
+/// containers of the node that it does not list are lost too.
+pub(super) fn on_agent_joined(state: &mut State, cx: &mut Ctx, join: Join) {
+    if state.agents.contains_key(&join.agent) {
+        // The driver never reuses a registration id; a repeat is a duplicate delivery.
+        return;
+    }
+    let Join { agent, node, map_slots, reduce_slots, live_containers } = join;
+    let old = state.nodes.get(&node).copied();
+    state.agents.insert(agent, Agent::new(node.clone(), map_slots, reduce_slots, cx.now));
+    state.sync_free_index(agent);
+    state.nodes.insert(node.clone(), agent);
+    for report in live_containers {
+        adopt(state, cx, agent, old, &node, report);
+    }
+    if let Some(old) = old {
+        retire(state, cx, old, &format!("replaced by a new registration {agent} of node {node}"), false);
+    }
+    let unlisted: Vec<ContainerId> = state.orphans.get(&node).into_iter().flatten().copied().collect();
+    for container in unlisted {
+        lose_container(state, cx, container, "not running on its node after the master restarted", false);
+    }
+}
+
+/// Takes over one container the joining agent says is alive: it must be one the core
+/// still tracks on the old registration of this node (or as a recovered orphan of it),
+/// for the same task and attempt. Anything else is killed.
+fn adopt(
+    state: &mut State,
+    cx: &mut Ctx,
+    agent: AgentId,
+    old: Option<AgentId>,
+    node: &str,
+    report: ContainerReport,
+) {
+    let container = report.container;
+    let known = state.containers.get(&container).filter(|rec| {
+        let ours = match &rec.holder {
+            Holder::Agent(a) => Some(*a) == old || *a == agent,
+            Holder::Orphan { node: n, .. } => n == node,
+        };
+        ours && rec.task == report.task && rec.attempt == report.attempt
+    });
+    let Some(rec) = known.cloned() else {
+        let reason = "unknown to the master".to_string();
+        return cx.push(Command::Kill { agent, container, reason });
+    };
+    if rec.holder != Holder::Agent(agent) {
+        let has_slot = state.agents.get(&agent).is_some_and(|a| a.free(rec.kind) > 0);
+        if !has_slot {
+            let why = "no free slot to adopt it into; the agent offers fewer slots than before";
+            lose_container(state, cx, container, why, false);
+            return cx.push(Command::Kill { agent, container, reason: why.to_string() });
+        }
+        let Some(mut moved) = state.detach(container) else { return };
+        moved.holder = Holder::Agent(agent);
+        // A kill sent to the old connection may never have arrived.
+        moved.kill_sent = false;
+        state.attach(container, moved);
+    }
+    // The agent lists its latest state, possibly several steps ahead of ours.
+    if report.state > rec.state {
+        apply_transition(state, cx, report);
+    }
+    if let Some(rec) = state.containers.get_mut(&container) {
+        if rec.draining && !rec.kill_sent {
+            rec.kill_sent = true;
+            cx.push(Command::Kill { agent, container, reason: "its job has ended".to_string() });
+        }
+    }
+}
+
+/// Notes a sign of life.
+pub(super) fn on_agent_heartbeat(state: &mut State, cx: &mut Ctx, agent: AgentId) {
+    if let Some(a) = state.agents.get_mut(&agent) {
+        a.last_seen = cx.now;
+    }
+}
+
+/// The connection closed: no new launches there, but its containers are kept until it
+/// reconnects or its silence passes the timeout.
+pub(super) fn on_agent_disconnected(state: &mut State, agent: AgentId) {
+    if let Some(a) = state.agents.get_mut(&agent) {
+        a.connected = false;
+    }
+    state.sync_free_index(agent);
+}
+
+/// Loses every agent and recovered container whose silence passed the timeout.
+pub(crate) fn on_tick(state: &mut State, cx: &mut Ctx) {
+    let timeout = cx.agent_timeout;
+    let silent: Vec<AgentId> = state
+        .agents
+        .iter()
+        .filter(|(_, a)| cx.now >= silence_deadline(a.last_seen, timeout))
+        .map(|(&id, _)| id)
+        .collect();
+    for agent in silent {
+        let why = format!("agent {agent} silent for more than {} ms", timeout.as_millis());
+        retire(state, cx, agent, &why, true);
+    }
+    let expired: Vec<ContainerId> = state
+        .orphans
+        .values()
+        .flatten()
+        .filter(|c| orphan_deadline(state, **c).is_some_and(|d| cx.now >= d))
+        .copied()
+        .collect();
+    for container in expired {
+        lose_container(state, cx, container, "its node did not return after the master restarted", false);
+    }
+}
+
+/// The earliest time `on_tick` has something to do.
+pub(crate) fn next_deadline(state: &State, timeout: Duration) -> Option<Timestamp> {
+    let agents = state.agents.values().map(|a| silence_deadline(a.last_seen, timeout));
+    let orphans = state.orphans.values().flatten().filter_map(|&c| orphan_deadline(state, c));
+    agents.chain(orphans).min()
+}
+
+/// The first instant at which an agent last heard from at `last_seen` has been silent
+/// for *more than* `timeout`. Waking exactly then finds it lost, so drivers never spin.
+pub(super) fn silence_deadline(last_seen: Timestamp, timeout: Duration) -> Timestamp {
+    last_seen + timeout + Duration::from_millis(1)
+}
+
+fn orphan_deadline(state: &State, container: ContainerId) -> Option<Timestamp> {
+    match state.containers.get(&container)?.holder {
+        Holder::Orphan { deadline, .. } => Some(deadline),
+        Holder::Agent(_) => None,
+    }
+}
+
+/// Removes a registration. Its containers are lost (killed first if `kill` is set and
+/// it is still connected) and a connected agent is dropped.
+fn retire(state: &mut State, cx: &mut Ctx, agent: AgentId, why: &str, kill: bool) {
+    let Some(a) = state.agents.get(&agent) else { return };
+    let (connected, node) = (a.connected, a.node.clone());
+    let containers: Vec<ContainerId> = a.containers.iter().copied().collect();
+    for container in containers {
+        lose_container(state, cx, container, why, kill);
+    }
+    if connected {
+        cx.push(Command::DropAgent { agent, reason: why.to_string() });
+    }
+    state.agents.remove(&agent);
+    state.sync_free_index(agent);
+    if state.nodes.get(&node) == Some(&agent) {
+        state.nodes.remove(&node);
+    }
+}

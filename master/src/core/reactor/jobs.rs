@@ -1,0 +1,147 @@
+//! Job-level handlers: submit and cancel requests, and the transitions of a job's life
+//! (started, completed, failed, cancelled) that other handlers trigger.
+
+use slotmarket_common::identity::Role;
+use slotmarket_common::ids::{ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::protocol::{ErrorKind, ErrorReply, JobState, Response};
+use slotmarket_common::spec::{JobSpec, validate};
+
+use super::Ctx;
+use crate::core::command::{Command, Persist};
+use crate::core::state::{Holder, Job, State, TaskPhase};
+use crate::core::{Caller, RequestId};
+
+/// Admits a valid job from a user or admin: `Persist(JobAdmitted)` then `Reply{Submitted}`,
+/// so the acknowledgement follows the durable write; scheduling happens after.
+pub(super) fn on_job_submitted(
+    state: &mut State,
+    cx: &mut Ctx,
+    request: RequestId,
+    caller: &Caller,
+    spec: JobSpec,
+) {
+    if !matches!(caller.role, Role::User | Role::Admin) {
+        let message = format!("{caller} may not submit jobs; use a user or admin certificate");
+        return reply_error(cx, request, ErrorKind::Forbidden, message);
+    }
+    if let Err(e) = validate(&spec) {
+        return reply_error(cx, request, ErrorKind::BadRequest, e.to_string());
+    }
+    let job = state.alloc_job();
+    let account = caller.account();
+    cx.persist(Persist::JobAdmitted { job, account: account.clone(), spec: spec.clone(), submitted: cx.now });
+    cx.push(Command::Reply { request, response: Response::Submitted { job } });
+    state.jobs.insert(job, Job::new(job, account, spec, cx.now));
+    state.release_stages(job);
+}
+
+/// Cancels a job the caller may act for: kills its live containers, drops its pending
+/// tasks and replies with the state it ends in (an ended job keeps its state).
+pub(super) fn on_job_cancel_requested(
+    state: &mut State,
+    cx: &mut Ctx,
+    request: RequestId,
+    caller: &Caller,
+    job: JobId,
+) {
+    let Some(j) = state.jobs.get(&job) else {
+        return reply_error(cx, request, ErrorKind::NotFound, format!("no job {job}"));
+    };
+    if !caller.may_act_for(&j.account) {
+        let message = format!("{caller} may not cancel {job}, which belongs to {}", j.account);
+        return reply_error(cx, request, ErrorKind::Forbidden, message);
+    }
+    if !j.state.is_terminal() {
+        let message = format!("cancelled by {caller}");
+        end_job(state, cx, job, JobState::Cancelled, Some(message), "cancelled");
+    }
+    let now_state = state.jobs.get(&job).map_or(JobState::Cancelled, |j| j.state);
+    cx.push(Command::Reply { request, response: Response::Cancelled { job, state: now_state } });
+}
+
+fn reply_error(cx: &mut Ctx, request: RequestId, kind: ErrorKind, message: String) {
+    cx.push(Command::Reply { request, response: Response::Error(ErrorReply { kind, message }) });
+}
+
+/// Records that a task of `job` started running (the first time only).
+pub(super) fn mark_started(state: &mut State, cx: &mut Ctx, job: JobId) {
+    let Some(j) = state.jobs.get_mut(&job) else { return };
+    if j.started.is_some() || j.state.is_terminal() {
+        return;
+    }
+    j.started = Some(cx.now);
+    j.state = JobState::Running;
+    cx.persist(Persist::JobState { job, state: JobState::Running, at: cx.now, message: None });
+    cx.changed(job);
+}
+
+/// Completes the job if its last task just completed.
+pub(super) fn complete_if_done(state: &mut State, cx: &mut Ctx, job: JobId) {
+    let Some(j) = state.jobs.get(&job) else { return };
+    if !j.state.is_terminal() && j.completed == j.total() {
+        end_job(state, cx, job, JobState::Completed, None, "job completed");
+    }
+}
+
+/// Ends a job in the terminal state `to`. Its live containers are detached from their
+/// tasks: those on agents keep their slots until the agent confirms the kill sent here
+/// (with `kill_reason`); recovered ones not yet adopted are forgotten, so if their node
+/// shows up listing them they are unknown and get killed then.
+pub(super) fn end_job(
+    state: &mut State,
+    cx: &mut Ctx,
+    job: JobId,
+    to: JobState,
+    message: Option<String>,
+    kill_reason: &str,
+) {
+    let Some(j) = state.jobs.get(&job) else { return };
+    for (task, container) in live_tasks(j) {
+        if let Some(j) = state.jobs.get_mut(&job) {
+            j.set_phase(task, TaskPhase::Pending);
+        }
+        drain(state, cx, container, kill_reason);
+    }
+    state.clear_ready(job);
+    let Some(j) = state.jobs.get_mut(&job) else { return };
+    j.state = to;
+    j.finished = Some(cx.now);
+    j.message.clone_from(&message);
+    cx.persist(Persist::JobState { job, state: to, at: cx.now, message });
+    cx.changed(job);
+}
+
+/// Every task of `job` that has a live container.
+fn live_tasks(job: &Job) -> Vec<(TaskId, ContainerId)> {
+    let mut live = Vec::new();
+    for (s, stage) in job.stages.iter().enumerate() {
+        if stage.live == 0 {
+            continue;
+        }
+        for (i, task) in stage.tasks.iter().enumerate() {
+            if let TaskPhase::Live(c) = task.phase {
+                live.push((TaskId { job: job.id, stage: StageId(s as u32), index: i as u32 }, c));
+            }
+        }
+    }
+    live
+}
+
+/// Turns a live container into a draining one (kill sent if its agent is connected) or,
+/// for an unadopted orphan, forgets it.
+pub(super) fn drain(state: &mut State, cx: &mut Ctx, container: ContainerId, reason: &str) {
+    let Some(rec) = state.containers.get_mut(&container) else { return };
+    match rec.holder {
+        Holder::Agent(agent) => {
+            rec.draining = true;
+            let connected = state.agents.get(&agent).is_some_and(|a| a.connected);
+            if connected && !rec.kill_sent {
+                rec.kill_sent = true;
+                cx.push(Command::Kill { agent, container, reason: reason.to_string() });
+            }
+        }
+        Holder::Orphan { .. } => {
+            state.detach(container);
+        }
+    }
+}

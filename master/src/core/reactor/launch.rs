@@ -1,0 +1,96 @@
+//! Carrying out a policy's decisions: preemptions become kills, assignments become
+//! containers (`Persist` of the `Allocated` state, then `Launch`). Decisions that no longer
+//! fit the state (no free slot, no ready task) are skipped, so a policy cannot corrupt it.
+
+use slotmarket_common::container::ContainerState;
+use slotmarket_common::ids::{AttemptId, ContainerId, TaskId};
+use slotmarket_common::protocol::{ContainerReport, Launch};
+use slotmarket_common::spec::TaskVars;
+
+use super::Ctx;
+use crate::core::command::{Command, Persist};
+use crate::core::policy::{Assignment, Decisions, Preemption};
+use crate::core::state::{ContainerRec, Holder, Job, State, TaskPhase};
+
+/// Applies preemptions first (they free nothing until the agent confirms), then
+/// assignments in the order the policy gave them.
+pub(crate) fn apply_decisions(state: &mut State, cx: &mut Ctx, decisions: Decisions) {
+    for preemption in decisions.preemptions {
+        preempt(state, cx, preemption);
+    }
+    for assignment in decisions.assignments {
+        launch(state, cx, assignment);
+    }
+}
+
+/// Kills a live container so its slot can go elsewhere; its task is requeued without
+/// counting an attempt once the agent reports `Killed`.
+fn preempt(state: &mut State, cx: &mut Ctx, p: Preemption) {
+    let Some(rec) = state.containers.get_mut(&p.container) else { return };
+    let Holder::Agent(agent) = rec.holder else { return };
+    if rec.draining || rec.kill_sent || !state.agents.get(&agent).is_some_and(|a| a.connected) {
+        return;
+    }
+    rec.kill_sent = true;
+    cx.push(Command::Kill { agent, container: p.container, reason: p.reason });
+}
+
+/// Starts the next ready task of the assignment's job and kind on its agent.
+fn launch(state: &mut State, cx: &mut Ctx, a: Assignment) {
+    let Some(agent) = state.agents.get(&a.agent) else { return };
+    if !agent.connected || agent.free(a.kind) == 0 {
+        return;
+    }
+    let node = agent.node.clone();
+    let Some(task) = state.pop_ready(a.job, a.kind) else { return };
+    let container = state.alloc_container();
+    let Some(job) = state.jobs.get_mut(&a.job) else { return };
+    let Some(t) = job.task_mut(task) else { return };
+    let attempt = AttemptId(t.attempt.0 + 1);
+    t.attempt = attempt;
+    let Some(launch) = build_launch(job, task, attempt, container) else { return };
+    job.set_phase(task, TaskPhase::Live(container));
+    cx.changed(a.job);
+    let rec = ContainerRec {
+        task,
+        attempt,
+        kind: launch.slot,
+        holder: Holder::Agent(a.agent),
+        state: ContainerState::Allocated,
+        draining: false,
+        kill_sent: false,
+    };
+    state.attach(container, rec);
+    let report = ContainerReport {
+        container,
+        task,
+        attempt,
+        state: ContainerState::Allocated,
+        at: cx.now,
+        exit_code: None,
+        message: None,
+    };
+    cx.persist(Persist::Container { node, report });
+    cx.push(Command::Launch { agent: a.agent, launch });
+}
+
+/// The launch message for one attempt: the stage's command template and its values.
+fn build_launch(job: &Job, task: TaskId, attempt: AttemptId, container: ContainerId) -> Option<Launch> {
+    let stage = job.spec.stages.get(task.stage.0 as usize)?;
+    Some(Launch {
+        container,
+        task,
+        attempt,
+        slot: stage.slot,
+        command: stage.command.clone(),
+        vars: TaskVars {
+            job: task.job,
+            stage: stage.name.clone(),
+            task: task.index,
+            tasks: stage.tasks,
+            attempt,
+            input: job.spec.input.clone(),
+            stage_tasks: job.stage_tasks.clone(),
+        },
+    })
+}

@@ -1,0 +1,95 @@
+//! The reactor: one `on_<event>` handler per [`Event`] variant, plus `on_tick` and the
+//! carrying out of policy decisions. These are the only functions that change the
+//! core's state; each writes what the driver must do into a [`Ctx`].
+//!
+//! - `jobs`: submit, cancel, and the transitions of a job's life (started, ended).
+//! - `reports`: container reports, fencing, and what each container outcome does to its task.
+//! - `agents`: registration (with adoption of live containers), heartbeats, loss by silence.
+//! - `recovery`: rebuilding jobs from the store after a restart.
+//! - `launch`: assignments and preemptions decided by the policy.
+
+mod agents;
+mod jobs;
+mod launch;
+mod recovery;
+mod reports;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use slotmarket_common::ids::JobId;
+use slotmarket_common::time::Timestamp;
+
+use super::command::{Command, Persist};
+use super::event::Event;
+use super::state::State;
+
+pub(crate) use agents::{next_deadline, on_tick};
+pub(crate) use launch::apply_decisions;
+
+/// What one `handle`/`tick` call produces, and the time it happens at.
+#[derive(Debug)]
+pub(crate) struct Ctx {
+    /// The time of this step (never earlier than any step before).
+    pub(crate) now: Timestamp,
+    /// How long silence is tolerated before an agent or orphan is lost.
+    pub(crate) agent_timeout: Duration,
+    out: Vec<Command>,
+    /// Jobs whose status changed in this step; one `JobChanged` each at the end.
+    changed: BTreeSet<JobId>,
+}
+
+impl Ctx {
+    /// An empty step at `now`.
+    pub(crate) fn new(now: Timestamp, agent_timeout: Duration) -> Ctx {
+        Ctx { now, agent_timeout, out: Vec::new(), changed: BTreeSet::new() }
+    }
+
+    /// Appends a command.
+    pub(crate) fn push(&mut self, command: Command) {
+        self.out.push(command);
+    }
+
+    /// Appends a durable write.
+    pub(crate) fn persist(&mut self, persist: Persist) {
+        self.out.push(Command::Persist(persist));
+    }
+
+    /// Notes that `job`'s status (counts or state) changed.
+    pub(crate) fn changed(&mut self, job: JobId) {
+        self.changed.insert(job);
+    }
+
+    /// The commands of this step, with one `JobChanged` per changed job at the end (after
+    /// every `Persist`, so a watcher never sees state the store does not have).
+    pub(crate) fn finish(mut self, state: &State) -> Vec<Command> {
+        for job in std::mem::take(&mut self.changed) {
+            if state.jobs.contains_key(&job) {
+                self.out.push(Command::JobChanged { job });
+            }
+        }
+        self.out
+    }
+}
+
+/// Routes an event to its handler.
+pub(crate) fn dispatch(state: &mut State, cx: &mut Ctx, event: Event) {
+    match event {
+        Event::AgentJoined { agent, node, map_slots, reduce_slots, live_containers } => {
+            let join = agents::Join { agent, node, map_slots, reduce_slots, live_containers };
+            agents::on_agent_joined(state, cx, join);
+        }
+        Event::AgentHeartbeat { agent } => agents::on_agent_heartbeat(state, cx, agent),
+        Event::AgentDisconnected { agent } => agents::on_agent_disconnected(state, agent),
+        Event::ContainerReports { agent, reports } => {
+            reports::on_container_reports(state, cx, agent, reports);
+        }
+        Event::JobSubmitted { request, caller, spec } => {
+            jobs::on_job_submitted(state, cx, request, &caller, spec);
+        }
+        Event::JobCancelRequested { request, caller, job } => {
+            jobs::on_job_cancel_requested(state, cx, request, &caller, job);
+        }
+        Event::JobRecovered(job) => recovery::on_job_recovered(state, cx, job),
+    }
+}

@@ -1,0 +1,155 @@
+//! Rebuilding a job from the store after a master restart: completed tasks stay
+//! completed, containers that were live become orphans waiting for their node's agent to
+//! adopt them, everything else runs again. Id counters continue above what was stored.
+
+use std::collections::BTreeMap;
+
+use slotmarket_common::container::ContainerState;
+use slotmarket_common::ids::{ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::protocol::{ContainerReport, JobState};
+use slotmarket_common::spec::validate;
+use slotmarket_common::time::Timestamp;
+
+use super::agents::silence_deadline;
+use super::{Ctx, jobs};
+use crate::core::event::RecoveredJob;
+use crate::core::state::{ContainerRec, Holder, Job, State, TaskPhase};
+
+/// Restores one stored job. A job id seen before is a duplicate replay and is ignored.
+pub(super) fn on_job_recovered(state: &mut State, cx: &mut Ctx, stored: RecoveredJob) {
+    let id = stored.id;
+    if state.jobs.contains_key(&id) {
+        return;
+    }
+    state.next_job = state.next_job.max(id.0 + 1);
+    let max_container = stored.containers.iter().map(|(_, r)| r.container.0).max().unwrap_or(0);
+    state.next_container = state.next_container.max(max_container + 1);
+
+    let mut job = Job::new(id, stored.account, stored.spec, stored.submitted);
+    job.started = stored.started;
+    job.state = match stored.state {
+        JobState::Pending | JobState::Running if stored.started.is_some() => JobState::Running,
+        JobState::Pending | JobState::Running => JobState::Pending,
+        ended => ended,
+    };
+    let deadline = silence_deadline(cx.now, cx.agent_timeout);
+    let live = restore_tasks(&mut job, latest_reports(stored.containers));
+    let orphans = orphans(&mut job, live, deadline);
+    let spec_problem = validate(&job.spec).err();
+    state.jobs.insert(id, job);
+    for (container, rec) in orphans {
+        state.attach(container, rec);
+    }
+    if let Some(problem) = spec_problem {
+        let message = format!("its stored spec is no longer valid: {problem}");
+        return fail_unless_ended(state, cx, id, message);
+    }
+    state.release_stages(id);
+    settle(state, cx, id);
+}
+
+/// The furthest-along report of each container (the store should keep one; this copes
+/// with a history).
+fn latest_reports(
+    containers: Vec<(String, ContainerReport)>,
+) -> BTreeMap<ContainerId, (String, ContainerReport)> {
+    let mut latest: BTreeMap<ContainerId, (String, ContainerReport)> = BTreeMap::new();
+    for (node, report) in containers {
+        let newer = latest.get(&report.container).is_none_or(|(_, seen)| report.state >= seen.state);
+        if newer {
+            latest.insert(report.container, (node, report));
+        }
+    }
+    latest
+}
+
+/// A container that was live when the master stopped: its node and last report.
+type LiveAtStop = BTreeMap<TaskId, (ContainerId, String, ContainerReport)>;
+
+/// Replays container outcomes onto the job's tasks (completions, failures, attempt
+/// numbers) and returns the containers that were still live, per task.
+fn restore_tasks(job: &mut Job, latest: BTreeMap<ContainerId, (String, ContainerReport)>) -> LiveAtStop {
+    let mut live: BTreeMap<TaskId, (ContainerId, String, ContainerReport)> = BTreeMap::new();
+    for (container, (node, report)) in latest {
+        let task = report.task;
+        if task.job != job.id {
+            continue;
+        }
+        let Some(stage) = job.stages.get_mut(task.stage.0 as usize) else { continue };
+        let Some(t) = stage.tasks.get_mut(task.index as usize) else { continue };
+        t.attempt = t.attempt.max(report.attempt);
+        match report.state {
+            ContainerState::Completed => {
+                job.set_phase(task, TaskPhase::Completed);
+            }
+            ContainerState::Failed => {
+                t.failures += 1;
+                stage.failed_attempts += 1;
+            }
+            ContainerState::Killed => stage.failed_attempts += 1,
+            ContainerState::Allocated | ContainerState::Acquired | ContainerState::Running => {
+                live.insert(task, (container, node, report));
+            }
+            ContainerState::New | ContainerState::Reserved => {}
+        }
+    }
+    live
+}
+
+/// Orphan records for the live containers of each task's latest attempt, which wait for
+/// their node until `deadline`. Ended jobs get none: their containers are killed if seen.
+fn orphans(job: &mut Job, live: LiveAtStop, deadline: Timestamp) -> Vec<(ContainerId, ContainerRec)> {
+    if job.state.is_terminal() {
+        return Vec::new();
+    }
+    let mut orphans = Vec::new();
+    for (task, (container, node, report)) in live {
+        let current =
+            job.task(task).is_some_and(|t| t.attempt == report.attempt && t.phase == TaskPhase::Pending);
+        if !current {
+            continue;
+        }
+        let Some(kind) = job.stages.get(task.stage.0 as usize).map(|s| s.kind) else { continue };
+        job.set_phase(task, TaskPhase::Live(container));
+        let holder = Holder::Orphan { node, deadline };
+        let rec = ContainerRec {
+            task,
+            attempt: report.attempt,
+            kind,
+            holder,
+            state: report.state,
+            draining: false,
+            kill_sent: false,
+        };
+        orphans.push((container, rec));
+    }
+    orphans
+}
+
+/// Finishes what the store may not have recorded before the restart: a job whose tasks
+/// all completed, or one with a task that used up its attempts.
+fn settle(state: &mut State, cx: &mut Ctx, id: JobId) {
+    let Some(job) = state.jobs.get(&id) else { return };
+    let max = job.spec.max_attempts();
+    let exhausted = job.stages.iter().enumerate().find_map(|(s, stage)| {
+        let (i, t) = stage
+            .tasks
+            .iter()
+            .enumerate()
+            .find(|(_, t)| t.failures >= max && t.phase == TaskPhase::Pending)?;
+        Some((TaskId { job: id, stage: StageId(s as u32), index: i as u32 }, t.failures))
+    });
+    match exhausted {
+        Some((task, failures)) => {
+            let message = format!("task {task} failed {failures} of {max} attempts");
+            fail_unless_ended(state, cx, id, message);
+        }
+        None => jobs::complete_if_done(state, cx, id),
+    }
+}
+
+fn fail_unless_ended(state: &mut State, cx: &mut Ctx, id: JobId, message: String) {
+    if state.jobs.get(&id).is_some_and(|j| !j.state.is_terminal()) {
+        jobs::end_job(state, cx, id, JobState::Failed, Some(message), "job failed");
+    }
+}

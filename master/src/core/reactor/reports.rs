@@ -1,0 +1,147 @@
+//! Container reports: fencing (right agent, current attempt, allowed transition), and what
+//! each accepted transition, or the loss of a container, does to its task and job.
+
+use slotmarket_common::container::ContainerState;
+use slotmarket_common::ids::{AgentId, ContainerId, TaskId};
+use slotmarket_common::protocol::{ContainerReport, JobState};
+
+use super::{Ctx, jobs};
+use crate::core::command::{Command, Persist};
+use crate::core::state::{Holder, State, TaskPhase};
+
+/// Applies the reports an agent sent, oldest first, ignoring any that fail the fence.
+pub(super) fn on_container_reports(
+    state: &mut State,
+    cx: &mut Ctx,
+    agent: AgentId,
+    reports: Vec<ContainerReport>,
+) {
+    let Some(a) = state.agents.get_mut(&agent) else {
+        state.ignored_reports += reports.len() as u64;
+        return;
+    };
+    a.last_seen = cx.now;
+    for report in reports {
+        if passes_fence(state, agent, &report) {
+            apply_transition(state, cx, report);
+        } else {
+            state.ignored_reports += 1;
+        }
+    }
+}
+
+/// A report counts only if `agent` holds the container, it names the container's task
+/// and attempt, and the container may move to the reported state. Anything else is late
+/// (an older attempt, a replaced registration) or a duplicate.
+fn passes_fence(state: &State, agent: AgentId, report: &ContainerReport) -> bool {
+    state.containers.get(&report.container).is_some_and(|rec| {
+        rec.holder == Holder::Agent(agent)
+            && rec.task == report.task
+            && rec.attempt == report.attempt
+            && rec.state.can_become(report.state)
+    })
+}
+
+/// Records an accepted transition and persists it; a terminal state frees the slot and
+/// decides the task's fate. Containers of ended jobs (draining) only free their slot.
+pub(super) fn apply_transition(state: &mut State, cx: &mut Ctx, report: ContainerReport) {
+    let container = report.container;
+    let Some(rec) = state.containers.get_mut(&container) else { return };
+    rec.state = report.state;
+    let (holder, draining, task) = (rec.holder.clone(), rec.draining, rec.task);
+    cx.persist(Persist::Container { node: state.holder_node(&holder), report: report.clone() });
+    if report.state.is_terminal() {
+        state.detach(container);
+    }
+    if draining || !owns(state, task, container) {
+        return;
+    }
+    match report.state {
+        ContainerState::Running => jobs::mark_started(state, cx, task.job),
+        ContainerState::Completed => task_completed(state, cx, task),
+        ContainerState::Failed => task_failed(state, cx, task, &report),
+        ContainerState::Killed => task_interrupted(state, cx, task),
+        _ => {}
+    }
+}
+
+/// Gives up on a container the core can no longer reach (its agent was lost or replaced,
+/// or it was recovered and nobody adopted it): records it as killed, kills it if its
+/// agent is still connected and `kill` is set, and re-runs its task without counting an
+/// attempt against `max_attempts`.
+pub(super) fn lose_container(state: &mut State, cx: &mut Ctx, container: ContainerId, why: &str, kill: bool) {
+    let Some(rec) = state.containers.get(&container) else { return };
+    let node = state.holder_node(&rec.holder);
+    let Some(rec) = state.detach(container) else { return };
+    let report = ContainerReport {
+        container,
+        task: rec.task,
+        attempt: rec.attempt,
+        state: ContainerState::Killed,
+        at: cx.now,
+        exit_code: None,
+        message: Some(why.to_string()),
+    };
+    cx.persist(Persist::Container { node, report });
+    if let Holder::Agent(agent) = rec.holder {
+        if kill && state.agents.get(&agent).is_some_and(|a| a.connected) {
+            cx.push(Command::Kill { agent, container, reason: why.to_string() });
+        }
+    }
+    if !rec.draining && owns(state, rec.task, container) {
+        task_interrupted(state, cx, rec.task);
+    }
+}
+
+/// Whether `container` runs the current attempt of `task`.
+fn owns(state: &State, task: TaskId, container: ContainerId) -> bool {
+    let phase = state.jobs.get(&task.job).and_then(|j| j.task(task)).map(|t| t.phase);
+    phase == Some(TaskPhase::Live(container))
+}
+
+fn task_completed(state: &mut State, cx: &mut Ctx, task: TaskId) {
+    // An adopted container may jump straight to Completed; the job still ran.
+    jobs::mark_started(state, cx, task.job);
+    let Some(j) = state.jobs.get_mut(&task.job) else { return };
+    j.set_phase(task, TaskPhase::Completed);
+    cx.changed(task.job);
+    if j.stage_done(task.stage.0 as usize) {
+        state.release_stages(task.job);
+    }
+    jobs::complete_if_done(state, cx, task.job);
+}
+
+/// A failed attempt counts against `max_attempts`; the last one fails the job.
+fn task_failed(state: &mut State, cx: &mut Ctx, task: TaskId, report: &ContainerReport) {
+    let Some(j) = state.jobs.get_mut(&task.job) else { return };
+    let max = j.spec.max_attempts();
+    if let Some(stage) = j.stages.get_mut(task.stage.0 as usize) {
+        stage.failed_attempts += 1;
+    }
+    let Some(t) = j.task_mut(task) else { return };
+    t.failures += 1;
+    let failures = t.failures;
+    cx.changed(task.job);
+    if failures < max {
+        state.requeue(task);
+        return;
+    }
+    j.set_phase(task, TaskPhase::Pending);
+    let how = match (report.exit_code, &report.message) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(message)) => format!("no exit code ({message})"),
+        (None, None) => "no exit code".to_string(),
+    };
+    let message = format!("task {task} failed {failures} of {max} attempts; the last ended with {how}");
+    jobs::end_job(state, cx, task.job, JobState::Failed, Some(message), "job failed");
+}
+
+/// Killed or lost: the task runs again; the attempt is recorded but not held against it.
+fn task_interrupted(state: &mut State, cx: &mut Ctx, task: TaskId) {
+    let Some(j) = state.jobs.get_mut(&task.job) else { return };
+    if let Some(stage) = j.stages.get_mut(task.stage.0 as usize) {
+        stage.failed_attempts += 1;
+    }
+    cx.changed(task.job);
+    state.requeue(task);
+}

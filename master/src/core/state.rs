@@ -1,0 +1,426 @@
+//! The core's state: jobs with their stages and tasks, the containers the core still
+//! tracks, agents with their slot tables and recovered containers awaiting adoption; plus
+//! the helpers that keep the indexes (ready queues, counters, slot use) consistent.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use slotmarket_common::container::ContainerState;
+use slotmarket_common::ids::{AccountId, AgentId, AttemptId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::protocol::JobState;
+use slotmarket_common::spec::{JobSpec, SlotKind};
+use slotmarket_common::time::Timestamp;
+
+/// Number of slot kinds; arrays indexed by [`kind_ix`].
+pub(crate) const KINDS: usize = 2;
+
+/// Position of a slot kind in per-kind arrays.
+pub(crate) fn kind_ix(kind: SlotKind) -> usize {
+    match kind {
+        SlotKind::Map => 0,
+        SlotKind::Reduce => 1,
+    }
+}
+
+/// Everything the core knows.
+#[derive(Debug)]
+pub(crate) struct State {
+    /// Every job, running or ended, by id (= admission order).
+    pub(crate) jobs: BTreeMap<JobId, Job>,
+    /// Containers holding (or about to release) a slot: live task attempts, plus
+    /// containers of ended jobs whose kill has not been confirmed yet.
+    pub(crate) containers: BTreeMap<ContainerId, ContainerRec>,
+    /// Registrations, connected or not.
+    pub(crate) agents: BTreeMap<AgentId, Agent>,
+    /// The current registration of each node name.
+    pub(crate) nodes: BTreeMap<String, AgentId>,
+    /// Recovered live containers per node, waiting for that node's agent to adopt them.
+    pub(crate) orphans: BTreeMap<String, BTreeSet<ContainerId>>,
+    /// Jobs with at least one ready task of each kind, in admission order; lets a
+    /// policy find work without scanning every job.
+    pub(crate) ready_jobs: [BTreeSet<JobId>; KINDS],
+    /// Connected agents with at least one free slot of each kind; lets a policy find
+    /// room without scanning every agent on every report.
+    pub(crate) free_agents: [BTreeSet<AgentId>; KINDS],
+    /// The next job id to hand out; never goes down, so ids are never reused.
+    pub(crate) next_job: u64,
+    /// The next container id to hand out; never goes down.
+    pub(crate) next_container: u64,
+    /// Reports dropped by fencing (unknown container, wrong agent, stale attempt, refused
+    /// transition). The core cannot log, so the driver may expose this count.
+    pub(crate) ignored_reports: u64,
+}
+
+impl Default for State {
+    fn default() -> State {
+        State {
+            jobs: BTreeMap::new(),
+            containers: BTreeMap::new(),
+            agents: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            orphans: BTreeMap::new(),
+            ready_jobs: Default::default(),
+            free_agents: Default::default(),
+            next_job: 1,
+            next_container: 1,
+            ignored_reports: 0,
+        }
+    }
+}
+
+/// A job and its progress.
+#[derive(Debug)]
+pub(crate) struct Job {
+    pub(crate) id: JobId,
+    pub(crate) account: AccountId,
+    pub(crate) spec: JobSpec,
+    pub(crate) submitted: Timestamp,
+    pub(crate) started: Option<Timestamp>,
+    pub(crate) finished: Option<Timestamp>,
+    pub(crate) state: JobState,
+    /// Why it failed or was cancelled.
+    pub(crate) message: Option<String>,
+    /// One per spec stage, same order.
+    pub(crate) stages: Vec<Stage>,
+    /// Task counts by stage name, for `{tasks.STAGE}`; built once, cloned into launches.
+    pub(crate) stage_tasks: BTreeMap<String, u32>,
+    /// Pending tasks whose barrier has passed, per slot kind, as (stage, index): the
+    /// lowest stage and index go first, so a retried task is not starved by later ones.
+    pub(crate) ready: [BTreeSet<(u32, u32)>; KINDS],
+    /// Tasks completed, over all stages.
+    pub(crate) completed: u64,
+    /// Tasks with a live container, per slot kind.
+    pub(crate) live: [u32; KINDS],
+}
+
+/// One stage of a job.
+#[derive(Debug)]
+pub(crate) struct Stage {
+    pub(crate) kind: SlotKind,
+    /// Indices of the stages this one waits for.
+    pub(crate) after: Vec<usize>,
+    /// Whether every stage in `after` has completed, so its tasks may run.
+    pub(crate) released: bool,
+    pub(crate) tasks: Vec<Task>,
+    pub(crate) completed: u32,
+    pub(crate) live: u32,
+    /// Attempts that failed, were killed or were lost with their agent.
+    pub(crate) failed_attempts: u32,
+}
+
+/// One task of a stage.
+#[derive(Debug)]
+pub(crate) struct Task {
+    /// The latest attempt launched; `a0` before the first launch.
+    pub(crate) attempt: AttemptId,
+    /// Failed attempts, counted against `max_attempts` (kills and losses are not).
+    pub(crate) failures: u32,
+    pub(crate) phase: TaskPhase,
+}
+
+/// Where a task is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub(crate) enum TaskPhase {
+    /// Waiting for its barrier or for a slot (or dropped, once its job ended).
+    #[default]
+    Pending,
+    /// Its current attempt runs in this container.
+    Live(ContainerId),
+    /// Done; never runs again.
+    Completed,
+}
+
+/// A container the core tracks.
+#[derive(Clone, Debug)]
+pub(crate) struct ContainerRec {
+    pub(crate) task: TaskId,
+    pub(crate) attempt: AttemptId,
+    pub(crate) kind: SlotKind,
+    pub(crate) holder: Holder,
+    /// The last accepted state; never terminal (terminal reports remove the record).
+    pub(crate) state: ContainerState,
+    /// Its job ended: it no longer counts for the task and only waits for its kill to be
+    /// confirmed, holding its slot until then.
+    pub(crate) draining: bool,
+    /// A kill was sent (preemption or job end); do not ask twice.
+    pub(crate) kill_sent: bool,
+}
+
+/// Who holds a container.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub(crate) enum Holder {
+    /// A registered agent, whose slot it occupies.
+    Agent(AgentId),
+    /// Recovered after a master restart; waits until `deadline` for an agent of `node`.
+    Orphan { node: String, deadline: Timestamp },
+}
+
+/// One agent registration.
+#[derive(Debug)]
+pub(crate) struct Agent {
+    pub(crate) node: String,
+    pub(crate) connected: bool,
+    pub(crate) last_seen: Timestamp,
+    pub(crate) offered: [u32; KINDS],
+    pub(crate) used: [u32; KINDS],
+    pub(crate) containers: BTreeSet<ContainerId>,
+}
+
+impl Task {
+    /// A task never launched.
+    pub(crate) fn new() -> Task {
+        Task { attempt: AttemptId(0), failures: 0, phase: TaskPhase::Pending }
+    }
+}
+
+impl Agent {
+    /// A freshly registered agent with no containers.
+    pub(crate) fn new(node: String, map_slots: u32, reduce_slots: u32, now: Timestamp) -> Agent {
+        Agent {
+            node,
+            connected: true,
+            last_seen: now,
+            offered: [map_slots, reduce_slots],
+            used: [0; KINDS],
+            containers: BTreeSet::new(),
+        }
+    }
+
+    /// Slots of `kind` not in use.
+    pub(crate) fn free(&self, kind: SlotKind) -> u32 {
+        let k = kind_ix(kind);
+        self.offered[k].saturating_sub(self.used[k])
+    }
+}
+
+impl Job {
+    /// A new job with every task pending; stages without `after` are released, but the
+    /// ready queues are filled by [`State::release_stages`].
+    pub(crate) fn new(id: JobId, account: AccountId, spec: JobSpec, submitted: Timestamp) -> Job {
+        let stages = spec
+            .stages
+            .iter()
+            .map(|s| {
+                let after: Vec<usize> = s.after.iter().filter_map(|name| spec.stage_index(name)).collect();
+                Stage {
+                    kind: s.slot,
+                    released: false,
+                    after,
+                    tasks: (0..s.tasks).map(|_| Task::new()).collect(),
+                    completed: 0,
+                    live: 0,
+                    failed_attempts: 0,
+                }
+            })
+            .collect();
+        let stage_tasks = spec.stages.iter().map(|s| (s.name.clone(), s.tasks)).collect();
+        Job {
+            id,
+            account,
+            submitted,
+            started: None,
+            finished: None,
+            state: JobState::Pending,
+            message: None,
+            stages,
+            stage_tasks,
+            ready: Default::default(),
+            completed: 0,
+            live: [0; KINDS],
+            spec,
+        }
+    }
+
+    /// Tasks over all stages.
+    pub(crate) fn total(&self) -> u64 {
+        self.stages.iter().map(|s| s.tasks.len() as u64).sum()
+    }
+
+    /// Tasks with a live container, all kinds.
+    pub(crate) fn live_total(&self) -> u64 {
+        self.live.iter().map(|&n| u64::from(n)).sum()
+    }
+
+    /// The task `id`, if it belongs to this job.
+    pub(crate) fn task(&self, id: TaskId) -> Option<&Task> {
+        self.stages.get(id.stage.0 as usize)?.tasks.get(id.index as usize)
+    }
+
+    /// The task `id`, mutably.
+    pub(crate) fn task_mut(&mut self, id: TaskId) -> Option<&mut Task> {
+        self.stages.get_mut(id.stage.0 as usize)?.tasks.get_mut(id.index as usize)
+    }
+
+    /// Moves a task to `phase`, keeping the stage and job counters in step. Returns the
+    /// old phase, or `None` if the task does not exist.
+    pub(crate) fn set_phase(&mut self, id: TaskId, phase: TaskPhase) -> Option<TaskPhase> {
+        let stage = self.stages.get_mut(id.stage.0 as usize)?;
+        let k = kind_ix(stage.kind);
+        let old = std::mem::replace(&mut stage.tasks.get_mut(id.index as usize)?.phase, phase);
+        match old {
+            TaskPhase::Pending => {}
+            TaskPhase::Live(_) => {
+                stage.live -= 1;
+                self.live[k] -= 1;
+            }
+            TaskPhase::Completed => {
+                stage.completed -= 1;
+                self.completed -= 1;
+            }
+        }
+        match phase {
+            TaskPhase::Pending => {}
+            TaskPhase::Live(_) => {
+                stage.live += 1;
+                self.live[k] += 1;
+            }
+            TaskPhase::Completed => {
+                stage.completed += 1;
+                self.completed += 1;
+            }
+        }
+        Some(old)
+    }
+
+    /// Whether every task of stage `ix` has completed.
+    pub(crate) fn stage_done(&self, ix: usize) -> bool {
+        self.stages.get(ix).is_some_and(|s| s.completed as usize == s.tasks.len())
+    }
+}
+
+impl State {
+    /// Releases every stage whose barrier has passed and queues its pending tasks.
+    pub(crate) fn release_stages(&mut self, job: JobId) {
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        if j.state.is_terminal() {
+            return;
+        }
+        for ix in 0..j.stages.len() {
+            let stage = &j.stages[ix];
+            if stage.released || !stage.after.iter().all(|&dep| j.stage_done(dep)) {
+                continue;
+            }
+            let k = kind_ix(stage.kind);
+            let pending: Vec<(u32, u32)> = (0..stage.tasks.len() as u32)
+                .filter(|&i| stage.tasks[i as usize].phase == TaskPhase::Pending)
+                .map(|i| (ix as u32, i))
+                .collect();
+            j.ready[k].extend(pending);
+            j.stages[ix].released = true;
+        }
+        self.sync_ready_index(job);
+    }
+
+    /// Puts a task back to pending and, if its stage is released, in its ready queue.
+    pub(crate) fn requeue(&mut self, task: TaskId) {
+        let Some(j) = self.jobs.get_mut(&task.job) else { return };
+        j.set_phase(task, TaskPhase::Pending);
+        let Some(stage) = j.stages.get(task.stage.0 as usize) else { return };
+        if stage.released && !j.state.is_terminal() {
+            j.ready[kind_ix(stage.kind)].insert((task.stage.0, task.index));
+        }
+        self.sync_ready_index(task.job);
+    }
+
+    /// Takes the first ready task of `kind` from `job`.
+    pub(crate) fn pop_ready(&mut self, job: JobId, kind: SlotKind) -> Option<TaskId> {
+        let j = self.jobs.get_mut(&job)?;
+        let (stage, index) = j.ready[kind_ix(kind)].pop_first()?;
+        self.sync_ready_index(job);
+        Some(TaskId { job, stage: StageId(stage), index })
+    }
+
+    /// Empties a job's ready queues (it ended).
+    pub(crate) fn clear_ready(&mut self, job: JobId) {
+        if let Some(j) = self.jobs.get_mut(&job) {
+            j.ready = Default::default();
+        }
+        self.sync_ready_index(job);
+    }
+
+    /// Brings `ready_jobs` in line with the job's ready queues.
+    fn sync_ready_index(&mut self, job: JobId) {
+        for k in 0..KINDS {
+            let has = self.jobs.get(&job).is_some_and(|j| !j.ready[k].is_empty());
+            if has {
+                self.ready_jobs[k].insert(job);
+            } else {
+                self.ready_jobs[k].remove(&job);
+            }
+        }
+    }
+
+    /// Brings `free_agents` in line with an agent's slot table and connection; call after
+    /// registering, removing or disconnecting it and after any change to its slot use.
+    pub(crate) fn sync_free_index(&mut self, agent: AgentId) {
+        for kind in SlotKind::ALL {
+            let free = self.agents.get(&agent).is_some_and(|a| a.connected && a.free(kind) > 0);
+            if free {
+                self.free_agents[kind_ix(kind)].insert(agent);
+            } else {
+                self.free_agents[kind_ix(kind)].remove(&agent);
+            }
+        }
+    }
+
+    /// The node a holder is on.
+    pub(crate) fn holder_node(&self, holder: &Holder) -> String {
+        match holder {
+            Holder::Agent(a) => self.agents.get(a).map(|a| a.node.clone()).unwrap_or_default(),
+            Holder::Orphan { node, .. } => node.clone(),
+        }
+    }
+
+    /// Binds a container record to `holder`, occupying a slot if it is an agent.
+    pub(crate) fn attach(&mut self, id: ContainerId, rec: ContainerRec) {
+        match &rec.holder {
+            Holder::Agent(a) => {
+                if let Some(agent) = self.agents.get_mut(a) {
+                    agent.used[kind_ix(rec.kind)] += 1;
+                    agent.containers.insert(id);
+                }
+                self.sync_free_index(*a);
+            }
+            Holder::Orphan { node, .. } => {
+                self.orphans.entry(node.clone()).or_default().insert(id);
+            }
+        }
+        self.containers.insert(id, rec);
+    }
+
+    /// Removes a container record and frees what its holder had for it.
+    pub(crate) fn detach(&mut self, id: ContainerId) -> Option<ContainerRec> {
+        let rec = self.containers.remove(&id)?;
+        match &rec.holder {
+            Holder::Agent(a) => {
+                if let Some(agent) = self.agents.get_mut(a) {
+                    agent.used[kind_ix(rec.kind)] -= 1;
+                    agent.containers.remove(&id);
+                }
+                self.sync_free_index(*a);
+            }
+            Holder::Orphan { node, .. } => {
+                if let Some(set) = self.orphans.get_mut(node) {
+                    set.remove(&id);
+                    if set.is_empty() {
+                        self.orphans.remove(node);
+                    }
+                }
+            }
+        }
+        Some(rec)
+    }
+
+    /// Hands out the next job id.
+    pub(crate) fn alloc_job(&mut self) -> JobId {
+        let id = JobId(self.next_job);
+        self.next_job += 1;
+        id
+    }
+
+    /// Hands out the next container id.
+    pub(crate) fn alloc_container(&mut self) -> ContainerId {
+        let id = ContainerId(self.next_container);
+        self.next_container += 1;
+        id
+    }
+}

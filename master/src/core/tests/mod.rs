@@ -1,0 +1,12 @@
+//! Core scenario tests (STYLE layer 2): a [`TestEnv`](env::TestEnv) drives the real core
+//! with a virtual clock, checks the invariants after every step and makes each test take
+//! the commands it expects.
+
+mod builders;
+mod env;
+
+mod clients;
+mod failures;
+mod purity;
+mod recovery;
+mod scheduling;

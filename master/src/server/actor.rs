@@ -1,0 +1,287 @@
+//! The actor: owns the core and the store, turns [`Input`]s into core calls, sleeps
+//! until the core's next wakeup, and executes the commands the core returns, in order.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use slotmarket_common::identity::Identity;
+use slotmarket_common::ids::{AgentId, JobId};
+use slotmarket_common::protocol::{
+    ContainerReport, ErrorKind, ErrorReply, Launch, MasterToAgent, Request, Response,
+};
+use slotmarket_common::time::Timestamp;
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, error, warn};
+
+use super::ServerError;
+use crate::core::{Command, Core, Event, Persist, RequestId};
+use crate::store::Store;
+
+/// What sessions tell the actor.
+pub(crate) enum Input {
+    /// An agent sent a valid `Register`. The actor answers on `outbound` with
+    /// `Registered` before anything else.
+    AgentRegistered {
+        node: String,
+        map_slots: u32,
+        reduce_slots: u32,
+        live_containers: Vec<ContainerReport>,
+        outbound: mpsc::UnboundedSender<MasterToAgent>,
+        assigned: oneshot::Sender<AgentId>,
+    },
+    /// A fact about a registered agent (heartbeat, reports, disconnect).
+    Agent(Event),
+    /// A one-shot client request.
+    Request { caller: Identity, request: Request, reply: oneshot::Sender<Response> },
+    /// A watch: `Job` responses go to `updates` until the job ends.
+    Watch { caller: Identity, job: JobId, updates: mpsc::UnboundedSender<Response> },
+}
+
+struct Watcher {
+    caller: Identity,
+    updates: mpsc::UnboundedSender<Response>,
+}
+
+/// The single owner of scheduling state.
+pub(super) struct Actor {
+    core: Core,
+    store: Store,
+    clock: Clock,
+    agents: BTreeMap<AgentId, mpsc::UnboundedSender<MasterToAgent>>,
+    next_agent: u32,
+    replies: HashMap<RequestId, oneshot::Sender<Response>>,
+    next_request: u64,
+    watchers: BTreeMap<JobId, Vec<Watcher>>,
+}
+
+impl Actor {
+    pub(super) fn new(core: Core, store: Store) -> Actor {
+        Actor {
+            core,
+            store,
+            clock: Clock::default(),
+            agents: BTreeMap::new(),
+            next_agent: 1,
+            replies: HashMap::new(),
+            next_request: 1,
+            watchers: BTreeMap::new(),
+        }
+    }
+
+    /// Runs until every session and the server have dropped their inbox senders, or the
+    /// store fails.
+    pub(super) async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<Input>) -> Result<(), ServerError> {
+        loop {
+            let wakeup = self.core.next_wakeup().map(|at| self.clock.instant_of(at));
+            tokio::select! {
+                input = inbox.recv() => match input {
+                    Some(input) => self.on_input(input)?,
+                    None => return Ok(()),
+                },
+                () = sleep_until(wakeup) => {
+                    let now = self.clock.now();
+                    let commands = self.core.tick(now);
+                    self.execute(commands)?;
+                }
+            }
+        }
+    }
+
+    fn on_input(&mut self, input: Input) -> Result<(), ServerError> {
+        let now = self.clock.now();
+        let commands = match input {
+            Input::AgentRegistered { node, map_slots, reduce_slots, live_containers, outbound, assigned } => {
+                let agent = AgentId(self.next_agent);
+                self.next_agent += 1;
+                let heartbeat_interval_ms = millis(self.core.config().heartbeat_interval);
+                // If the session is already gone the agent will simply be lost later.
+                let _ = outbound.send(MasterToAgent::Registered { agent, heartbeat_interval_ms });
+                let _ = assigned.send(agent);
+                self.agents.insert(agent, outbound);
+                let event = Event::AgentJoined { agent, node, map_slots, reduce_slots, live_containers };
+                self.core.handle(now, event)
+            }
+            Input::Agent(event) => {
+                if let Event::AgentDisconnected { agent } = &event {
+                    self.agents.remove(agent);
+                }
+                self.core.handle(now, event)
+            }
+            Input::Request { caller, request, reply } => self.on_request(now, caller, request, reply),
+            Input::Watch { caller, job, updates } => {
+                self.on_watch(caller, job, updates);
+                Vec::new()
+            }
+        };
+        self.execute(commands)
+    }
+
+    fn on_request(
+        &mut self,
+        now: Timestamp,
+        caller: Identity,
+        request: Request,
+        reply: oneshot::Sender<Response>,
+    ) -> Vec<Command> {
+        let view = self.core.view();
+        let id = RequestId(self.next_request);
+        let event = match request {
+            Request::Status { job } => {
+                return answer(
+                    reply,
+                    view.job_status(job, &caller).map_or_else(Response::Error, Response::Job),
+                );
+            }
+            Request::Jobs => return answer(reply, Response::Jobs(view.jobs(&caller))),
+            Request::Nodes => return answer(reply, Response::Nodes(view.nodes())),
+            Request::Watch { .. } => {
+                let message = "watch is a streaming request".to_string();
+                return answer(reply, Response::Error(ErrorReply { kind: ErrorKind::BadRequest, message }));
+            }
+            Request::Submit { spec } => Event::JobSubmitted { request: id, caller, spec },
+            Request::Cancel { job } => Event::JobCancelRequested { request: id, caller, job },
+        };
+        self.next_request += 1;
+        self.replies.insert(id, reply);
+        self.core.handle(now, event)
+    }
+
+    fn on_watch(&mut self, caller: Identity, job: JobId, updates: mpsc::UnboundedSender<Response>) {
+        match self.core.view().job_status(job, &caller) {
+            Ok(status) => {
+                let ended = status.summary.state.is_terminal();
+                if updates.send(Response::Job(status)).is_ok() && !ended {
+                    self.watchers.entry(job).or_default().push(Watcher { caller, updates });
+                }
+            }
+            Err(reply) => {
+                let _ = updates.send(Response::Error(reply));
+            }
+        }
+    }
+
+    /// Carries out `commands` in order. Store writes are batched into one transaction
+    /// and committed before any reply, kill or launch that follows them.
+    fn execute(&mut self, commands: Vec<Command>) -> Result<(), ServerError> {
+        let mut persist: Vec<Persist> = Vec::new();
+        let mut launches: BTreeMap<AgentId, Vec<Launch>> = BTreeMap::new();
+        let mut changed: BTreeSet<JobId> = BTreeSet::new();
+        for command in commands {
+            match command {
+                Command::Persist(op) => persist.push(op),
+                Command::Launch { agent, launch } => launches.entry(agent).or_default().push(launch),
+                Command::Kill { agent, container, reason } => {
+                    self.flush(&mut persist)?;
+                    if let Some(batch) = launches.remove(&agent) {
+                        self.send(agent, MasterToAgent::Launch(batch));
+                    }
+                    self.send(agent, MasterToAgent::Kill { container, reason });
+                }
+                Command::Reply { request, response } => {
+                    self.flush(&mut persist)?;
+                    match self.replies.remove(&request) {
+                        Some(reply) => {
+                            let _ = reply.send(response);
+                        }
+                        None => warn!(request = request.0, "reply for an unknown request"),
+                    }
+                }
+                Command::JobChanged { job } => {
+                    changed.insert(job);
+                }
+                Command::DropAgent { agent, reason } => {
+                    self.send(agent, MasterToAgent::Refused { reason });
+                    // Dropping the queue ends the session's writer, which closes the connection.
+                    self.agents.remove(&agent);
+                }
+            }
+        }
+        self.flush(&mut persist)?;
+        for (agent, batch) in launches {
+            self.send(agent, MasterToAgent::Launch(batch));
+        }
+        self.notify_watchers(changed);
+        Ok(())
+    }
+
+    fn flush(&mut self, persist: &mut Vec<Persist>) -> Result<(), ServerError> {
+        if persist.is_empty() {
+            return Ok(());
+        }
+        if let Err(err) = self.store.apply(persist) {
+            error!(error = %err, "store write failed");
+            for (_, reply) in self.replies.drain() {
+                let _ = reply.send(Response::Error(ErrorReply {
+                    kind: ErrorKind::Internal,
+                    message: "the master could not store the change and is stopping".into(),
+                }));
+            }
+            return Err(err.into());
+        }
+        persist.clear();
+        Ok(())
+    }
+
+    fn send(&self, agent: AgentId, message: MasterToAgent) {
+        match self.agents.get(&agent) {
+            Some(queue) if queue.send(message).is_ok() => {}
+            // The core learns of the loss through AgentDisconnected or silence.
+            _ => debug!(%agent, "message for a disconnected agent dropped"),
+        }
+    }
+
+    fn notify_watchers(&mut self, changed: BTreeSet<JobId>) {
+        for job in changed {
+            let Some(watchers) = self.watchers.get_mut(&job) else { continue };
+            let view = self.core.view();
+            watchers.retain(|w| match view.job_status(job, &w.caller) {
+                Ok(status) => {
+                    let ended = status.summary.state.is_terminal();
+                    w.updates.send(Response::Job(status)).is_ok() && !ended
+                }
+                Err(_) => false,
+            });
+            if watchers.is_empty() {
+                self.watchers.remove(&job);
+            }
+        }
+    }
+}
+
+/// Wall-clock time for the core, never going backwards even if the system clock does.
+#[derive(Default)]
+struct Clock {
+    last: Timestamp,
+}
+
+impl Clock {
+    fn now(&mut self) -> Timestamp {
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        self.last = self.last.max(Timestamp(u64::try_from(wall.as_millis()).unwrap_or(u64::MAX)));
+        self.last
+    }
+
+    /// The tokio instant at which wall-clock time `at` is reached.
+    fn instant_of(&mut self, at: Timestamp) -> tokio::time::Instant {
+        let now = self.now();
+        tokio::time::Instant::now() + at.saturating_since(now)
+    }
+}
+
+/// Answers a request the core need not decide (a read of its view).
+fn answer(reply: oneshot::Sender<Response>, response: Response) -> Vec<Command> {
+    // A client that hung up needs no answer.
+    let _ = reply.send(response);
+    Vec::new()
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}

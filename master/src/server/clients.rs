@@ -1,0 +1,114 @@
+//! Client sessions: one bidirectional stream per request. Decodes the request, checks
+//! its protocol version, hands it to the actor and writes the answer back. A malformed
+//! or oversized frame is answered with an error on that stream only; the connection
+//! and every other stream keep working.
+
+use slotmarket_common::identity::Identity;
+use slotmarket_common::protocol::{
+    ClientRequest, ErrorKind, ErrorReply, PROTOCOL_VERSION, Request, Response,
+};
+use slotmarket_common::transport::{FRAME_ERROR_CODE, StreamError, read_frame, write_frame};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{Instrument, debug, info_span, warn};
+
+use super::Input;
+
+/// Serves one client connection: a task per request stream until the client leaves.
+pub(super) async fn serve(
+    conn: quinn::Connection,
+    caller: Identity,
+    inbox: mpsc::UnboundedSender<Input>,
+    max_frame: usize,
+) {
+    let span = info_span!("client", peer = %caller, remote = %conn.remote_address());
+    async move {
+        loop {
+            let (send, recv) = match conn.accept_bi().await {
+                Ok(streams) => streams,
+                Err(error) => {
+                    debug!(%error, "client connection ended");
+                    return;
+                }
+            };
+            let (caller, inbox) = (caller.clone(), inbox.clone());
+            tokio::spawn(serve_stream(send, recv, caller, inbox, max_frame).in_current_span());
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+async fn serve_stream(
+    send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    caller: Identity,
+    inbox: mpsc::UnboundedSender<Input>,
+    max_frame: usize,
+) {
+    let request = match read_frame::<ClientRequest>(&mut recv, max_frame).await {
+        Ok(Some(request)) => request,
+        Ok(None) => return,
+        Err(StreamError::Frame(error)) => {
+            warn!(%error, "rejected a bad request frame");
+            let _ = recv.stop(FRAME_ERROR_CODE);
+            let message = format!("rejected request: {error}");
+            return finish(send, &error_response(ErrorKind::BadRequest, message), max_frame).await;
+        }
+        Err(error) => {
+            debug!(%error, "request stream failed");
+            return;
+        }
+    };
+    if request.version != PROTOCOL_VERSION {
+        let message = format!(
+            "client speaks protocol version {}, this master speaks {PROTOCOL_VERSION}; use a matching slotmarket",
+            request.version
+        );
+        return finish(send, &error_response(ErrorKind::VersionMismatch, message), max_frame).await;
+    }
+    if let Request::Watch { job } = request.body {
+        return stream_watch(send, caller, job, inbox, max_frame).await;
+    }
+    let (reply, answer) = oneshot::channel();
+    let response = match inbox.send(Input::Request { caller, request: request.body, reply }) {
+        Ok(()) => answer.await.unwrap_or_else(|_| shutting_down()),
+        Err(_) => shutting_down(),
+    };
+    finish(send, &response, max_frame).await;
+}
+
+async fn stream_watch(
+    mut send: quinn::SendStream,
+    caller: Identity,
+    job: slotmarket_common::ids::JobId,
+    inbox: mpsc::UnboundedSender<Input>,
+    max_frame: usize,
+) {
+    let (updates, mut updates_rx) = mpsc::unbounded_channel();
+    if inbox.send(Input::Watch { caller, job, updates }).is_err() {
+        return finish(send, &shutting_down(), max_frame).await;
+    }
+    while let Some(response) = updates_rx.recv().await {
+        if let Err(error) = write_frame(&mut send, &response, max_frame).await {
+            debug!(%error, "watcher went away");
+            return;
+        }
+    }
+    let _ = send.finish();
+}
+
+async fn finish(mut send: quinn::SendStream, response: &Response, max_frame: usize) {
+    if let Err(error) = write_frame(&mut send, response, max_frame).await {
+        debug!(%error, "could not write the response");
+        return;
+    }
+    let _ = send.finish();
+}
+
+fn error_response(kind: ErrorKind, message: String) -> Response {
+    Response::Error(ErrorReply { kind, message })
+}
+
+fn shutting_down() -> Response {
+    error_response(ErrorKind::Internal, "the master is shutting down".into())
+}

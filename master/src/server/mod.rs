@@ -1,0 +1,119 @@
+//! The master server: one actor task owns the [`Core`] and the [`Store`]; agent and
+//! client sessions decode what they receive into [`Input`]s for it and carry its
+//! commands out. No locks around scheduling state: only the actor touches it.
+//!
+//! ```text
+//! quinn connections ──> agents.rs / clients.rs ──Input──> Actor ──> Core::handle/tick
+//!                                ▲                          │
+//!                                └──── outbound queues ◀────┴──> Store (before replies)
+//! ```
+
+mod actor;
+mod agents;
+mod clients;
+
+use std::future::Future;
+
+use slotmarket_common::identity::Role;
+use slotmarket_common::transport;
+use thiserror::Error;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use crate::core::{Core, Event};
+use crate::store::{Store, StoreError};
+
+pub(crate) use actor::Input;
+
+/// Why the server stopped with an error.
+#[derive(Debug, Error)]
+pub enum ServerError {
+    /// The store failed; the master stops rather than acknowledge what it cannot keep.
+    #[error("store failed, stopping: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// Limits and timings of the server (the core's own settings live in its config).
+#[derive(Clone, Copy, Debug)]
+pub struct ServerOptions {
+    /// Largest frame accepted from any peer, in bytes.
+    pub max_frame: usize,
+}
+
+/// Serves agents and clients on `endpoint` until `shutdown` completes or the store fails.
+///
+/// `core` should already hold the jobs recovered from `store` (see [`recover`]).
+pub async fn run(
+    endpoint: quinn::Endpoint,
+    core: Core,
+    store: Store,
+    options: ServerOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServerError> {
+    let (inbox, inbox_rx) = mpsc::unbounded_channel();
+    let actor = tokio::spawn(actor::Actor::new(core, store).run(inbox_rx));
+    let accept = accept_loop(endpoint.clone(), inbox, options);
+    let result = tokio::select! {
+        () = shutdown => {
+            info!("shutting down");
+            Ok(())
+        }
+        () = accept => Ok(()),
+        joined = actor => match joined {
+            Ok(result) => result,
+            Err(panic) => std::panic::resume_unwind(panic.into_panic()),
+        },
+    };
+    endpoint.close(0u32.into(), b"master shutting down");
+    result
+}
+
+/// Replays every stored job into a fresh core; returns how many were recovered.
+pub fn recover(
+    core: &mut Core,
+    store: &Store,
+    now: slotmarket_common::time::Timestamp,
+) -> Result<usize, StoreError> {
+    let jobs = store.recover()?;
+    let count = jobs.len();
+    for job in jobs {
+        // Recovery only rebuilds state; nothing can be launched before agents join.
+        let commands = core.handle(now, Event::JobRecovered(job));
+        debug!(commands = commands.len(), "replayed a stored job");
+    }
+    Ok(count)
+}
+
+async fn accept_loop(endpoint: quinn::Endpoint, inbox: mpsc::UnboundedSender<Input>, options: ServerOptions) {
+    while let Some(incoming) = endpoint.accept().await {
+        let inbox = inbox.clone();
+        tokio::spawn(async move {
+            let remote = incoming.remote_address();
+            let conn = match incoming.await {
+                Ok(conn) => conn,
+                Err(error) => {
+                    // Missing or foreign certificates end here, at the handshake.
+                    info!(%remote, %error, "refused connection");
+                    return;
+                }
+            };
+            let identity = match transport::peer_identity(&conn) {
+                Ok(identity) => identity,
+                Err(error) => {
+                    warn!(%remote, %error, "refused connection: unreadable peer identity");
+                    conn.close(1u32.into(), b"unreadable certificate identity");
+                    return;
+                }
+            };
+            debug!(%remote, peer = %identity, "connected");
+            match identity.role {
+                Role::Agent => agents::serve(conn, identity, inbox, options.max_frame).await,
+                Role::User | Role::Admin => clients::serve(conn, identity, inbox, options.max_frame).await,
+                Role::Master => {
+                    warn!(%remote, "refused connection from a master certificate");
+                    conn.close(1u32.into(), b"master certificates cannot act as peers");
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,238 @@
+//! The master's durable state: jobs and the history of their containers in SQLite (WAL)
+//! under the data directory. Executes the core's `Persist` commands and hands stored
+//! jobs back on start so they can be replayed into the core.
+
+mod schema;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use slotmarket_common::container::ContainerState;
+use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::protocol::{ContainerReport, JobState};
+use slotmarket_common::spec::JobSpec;
+use slotmarket_common::time::Timestamp;
+use thiserror::Error;
+
+use crate::core::{Persist, RecoveredJob};
+
+/// File name of the database inside the data directory.
+pub const DATABASE_FILE: &str = "slotmarket.db";
+
+/// A failure of the store.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// SQLite failed (disk full, permissions, corruption).
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The database was written by a newer or unknown build.
+    #[error("database schema version {found} is not supported (this build reads version {supported})")]
+    SchemaVersion {
+        /// Version found in the file.
+        found: i64,
+        /// Version this build writes.
+        supported: i64,
+    },
+    /// A stored row cannot be read back (e.g. a spec that no longer parses).
+    #[error("stored row is unreadable: {0}")]
+    Corrupt(String),
+}
+
+/// The open database.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database in `data_dir`, in WAL mode with full
+    /// synchronisation so that a committed write survives a crash.
+    pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
+        let path = data_dir.join(DATABASE_FILE);
+        let mut conn = Connection::open(&path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        schema::migrate(&mut conn)?;
+        Ok(Store { conn, path })
+    }
+
+    /// Where the database file is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Applies `ops` in one transaction: either all are durable or none.
+    pub fn apply(&mut self, ops: &[Persist]) -> Result<(), StoreError> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let tx = self.conn.transaction()?;
+        for op in ops {
+            apply_one(&tx, op)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Every stored job with its containers' last states, oldest job first.
+    pub fn recover(&self) -> Result<Vec<RecoveredJob>, StoreError> {
+        let mut containers = self.containers_by_job()?;
+        let mut stmt = self.conn.prepare(
+            "SELECT id, account, spec_json, submitted_ms, state, started_ms FROM jobs ORDER BY id",
+        )?;
+        let rows = stmt.query_map([], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, i64>(3)?,
+                row.get::<_, String>(4)?,
+                row.get::<_, Option<i64>>(5)?,
+            ))
+        })?;
+        let mut jobs = Vec::new();
+        for row in rows {
+            let (id, account, spec_json, submitted, state, started) = row?;
+            let id = JobId(to_u64(id)?);
+            let spec: JobSpec = serde_json::from_str(&spec_json)
+                .map_err(|e| StoreError::Corrupt(format!("job {id}: spec: {e}")))?;
+            jobs.push(RecoveredJob {
+                id,
+                account: AccountId(account),
+                spec,
+                submitted: Timestamp(to_u64(submitted)?),
+                state: job_state_from_name(&state)?,
+                started: started.map(to_u64).transpose()?.map(Timestamp),
+                containers: containers.remove(&id).unwrap_or_default(),
+            });
+        }
+        Ok(jobs)
+    }
+
+    /// The stored state of one job, if any (used by tests and tools).
+    pub fn job_state(&self, job: JobId) -> Result<Option<JobState>, StoreError> {
+        let state: Option<String> = self
+            .conn
+            .query_row("SELECT state FROM jobs WHERE id = ?1", params![to_i64(job.0)], |row| row.get(0))
+            .optional()?;
+        state.map(|s| job_state_from_name(&s)).transpose()
+    }
+
+    fn containers_by_job(&self) -> Result<BTreeMap<JobId, Vec<(String, ContainerReport)>>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, job, stage, task, attempt, node, state, at_ms, exit_code, message FROM containers ORDER BY id",
+        )?;
+        let rows = stmt.query_map([], |row| {
+            Ok((
+                [row.get::<_, i64>(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?],
+                row.get::<_, String>(5)?,
+                row.get::<_, String>(6)?,
+                row.get::<_, i64>(7)?,
+                row.get::<_, Option<i32>>(8)?,
+                row.get::<_, Option<String>>(9)?,
+            ))
+        })?;
+        let mut by_job: BTreeMap<JobId, Vec<(String, ContainerReport)>> = BTreeMap::new();
+        for row in rows {
+            let ([id, job, stage, task, attempt], node, state, at, exit_code, message) = row?;
+            let job = JobId(to_u64(job)?);
+            let report = ContainerReport {
+                container: ContainerId(to_u64(id)?),
+                task: TaskId { job, stage: StageId(to_u32(stage)?), index: to_u32(task)? },
+                attempt: AttemptId(to_u32(attempt)?),
+                state: container_state_from_name(&state)?,
+                at: Timestamp(to_u64(at)?),
+                exit_code,
+                message,
+            };
+            by_job.entry(job).or_default().push((node, report));
+        }
+        Ok(by_job)
+    }
+}
+
+fn apply_one(tx: &Transaction<'_>, op: &Persist) -> Result<(), StoreError> {
+    match op {
+        Persist::JobAdmitted { job, account, spec, submitted } => {
+            let spec_json = serde_json::to_string(spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            tx.execute(
+                "INSERT INTO jobs (id, account, name, spec_json, submitted_ms, state) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![to_i64(job.0), account.0, spec.name, spec_json, to_i64(submitted.0), JobState::Pending.name()],
+            )?;
+        }
+        Persist::JobState { job, state, at, message } => {
+            let at = to_i64(at.0);
+            let (started, finished) = match state {
+                JobState::Running => (Some(at), None),
+                s if s.is_terminal() => (None, Some(at)),
+                _ => (None, None),
+            };
+            tx.execute(
+                "UPDATE jobs SET state = ?2, started_ms = COALESCE(started_ms, ?3),
+                 finished_ms = COALESCE(?4, finished_ms), message = COALESCE(?5, message) WHERE id = ?1",
+                params![to_i64(job.0), state.name(), started, finished, message],
+            )?;
+        }
+        Persist::Container { node, report } => {
+            let r = report;
+            tx.execute(
+                "INSERT INTO containers (id, job, stage, task, attempt, node, state, at_ms, exit_code, message)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                 ON CONFLICT(id) DO UPDATE SET node = ?6, state = ?7, at_ms = ?8,
+                     exit_code = COALESCE(?9, exit_code), message = COALESCE(?10, message)",
+                params![
+                    to_i64(r.container.0),
+                    to_i64(r.task.job.0),
+                    r.task.stage.0,
+                    r.task.index,
+                    r.attempt.0,
+                    node,
+                    r.state.name(),
+                    to_i64(r.at.0),
+                    r.exit_code,
+                    r.message,
+                ],
+            )?;
+            tx.execute(
+                "INSERT INTO transitions (container, state, at_ms) VALUES (?1, ?2, ?3)",
+                params![to_i64(r.container.0), r.state.name(), to_i64(r.at.0)],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn job_state_from_name(name: &str) -> Result<JobState, StoreError> {
+    [JobState::Pending, JobState::Running, JobState::Completed, JobState::Failed, JobState::Cancelled]
+        .into_iter()
+        .find(|s| s.name() == name)
+        .ok_or_else(|| StoreError::Corrupt(format!("unknown job state \"{name}\"")))
+}
+
+fn container_state_from_name(name: &str) -> Result<ContainerState, StoreError> {
+    use ContainerState::*;
+    [New, Reserved, Allocated, Acquired, Running, Completed, Failed, Killed]
+        .into_iter()
+        .find(|s| s.name() == name)
+        .ok_or_else(|| StoreError::Corrupt(format!("unknown container state \"{name}\"")))
+}
+
+// SQLite integers are i64; ids and times are u64 that stay far below 2^63 in practice,
+// but a corrupt file must produce an error rather than a wrapped value.
+fn to_u64(v: i64) -> Result<u64, StoreError> {
+    u64::try_from(v).map_err(|_| StoreError::Corrupt(format!("negative value {v}")))
+}
+
+fn to_u32(v: i64) -> Result<u32, StoreError> {
+    u32::try_from(v).map_err(|_| StoreError::Corrupt(format!("value {v} out of range")))
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests;
