@@ -1,0 +1,170 @@
+//! The `slotmarket-task` binary end to end: a wordcount through real processes, and the
+//! exit codes for bad arguments (2) and runtime errors (1).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn task(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_slotmarket-task")).args(args).output().unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = task(args);
+    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+#[test]
+fn wordcount_runs_end_to_end_through_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, job) = (dir.path().join("input"), dir.path().join("job"));
+    for t in ["0", "1"] {
+        let printed = ok(&[
+            "gen-text",
+            "--output",
+            s(&input),
+            "--bytes",
+            "400000",
+            "--seed",
+            "5",
+            "--task",
+            t,
+            "--tasks",
+            "2",
+        ]);
+        assert!(printed.starts_with("gen-text"), "{printed}");
+    }
+    for t in ["0", "1", "2"] {
+        let printed = ok(&[
+            "wordcount",
+            "map",
+            "--input",
+            s(&input),
+            "--task",
+            t,
+            "--tasks",
+            "3",
+            "--reducers",
+            "2",
+            "--job-dir",
+            s(&job),
+        ]);
+        assert!(printed.starts_with(&format!("wordcount map {t}/3:")), "{printed}");
+    }
+    for r in ["0", "1"] {
+        ok(&["wordcount", "reduce", "--task", r, "--job-dir", s(&job)]);
+    }
+    let mut text = Vec::new();
+    for part in ["part-0", "part-1"] {
+        text.extend(std::fs::read(input.join(part)).unwrap());
+    }
+    let mut expected: HashMap<String, u64> = HashMap::new();
+    for word in String::from_utf8(text).unwrap().split_ascii_whitespace() {
+        *expected.entry(word.to_string()).or_default() += 1;
+    }
+    let mut got = HashMap::new();
+    for r in 0..2 {
+        let out = std::fs::read_to_string(job.join(format!("out/part-{r}"))).unwrap();
+        let words: Vec<&str> = out.lines().map(|l| l.split_once('\t').unwrap().0).collect();
+        assert!(words.windows(2).all(|w| w[0] < w[1]), "reduce output not sorted by word");
+        for line in out.lines() {
+            let (word, count) = line.split_once('\t').unwrap();
+            got.insert(word.to_string(), count.parse::<u64>().unwrap());
+        }
+    }
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn pi_prints_its_estimate() {
+    let dir = tempfile::tempdir().unwrap();
+    for t in ["0", "1"] {
+        ok(&["pi", "map", "--samples", "20000", "--task", t, "--job-dir", s(dir.path())]);
+    }
+    let printed = ok(&["pi", "reduce", "--job-dir", s(dir.path())]);
+    assert!(printed.starts_with("Estimated value of Pi is 3.1"), "{printed}");
+}
+
+#[test]
+fn bad_arguments_exit_2_and_failures_exit_1_with_context() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["wordcount", "map", "--input", "x", "--task", "0", "--tasks", "1", "--job-dir", "j"][..],
+        &[
+            "wordcount",
+            "map",
+            "--input",
+            "x",
+            "--task",
+            "3",
+            "--tasks",
+            "2",
+            "--reducers",
+            "1",
+            "--job-dir",
+            "j",
+        ],
+        &["gen-text", "--output", "d", "--bytes", "ten"],
+        &["pi", "reduce"],
+        &["frobnicate"],
+    ] {
+        assert_eq!(task(args).status.code(), Some(2), "{args:?}");
+    }
+    let missing = dir.path().join("no-such-input");
+    let out = task(&[
+        "grep",
+        "map",
+        "--input",
+        s(&missing),
+        "--pattern",
+        "x",
+        "--task",
+        "0",
+        "--tasks",
+        "1",
+        "--reducers",
+        "1",
+        "--job-dir",
+        s(dir.path()),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("error: cannot read input") && stderr.contains("no-such-input"), "{stderr}");
+    let out = task(&["sort", "reduce", "--task", "0", "--job-dir", s(dir.path())]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no map-* directories"));
+}
+
+#[test]
+fn a_killed_attempt_leaves_no_part_and_a_rerun_writes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("input");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_slotmarket-task"))
+        .args(["gen-text", "--output", s(&output), "--bytes", "20000000000"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until it is writing, then kill it as a preempting agent would (SIGKILL).
+    let started = std::time::Instant::now();
+    while std::fs::read_dir(&output).map_or(0, |d| d.count()) == 0 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the generator never started writing"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!output.join("part-0").exists(), "a killed generator published its part");
+    // The temporary file it left is hidden, so no map reads it.
+    let input = slotmarket_workloads::split::Input::open(&output).unwrap();
+    assert_eq!(input.total_bytes(), 0);
+    ok(&["gen-text", "--output", s(&output), "--bytes", "1000"]);
+    assert!(std::fs::metadata(output.join("part-0")).unwrap().len() >= 1000);
+}
