@@ -1,0 +1,9 @@
+//! Multi-process integration tests: real master and agent binaries on loopback.
+//! Run `cargo build` first so the binaries exist (the README's test command does).
+
+mod cancel;
+mod demo;
+mod failover;
+mod mapreduce;
+mod security;
+mod support;

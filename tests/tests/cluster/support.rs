@@ -1,0 +1,276 @@
+//! `TestCluster`: a real `slotmarket-master` and real `slotmarket-agent` processes on
+//! loopback, with certificates in a temporary directory. Every process is started in
+//! its own process group and killed when the cluster is dropped; every wait is bounded.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use slotmarket_common::client::Client;
+use slotmarket_common::identity::Role;
+use slotmarket_common::ids::JobId;
+use slotmarket_common::pki::{self, TlsFiles};
+use slotmarket_common::protocol::{JobState, JobStatus, NodeSummary, Request, Response};
+use slotmarket_common::spec::JobSpec;
+
+/// Longest any single wait in these tests may take.
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
+
+/// A binary built next to the test executable (`cargo build` puts them there).
+pub(crate) fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> -> target/<profile>/<name>
+    let dir = exe.parent().and_then(Path::parent).expect("target directory");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build` before `cargo test` (see README)",
+        path.display()
+    );
+    path
+}
+
+/// One agent to start: its node name and slot counts.
+pub(crate) struct AgentSpec {
+    pub(crate) name: &'static str,
+    pub(crate) map_slots: u32,
+    pub(crate) reduce_slots: u32,
+}
+
+pub(crate) const fn agent(name: &'static str, map_slots: u32, reduce_slots: u32) -> AgentSpec {
+    AgentSpec { name, map_slots, reduce_slots }
+}
+
+pub(crate) struct TestCluster {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) addr: std::net::SocketAddr,
+    master: Option<Child>,
+    agents: BTreeMap<String, Child>,
+}
+
+impl TestCluster {
+    /// Makes certificates, starts the master on a free loopback port and the agents, and
+    /// waits until every agent is registered.
+    pub(crate) async fn start(agents: &[AgentSpec]) -> TestCluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pki_dir = dir.path().join("pki");
+        pki::init(&pki_dir, &[]).expect("pki init");
+        pki::issue(&pki_dir, Role::User, "alice").expect("issue alice");
+        pki::issue(&pki_dir, Role::User, "bob").expect("issue bob");
+        let master = spawn_logged(
+            Command::new(binary("slotmarket-master"))
+                .args([
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--agent-timeout-ms",
+                    "2000",
+                    "--heartbeat-interval-ms",
+                    "250",
+                ])
+                .arg("--data-dir")
+                .arg(dir.path().join("master"))
+                .arg("--cert-dir")
+                .arg(&pki_dir),
+            &dir.path().join("master.log"),
+        );
+        let addr_file = dir.path().join("master").join("master.addr");
+        wait_for(|| std::fs::read_to_string(&addr_file).ok().filter(|s| s.ends_with('\n')), "master.addr")
+            .await;
+        let addr =
+            std::fs::read_to_string(&addr_file).expect("read addr").trim().parse().expect("socket address");
+        let mut cluster = TestCluster { dir, addr, master: Some(master), agents: BTreeMap::new() };
+        for spec in agents {
+            cluster.start_agent(spec);
+        }
+        let expected = agents.len();
+        let admin = cluster.client("admin").await;
+        wait_until(|| async { connected(&admin).await.len() == expected }, "agents to register").await;
+        admin.close().await;
+        cluster
+    }
+
+    /// Starts one agent process (issuing its certificate if needed).
+    pub(crate) fn start_agent(&mut self, spec: &AgentSpec) {
+        let pki_dir = self.dir.path().join("pki");
+        if !pki_dir.join(format!("{}.pem", spec.name)).exists() {
+            pki::issue(&pki_dir, Role::Agent, spec.name).expect("issue agent cert");
+        }
+        let child = spawn_logged(
+            Command::new(binary("slotmarket-agent"))
+                .args(["--master", &self.addr.to_string(), "--name", spec.name, "--kill-grace-ms", "500"])
+                .args([
+                    "--map-slots",
+                    &spec.map_slots.to_string(),
+                    "--reduce-slots",
+                    &spec.reduce_slots.to_string(),
+                ])
+                .arg("--cert-dir")
+                .arg(&pki_dir)
+                .arg("--work-dir")
+                .arg(self.dir.path().join("agents").join(spec.name))
+                .arg("--data-dir")
+                .arg(self.shared_dir()),
+            &self.dir.path().join(format!("{}.log", spec.name)),
+        );
+        self.agents.insert(spec.name.to_string(), child);
+    }
+
+    /// The agents' shared data directory; job `j` writes under `jobs/j`.
+    pub(crate) fn shared_dir(&self) -> PathBuf {
+        self.dir.path().join("shared")
+    }
+
+    /// A job's directory in the shared data directory.
+    pub(crate) fn job_dir(&self, job: JobId) -> PathBuf {
+        self.shared_dir().join("jobs").join(job.to_string())
+    }
+
+    /// The certificate files of `identity`.
+    pub(crate) fn tls(&self, identity: &str) -> TlsFiles {
+        TlsFiles::in_dir(&self.dir.path().join("pki"), identity)
+    }
+
+    /// A connected client acting as `identity`.
+    pub(crate) async fn client(&self, identity: &str) -> Client {
+        tokio::time::timeout(WAIT, Client::connect(self.addr, "localhost", &self.tls(identity)))
+            .await
+            .expect("connect timed out")
+            .expect("connect")
+    }
+
+    /// SIGKILLs an agent process (its tasks die with it through PDEATHSIG).
+    pub(crate) fn kill_agent(&mut self, name: &str) {
+        let mut child = self.agents.remove(name).expect("no such agent");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Processes whose working directory lies inside this cluster's temp dir: task
+    /// processes run in container directories under it.
+    pub(crate) fn processes_inside(&self) -> Vec<u32> {
+        let root = self.dir.path().canonicalize().expect("canonical temp dir");
+        let mut pids = Vec::new();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+            if let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) {
+                if cwd.starts_with(&root) && pid != std::process::id() {
+                    pids.push(pid);
+                }
+            }
+        }
+        pids
+    }
+
+    /// The last lines of a process's log, for failure messages.
+    pub(crate) fn log_tail(&self, name: &str) -> String {
+        let text = std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        let children = self.agents.values_mut().chain(self.master.as_mut());
+        for child in children {
+            // Each child leads its own process group: signal the whole group.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+        }
+        // Task processes of killed agents die through PDEATHSIG; wait for them (bounded).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !self.processes_inside().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn spawn_logged(command: &mut Command, log: &Path) -> Child {
+    let out = std::fs::File::create(log).expect("log file");
+    let err = out.try_clone().expect("log file");
+    use std::os::unix::process::CommandExt;
+    command
+        .env("RUST_LOG", "info,slotmarket=debug")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .spawn()
+        .expect("spawn")
+}
+
+/// Polls `probe` every 50 ms until it yields a value; panics after [`WAIT`].
+pub(crate) async fn wait_for<T>(mut probe: impl FnMut() -> Option<T>, what: &str) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Polls an async condition every 100 ms; panics after [`WAIT`].
+pub(crate) async fn wait_until<F, Fut>(mut condition: F, what: &str)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + WAIT;
+    while !condition().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Connected agents as the master reports them.
+pub(crate) async fn connected(client: &Client) -> Vec<NodeSummary> {
+    match client.call(Request::Nodes).await {
+        Ok(Response::Nodes(nodes)) => nodes.into_iter().filter(|n| n.connected).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Submits a TOML job spec and returns its id.
+pub(crate) async fn submit(client: &Client, toml: &str) -> JobId {
+    let spec = JobSpec::from_toml(toml).expect("valid spec");
+    match client.call(Request::Submit { spec }).await.expect("submit") {
+        Response::Submitted { job } => job,
+        other => panic!("unexpected answer to submit: {other:?}"),
+    }
+}
+
+/// A job's current status.
+pub(crate) async fn status(client: &Client, job: JobId) -> JobStatus {
+    match client.call(Request::Status { job }).await.expect("status") {
+        Response::Job(status) => status,
+        other => panic!("unexpected answer to status: {other:?}"),
+    }
+}
+
+/// Waits until the job has ended and returns its final status.
+pub(crate) async fn wait_finished(client: &Client, job: JobId) -> JobStatus {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let status = status(client, job).await;
+        if status.summary.state.is_terminal() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "job {job} did not finish: {status:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Asserts a job completed, printing the logs if not.
+pub(crate) fn assert_completed(cluster: &TestCluster, status: &JobStatus) {
+    assert_eq!(
+        status.summary.state,
+        JobState::Completed,
+        "job ended {:?}: {:?}\nmaster log:\n{}",
+        status.summary.state,
+        status.message,
+        cluster.log_tail("master")
+    );
+}
