@@ -46,6 +46,32 @@ pub struct JobSpec {
     /// The stages, in any order that respects `after`.
     #[serde(rename = "stage")]
     pub stages: Vec<StageSpec>,
+    /// Service class, used by the `priority` policy and reported per class.
+    #[serde(default)]
+    pub class: Option<JobClass>,
+    /// Queue for the `capacity` policy; `default` when unset.
+    #[serde(default)]
+    pub queue: Option<String>,
+}
+
+/// The service classes the papers distinguish (MRM §6, DRESS §V).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobClass {
+    /// Waiting costs the user: served first by `priority`.
+    DelaySensitive,
+    /// Can wait for cheaper or spare capacity.
+    DelayTolerant,
+}
+
+impl JobClass {
+    /// The name used in specs, traces and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobClass::DelaySensitive => "delay-sensitive",
+            JobClass::DelayTolerant => "delay-tolerant",
+        }
+    }
 }
 
 impl JobSpec {
@@ -145,6 +171,11 @@ mod tests {
         assert_eq!(spec.stages[1].after, vec!["map".to_string()]);
         assert_eq!(spec.total_tasks(), 12);
         assert_eq!(spec.max_attempts(), DEFAULT_MAX_ATTEMPTS);
+        assert_eq!((spec.class, &spec.queue), (None, &None));
+        let classed = format!("class = \"delay-sensitive\"\nqueue = \"research\"\n{WORDCOUNT}");
+        let classed = JobSpec::from_toml(&classed).unwrap();
+        assert_eq!(classed.class, Some(JobClass::DelaySensitive));
+        assert_eq!(classed.queue.as_deref(), Some("research"));
         assert_eq!(spec.stage_index("reduce"), Some(1));
     }
 

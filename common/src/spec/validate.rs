@@ -47,6 +47,9 @@ pub fn validate(spec: &JobSpec) -> Result<(), SpecError> {
             ));
         }
     }
+    if let Some(queue) = &spec.queue {
+        check_text("queue", queue)?;
+    }
     if spec.stages.is_empty() {
         return Err(field_error("stage", "a job needs at least one [[stage]] table"));
     }

@@ -42,7 +42,14 @@ impl JobBuilder {
 }
 
 fn spec(stages: Vec<StageSpec>) -> JobSpec {
-    JobSpec { name: "test".to_string(), input: Some("/data/in".to_string()), max_attempts: None, stages }
+    JobSpec {
+        name: "test".to_string(),
+        input: Some("/data/in".to_string()),
+        max_attempts: None,
+        stages,
+        class: None,
+        queue: None,
+    }
 }
 
 fn stage(name: &str, tasks: u32, slot: SlotKind, after: &[&str]) -> StageSpec {
