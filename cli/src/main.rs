@@ -1,1 +1,138 @@
-fn main() {}
+//! `slotmarket`: the user and admin command line. Parses arguments, sets up logging and
+//! hands each subcommand to its own module, one command per file like mini-redis's
+//! `cmd/`.
+//!
+//! Layout:
+//! - `connection` — connection options (flags, environment, config file) → a `Client`;
+//! - `output` — aligned tables for people, stable JSON shapes for scripts;
+//! - `submit`, `status`, `jobs`, `nodes`, `cancel` — one request each;
+//! - `pki` — the cluster CA and certificates;
+//! - `demo` — a whole local cluster in separate processes running a small workload;
+//! - `fake_master` (tests only) — an in-process master stand-in over real QUIC + mTLS.
+//!
+//! Exit codes: 0 success, 1 failure (error printed on stderr), 2 invalid arguments or job
+//! spec; `submit --wait` and `demo` also exit 1 when a job did not complete.
+
+mod cancel;
+mod connection;
+mod demo;
+#[cfg(test)]
+mod fake_master;
+mod jobs;
+mod nodes;
+mod output;
+mod pki;
+mod status;
+mod submit;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+use crate::connection::ConnectionArgs;
+
+/// Slotmarket: submit and inspect jobs, manage certificates, run a local demo cluster.
+#[derive(Debug, Parser)]
+#[command(name = "slotmarket", version, propagate_version = true)]
+struct Cli {
+    /// Print one JSON document on stdout instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Where and as whom to connect (declared after `json`, whose help stays under
+    /// "Options").
+    #[command(flatten)]
+    connection: ConnectionArgs,
+    /// What to do.
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate a job spec locally and submit it; prints the job id.
+    Submit(submit::SubmitArgs),
+    /// Show one job with its stages.
+    Status(status::StatusArgs),
+    /// List jobs (yours; every job for admins).
+    Jobs,
+    /// List the agents and their slots.
+    Nodes,
+    /// Cancel a job, killing its running tasks.
+    Cancel(cancel::CancelArgs),
+    /// Make the cluster CA and certificates.
+    #[command(subcommand)]
+    Pki(pki::PkiCommand),
+    /// Start a local master and agents as separate processes and run a small workload.
+    Demo(demo::DemoArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(err) => {
+            // `{:#}` prints the whole context chain on one line: "what we did: why it failed".
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Dispatches to the subcommand's module.
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let json = cli.json;
+    match cli.command {
+        Command::Submit(args) => submit::run(&cli.connection, args, json).await,
+        Command::Status(args) => status::run(&cli.connection, args, json).await,
+        Command::Jobs => jobs::run(&cli.connection, json).await,
+        Command::Nodes => nodes::run(&cli.connection, json).await,
+        Command::Cancel(args) => cancel::run(&cli.connection, args, json).await,
+        Command::Pki(command) => pki::run(command, json),
+        Command::Demo(args) => demo::run(args, json).await,
+    }
+}
+
+/// Logs go to stderr (stdout is for results, and must stay pure JSON with `--json`);
+/// `RUST_LOG` selects, warnings and errors by default.
+fn init_tracing() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn json_and_connection_flags_are_global() {
+        let cli = Cli::try_parse_from(["slotmarket", "jobs", "--json", "--master", "10.0.0.1:7400"]).unwrap();
+        assert!(cli.json);
+        assert_eq!(cli.connection.master.as_deref(), Some("10.0.0.1:7400"));
+        assert!(matches!(cli.command, Command::Jobs));
+    }
+
+    #[test]
+    fn job_ids_parse_with_or_without_prefix() {
+        let cli = Cli::try_parse_from(["slotmarket", "status", "j7"]).unwrap();
+        let Command::Status(args) = cli.command else { panic!("not status") };
+        assert_eq!(args.job.0, 7);
+        assert!(Cli::try_parse_from(["slotmarket", "cancel", "x7"]).is_err());
+    }
+}

@@ -1,0 +1,193 @@
+//! What the demo shows: a progress line while the workload runs and, at the end, a
+//! per-job table (or one JSON document) with times relative to the workload's start.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use slotmarket_common::protocol::{JobState, JobSummary};
+use slotmarket_common::time::Timestamp;
+
+use crate::output::{Align, Table, secs_between};
+
+/// One job in the final report. Times are seconds since the workload started
+/// (just before the first submit), on the master's clock.
+#[derive(Debug, Serialize, PartialEq)]
+pub(crate) struct DemoJob {
+    /// `j7`.
+    pub(crate) id: String,
+    /// The spec's name.
+    pub(crate) name: String,
+    /// `completed`, `failed`, ... as in `slotmarket jobs`.
+    pub(crate) state: &'static str,
+    /// When the master admitted it.
+    pub(crate) submitted_s: f64,
+    /// When its first task started, or null.
+    pub(crate) started_s: Option<f64>,
+    /// When it ended, or null.
+    pub(crate) finished_s: Option<f64>,
+    /// Queueing delay: from submission to the first task starting, or null.
+    pub(crate) wait_s: Option<f64>,
+    /// Tasks over all stages.
+    pub(crate) tasks: u64,
+    /// Tasks completed.
+    pub(crate) tasks_completed: u64,
+}
+
+/// The demo's JSON document (and the data behind its table).
+#[derive(Debug, Serialize, PartialEq)]
+pub(crate) struct DemoReport {
+    /// Every submitted job, in submission order.
+    pub(crate) jobs: Vec<DemoJob>,
+    /// Whether every job completed; the demo's exit code follows this.
+    pub(crate) all_completed: bool,
+    /// Seconds from the workload's start until the last job ended (or the demo gave up).
+    pub(crate) elapsed_s: f64,
+}
+
+/// Builds the report from the jobs' last summaries; `expected` jobs were submitted, so a
+/// missing one counts as not completed.
+pub(crate) fn build(jobs: &[JobSummary], expected: usize, start: Timestamp, elapsed: Duration) -> DemoReport {
+    let since_start = |t: Timestamp| round_ms(secs_between(t, start));
+    let rows: Vec<DemoJob> = jobs
+        .iter()
+        .map(|job| DemoJob {
+            id: job.id.to_string(),
+            name: job.name.clone(),
+            state: job.state.name(),
+            submitted_s: since_start(job.submitted),
+            started_s: job.started.map(since_start),
+            finished_s: job.finished.map(since_start),
+            wait_s: job.started.map(|s| round_ms(secs_between(s, job.submitted))),
+            tasks: job.tasks_total,
+            tasks_completed: job.tasks_completed,
+        })
+        .collect();
+    let all_completed = jobs.len() == expected && jobs.iter().all(|j| j.state == JobState::Completed);
+    DemoReport { jobs: rows, all_completed, elapsed_s: round_ms(elapsed.as_secs_f64()) }
+}
+
+/// Rounds to milliseconds so the JSON does not carry float noise.
+fn round_ms(secs: f64) -> f64 {
+    (secs * 1000.0).round() / 1000.0
+}
+
+/// The final table and a one-line verdict.
+pub(crate) fn render(report: &DemoReport) -> String {
+    let mut table = Table::new(&[
+        ("job", Align::Left),
+        ("name", Align::Left),
+        ("state", Align::Left),
+        ("submitted", Align::Right),
+        ("started", Align::Right),
+        ("finished", Align::Right),
+        ("wait", Align::Right),
+        ("tasks", Align::Right),
+    ]);
+    let secs = |value: Option<f64>| value.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
+    for job in &report.jobs {
+        table.row(vec![
+            job.id.clone(),
+            job.name.clone(),
+            job.state.into(),
+            secs(Some(job.submitted_s)),
+            secs(job.started_s),
+            secs(job.finished_s),
+            secs(job.wait_s),
+            format!("{}/{}", job.tasks_completed, job.tasks),
+        ]);
+    }
+    let completed = report.jobs.iter().filter(|j| j.state == JobState::Completed.name()).count();
+    let verdict = if report.all_completed {
+        format!("all {} jobs completed in {:.1}s", report.jobs.len(), report.elapsed_s)
+    } else {
+        format!("{completed} of {} jobs completed ({:.1}s)", report.jobs.len(), report.elapsed_s)
+    };
+    format!("times in seconds since the first submit\n{}\n{verdict}\n", table.render())
+}
+
+/// `[12.0s] 3/6 jobs done, 5 tasks running`, plus how many failed if any did.
+pub(crate) fn progress_line(elapsed: Duration, jobs: &[JobSummary], expected: usize) -> String {
+    let done = jobs.iter().filter(|j| j.state.is_terminal()).count();
+    let failed = jobs.iter().filter(|j| j.state.is_terminal() && j.state != JobState::Completed).count();
+    let running: u64 = jobs.iter().map(|j| j.tasks_running).sum();
+    let mut line = format!(
+        "[{:.1}s] {done}/{expected} jobs done, {running} task{} running",
+        elapsed.as_secs_f64(),
+        if running == 1 { "" } else { "s" }
+    );
+    if failed > 0 {
+        line.push_str(&format!(" ({failed} did not complete)"));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::tests::summary;
+
+    fn finished(id: u64, state: JobState, finished: u64) -> JobSummary {
+        JobSummary {
+            finished: Some(Timestamp(finished)),
+            tasks_completed: 11,
+            tasks_running: 0,
+            ..summary(id, state)
+        }
+    }
+
+    #[test]
+    fn the_report_has_the_documented_json_shape() {
+        let jobs = [finished(1, JobState::Completed, 14_000), summary(2, JobState::Running)];
+        let report = build(&jobs, 2, Timestamp(9_000), Duration::from_millis(5_500));
+        let value = serde_json::to_value(&report).unwrap();
+        let expected = serde_json::json!({
+            "jobs": [
+                {"id": "j1", "name": "wordcount", "state": "completed", "submitted_s": 1.0,
+                 "started_s": 1.4, "finished_s": 5.0, "wait_s": 0.4, "tasks": 11, "tasks_completed": 11},
+                {"id": "j2", "name": "wordcount", "state": "running", "submitted_s": 1.0,
+                 "started_s": 1.4, "finished_s": null, "wait_s": 0.4, "tasks": 11, "tasks_completed": 4}
+            ],
+            "all_completed": false,
+            "elapsed_s": 5.5
+        });
+        assert_eq!(value, expected);
+    }
+
+    #[test]
+    fn all_completed_needs_every_expected_job() {
+        let jobs = [finished(1, JobState::Completed, 14_000)];
+        assert!(build(&jobs, 1, Timestamp(9_000), Duration::ZERO).all_completed);
+        assert!(!build(&jobs, 2, Timestamp(9_000), Duration::ZERO).all_completed);
+        let failed = [finished(1, JobState::Failed, 14_000)];
+        assert!(!build(&failed, 1, Timestamp(9_000), Duration::ZERO).all_completed);
+    }
+
+    #[test]
+    fn the_table_shows_seconds_and_a_verdict() {
+        let jobs = [finished(1, JobState::Completed, 14_000)];
+        let text = render(&build(&jobs, 1, Timestamp(9_000), Duration::from_secs(6)));
+        assert!(
+            text.contains("job  name       state      submitted  started  finished  wait  tasks\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("j1   wordcount  completed        1.0      1.4       5.0   0.4  11/11\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("all 1 jobs completed in 6.0s\n"), "{text}");
+    }
+
+    #[test]
+    fn progress_lines_count_jobs_and_tasks() {
+        let jobs = [finished(1, JobState::Completed, 14_000), summary(2, JobState::Running)];
+        assert_eq!(
+            progress_line(Duration::from_secs(12), &jobs, 6),
+            "[12.0s] 1/6 jobs done, 3 tasks running"
+        );
+        let failed = [finished(1, JobState::Failed, 14_000)];
+        assert_eq!(
+            progress_line(Duration::from_millis(500), &failed, 1),
+            "[0.5s] 1/1 jobs done, 0 tasks running (1 did not complete)"
+        );
+    }
+}

@@ -1,0 +1,344 @@
+//! What the commands print: aligned text tables and time formats for people, and the
+//! stable JSON shapes printed with `--json`. The JSON types here are the contract with
+//! scripts: fields are only ever added, never renamed or removed.
+
+use std::fmt::Write as _;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use slotmarket_common::protocol::{JobStatus, JobSummary, NodeSummary, StageStatus};
+use slotmarket_common::time::Timestamp;
+
+/// How a column's cells line up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Align {
+    /// Text columns.
+    Left,
+    /// Number columns, so digits line up.
+    Right,
+}
+
+/// A text table: a header row and rows of cells, columns padded to their widest cell and
+/// separated by two spaces.
+#[derive(Debug)]
+pub(crate) struct Table {
+    headers: Vec<(&'static str, Align)>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these columns.
+    pub(crate) fn new(headers: &[(&'static str, Align)]) -> Table {
+        Table { headers: headers.to_vec(), rows: Vec::new() }
+    }
+
+    /// Appends a row; missing cells print empty, extra cells are dropped.
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// The table as lines, each ending in a newline, with no trailing spaces.
+    pub(crate) fn render(&self) -> String {
+        let widths: Vec<usize> = (0..self.headers.len())
+            .map(|col| {
+                let cells = self.rows.iter().filter_map(|row| row.get(col)).map(|c| c.chars().count());
+                cells.chain([self.headers[col].0.len()]).max().unwrap_or(0)
+            })
+            .collect();
+        let mut out = String::new();
+        let header: Vec<String> = self.headers.iter().map(|(name, _)| (*name).to_string()).collect();
+        for cells in std::iter::once(&header).chain(&self.rows) {
+            let mut line = String::new();
+            for (col, (_, align)) in self.headers.iter().enumerate() {
+                let cell = cells.get(col).map(String::as_str).unwrap_or("");
+                let width = widths[col];
+                // `{:<w$}` pads by chars, which is what a terminal shows for our ASCII-ish cells.
+                let _ = match align {
+                    Align::Left => write!(line, "{cell:<width$}  "),
+                    Align::Right => write!(line, "{cell:>width$}  "),
+                };
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Prints `value` as pretty JSON on stdout.
+pub(crate) fn print_json<T: Serialize>(value: &T) -> Result<()> {
+    let text = serde_json::to_string_pretty(value).context("encoding JSON output")?;
+    println!("{text}");
+    Ok(())
+}
+
+/// The wall clock as a [`Timestamp`], comparable with the master's (same machine or
+/// synchronised clocks).
+pub(crate) fn now() -> Timestamp {
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Timestamp(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Seconds with one decimal, e.g. `3.2`.
+pub(crate) fn secs(duration: std::time::Duration) -> String {
+    format!("{:.1}", duration.as_secs_f64())
+}
+
+/// `later` as seconds after `earlier` (`+3.2s`), or `-` when it has not happened.
+pub(crate) fn relative(later: Option<Timestamp>, earlier: Timestamp) -> String {
+    match later {
+        Some(t) => format!("+{}s", secs(t.saturating_since(earlier))),
+        None => "-".into(),
+    }
+}
+
+/// Seconds from `earlier` to `later` as a float for JSON.
+pub(crate) fn secs_between(later: Timestamp, earlier: Timestamp) -> f64 {
+    // Signed on purpose: a clock step between hosts should show, not be hidden as zero.
+    (later.as_millis() as f64 - earlier.as_millis() as f64) / 1000.0
+}
+
+/// Wall-clock `HH:MM:SS` in the local time zone (UTC if the zone cannot be read).
+pub(crate) fn clock(ts: Timestamp) -> String {
+    let secs = ts.as_millis() / 1000;
+    let seconds_of_day = local_offset_secs(secs)
+        .map(|offset| (secs as i64 + offset).rem_euclid(86_400) as u64)
+        .unwrap_or(secs % 86_400);
+    hms(seconds_of_day)
+}
+
+/// `HH:MM:SS` for a number of seconds since midnight.
+fn hms(seconds_of_day: u64) -> String {
+    let (h, m, s) = (seconds_of_day / 3600, seconds_of_day / 60 % 60, seconds_of_day % 60);
+    format!("{h:02}:{m:02}:{s:02}")
+}
+
+/// The local zone's offset from UTC at `secs` since the epoch, from the C library (the
+/// workspace avoids a time-zone crate for this one column).
+fn local_offset_secs(secs: u64) -> Option<i64> {
+    let time = libc::time_t::try_from(secs).ok()?;
+    let mut tm = std::mem::MaybeUninit::<libc::tm>::zeroed();
+    // SAFETY: `time` and `tm` are valid for the call; localtime_r is the thread-safe variant
+    // and fully initialises `tm` when it returns non-null.
+    let result = unsafe { libc::localtime_r(&time, tm.as_mut_ptr()) };
+    if result.is_null() {
+        return None;
+    }
+    // SAFETY: checked non-null above, so `tm` was written.
+    let tm = unsafe { tm.assume_init() };
+    // `c_long` is 32 or 64 bits depending on the platform, so the conversion is only
+    // useless on some of them.
+    #[allow(clippy::useless_conversion)]
+    let offset = i64::from(tm.tm_gmtoff);
+    Some(offset)
+}
+
+/// A job in `jobs` and as the head of `status`, for JSON.
+#[derive(Debug, Serialize, PartialEq)]
+pub(crate) struct JobJson {
+    /// `j7`.
+    pub(crate) id: String,
+    /// The spec's name.
+    pub(crate) name: String,
+    /// The submitting account.
+    pub(crate) account: String,
+    /// `pending`, `running`, `completed`, `failed` or `cancelled`.
+    pub(crate) state: &'static str,
+    /// Milliseconds since the Unix epoch.
+    pub(crate) submitted_ms: u64,
+    /// Milliseconds since the Unix epoch, or null.
+    pub(crate) started_ms: Option<u64>,
+    /// Milliseconds since the Unix epoch, or null.
+    pub(crate) finished_ms: Option<u64>,
+    /// Tasks over all stages.
+    pub(crate) tasks_total: u64,
+    /// Tasks completed.
+    pub(crate) tasks_completed: u64,
+    /// Tasks with a live container.
+    pub(crate) tasks_running: u64,
+}
+
+impl From<&JobSummary> for JobJson {
+    fn from(job: &JobSummary) -> JobJson {
+        JobJson {
+            id: job.id.to_string(),
+            name: job.name.clone(),
+            account: job.account.0.clone(),
+            state: job.state.name(),
+            submitted_ms: job.submitted.as_millis(),
+            started_ms: job.started.map(Timestamp::as_millis),
+            finished_ms: job.finished.map(Timestamp::as_millis),
+            tasks_total: job.tasks_total,
+            tasks_completed: job.tasks_completed,
+            tasks_running: job.tasks_running,
+        }
+    }
+}
+
+/// One job in detail, for JSON: the summary's fields plus stages and message.
+#[derive(Debug, Serialize, PartialEq)]
+pub(crate) struct JobStatusJson {
+    /// The summary's fields, inline.
+    #[serde(flatten)]
+    pub(crate) job: JobJson,
+    /// Per stage counts, in spec order.
+    pub(crate) stages: Vec<StageJson>,
+    /// Why it failed or was cancelled, or null.
+    pub(crate) message: Option<String>,
+}
+
+impl From<&JobStatus> for JobStatusJson {
+    fn from(status: &JobStatus) -> JobStatusJson {
+        JobStatusJson {
+            job: JobJson::from(&status.summary),
+            stages: status.stages.iter().map(StageJson::from).collect(),
+            message: status.message.clone(),
+        }
+    }
+}
+
+/// A stage's counts, for JSON.
+#[derive(Debug, Serialize, PartialEq)]
+pub(crate) struct StageJson {
+    /// The stage's name.
+    pub(crate) name: String,
+    /// `map` or `reduce`.
+    pub(crate) slot: &'static str,
+    /// Tasks in the stage.
+    pub(crate) tasks: u32,
+    /// Tasks waiting.
+    pub(crate) pending: u32,
+    /// Tasks with a live container.
+    pub(crate) running: u32,
+    /// Tasks completed.
+    pub(crate) completed: u32,
+    /// Attempts failed, killed or lost.
+    pub(crate) failed_attempts: u32,
+}
+
+impl From<&StageStatus> for StageJson {
+    fn from(stage: &StageStatus) -> StageJson {
+        StageJson {
+            name: stage.name.clone(),
+            slot: stage.slot.name(),
+            tasks: stage.tasks,
+            pending: stage.pending,
+            running: stage.running,
+            completed: stage.completed,
+            failed_attempts: stage.failed_attempts,
+        }
+    }
+}
+
+/// An agent, for JSON.
+#[derive(Debug, Serialize, PartialEq)]
+pub(crate) struct NodeJson {
+    /// `n3`.
+    pub(crate) agent: String,
+    /// The node's name.
+    pub(crate) node: String,
+    /// Whether its control stream is up.
+    pub(crate) connected: bool,
+    /// Map slots offered.
+    pub(crate) map_slots: u32,
+    /// Map slots in use.
+    pub(crate) map_used: u32,
+    /// Reduce slots offered.
+    pub(crate) reduce_slots: u32,
+    /// Reduce slots in use.
+    pub(crate) reduce_used: u32,
+    /// Milliseconds since the Unix epoch.
+    pub(crate) last_seen_ms: u64,
+}
+
+impl From<&NodeSummary> for NodeJson {
+    fn from(node: &NodeSummary) -> NodeJson {
+        NodeJson {
+            agent: node.agent.to_string(),
+            node: node.node.clone(),
+            connected: node.connected,
+            map_slots: node.map_slots,
+            map_used: node.map_used,
+            reduce_slots: node.reduce_slots,
+            reduce_used: node.reduce_used,
+            last_seen_ms: node.last_seen.as_millis(),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use slotmarket_common::ids::{AccountId, JobId};
+    use slotmarket_common::protocol::JobState;
+    use slotmarket_common::spec::SlotKind;
+
+    use super::*;
+
+    /// A summary for tests in this crate.
+    pub(crate) fn summary(id: u64, state: JobState) -> JobSummary {
+        JobSummary {
+            id: JobId(id),
+            name: "wordcount".into(),
+            account: AccountId("demo".into()),
+            state,
+            submitted: Timestamp(10_000),
+            started: Some(Timestamp(10_400)),
+            finished: None,
+            tasks_total: 11,
+            tasks_completed: 4,
+            tasks_running: 3,
+        }
+    }
+
+    #[test]
+    fn tables_align_columns_and_trim_line_ends() {
+        let mut table = Table::new(&[("job", Align::Left), ("tasks", Align::Right), ("state", Align::Left)]);
+        table.row(vec!["j1".into(), "3".into(), "running".into()]);
+        table.row(vec!["j10".into(), "120".into(), "ok".into()]);
+        assert_eq!(table.render(), "job  tasks  state\nj1       3  running\nj10    120  ok\n");
+    }
+
+    #[test]
+    fn short_rows_print_empty_cells() {
+        let mut table = Table::new(&[("a", Align::Left), ("b", Align::Left)]);
+        table.row(vec!["x".into()]);
+        assert_eq!(table.render(), "a  b\nx\n");
+    }
+
+    #[test]
+    fn times_format_relative_and_as_clock() {
+        assert_eq!(relative(Some(Timestamp(13_250)), Timestamp(10_000)), "+3.2s");
+        assert_eq!(relative(None, Timestamp(10_000)), "-");
+        assert_eq!(secs_between(Timestamp(1_000), Timestamp(3_500)), -2.5);
+        assert_eq!(hms(3 * 3600 + 4 * 60 + 5), "03:04:05");
+        let shown = clock(Timestamp::from_secs(86_400 * 365));
+        assert_eq!(shown.len(), 8, "{shown}");
+    }
+
+    #[test]
+    fn job_json_has_a_stable_shape() {
+        let status = JobStatus {
+            summary: summary(7, JobState::Running),
+            stages: vec![StageStatus {
+                name: "map".into(),
+                slot: SlotKind::Map,
+                tasks: 6,
+                pending: 1,
+                running: 3,
+                completed: 2,
+                failed_attempts: 0,
+            }],
+            message: None,
+        };
+        let value = serde_json::to_value(JobStatusJson::from(&status)).unwrap();
+        let expected = serde_json::json!({
+            "id": "j7", "name": "wordcount", "account": "demo", "state": "running",
+            "submitted_ms": 10000, "started_ms": 10400, "finished_ms": null,
+            "tasks_total": 11, "tasks_completed": 4, "tasks_running": 3,
+            "stages": [{"name": "map", "slot": "map", "tasks": 6, "pending": 1, "running": 3,
+                        "completed": 2, "failed_attempts": 0}],
+            "message": null
+        });
+        assert_eq!(value, expected);
+    }
+}

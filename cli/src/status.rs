@@ -1,0 +1,115 @@
+//! `slotmarket status JOB`: one job's summary and per-stage task counts.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+use slotmarket_common::ids::JobId;
+use slotmarket_common::protocol::JobStatus;
+
+use crate::connection::{self, ConnectionArgs};
+use crate::output::{self, Align, JobStatusJson, Table};
+
+/// Arguments of `status`.
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    /// The job: `j7` or `7`.
+    #[arg(value_name = "JOB", value_parser = connection::parse_job_id)]
+    pub(crate) job: JobId,
+}
+
+/// Runs `status`.
+pub(crate) async fn run(conn: &ConnectionArgs, args: StatusArgs, json: bool) -> Result<ExitCode> {
+    let client = connection::connect_from_args(conn).await?;
+    let status = connection::job_status(&client, args.job).await?;
+    connection::close(client).await;
+    if json {
+        output::print_json(&JobStatusJson::from(&status))?;
+    } else {
+        print!("{}", render(&status));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The human form: a key/value head, then a table of stages.
+fn render(status: &JobStatus) -> String {
+    let job = &status.summary;
+    let mut head = vec![
+        ("job", job.id.to_string()),
+        ("name", job.name.clone()),
+        ("account", job.account.to_string()),
+        ("state", job.state.to_string()),
+        ("submitted", output::clock(job.submitted)),
+        ("started", output::relative(job.started, job.submitted)),
+        ("finished", output::relative(job.finished, job.submitted)),
+        ("tasks", format!("{}/{} done, {} running", job.tasks_completed, job.tasks_total, job.tasks_running)),
+    ];
+    if let Some(message) = &status.message {
+        head.push(("message", message.clone()));
+    }
+    let mut out = String::new();
+    for (key, value) in head {
+        out.push_str(&format!("{key:<10} {value}\n"));
+    }
+    out.push('\n');
+    out.push_str(&stage_table(status).render());
+    out
+}
+
+/// One row per stage, in spec order.
+fn stage_table(status: &JobStatus) -> Table {
+    let mut table = Table::new(&[
+        ("stage", Align::Left),
+        ("slot", Align::Left),
+        ("tasks", Align::Right),
+        ("pending", Align::Right),
+        ("running", Align::Right),
+        ("completed", Align::Right),
+        ("failed", Align::Right),
+    ]);
+    for stage in &status.stages {
+        table.row(vec![
+            stage.name.clone(),
+            stage.slot.to_string(),
+            stage.tasks.to_string(),
+            stage.pending.to_string(),
+            stage.running.to_string(),
+            stage.completed.to_string(),
+            stage.failed_attempts.to_string(),
+        ]);
+    }
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use slotmarket_common::protocol::{JobState, StageStatus};
+    use slotmarket_common::spec::SlotKind;
+
+    use super::*;
+    use crate::output::tests::summary;
+
+    #[test]
+    fn status_shows_the_head_and_a_stage_table() {
+        let stage = |name: &str, slot, tasks, completed| StageStatus {
+            name: name.into(),
+            slot,
+            tasks,
+            pending: tasks - completed,
+            running: 0,
+            completed,
+            failed_attempts: 0,
+        };
+        let status = JobStatus {
+            summary: summary(7, JobState::Failed),
+            stages: vec![stage("map", SlotKind::Map, 6, 6), stage("reduce", SlotKind::Reduce, 2, 0)],
+            message: Some("task j7.s1.t0 failed 4 times".into()),
+        };
+        let text = render(&status);
+        assert!(text.contains("job        j7\n"), "{text}");
+        assert!(text.contains("started    +0.4s\n"), "{text}");
+        assert!(text.contains("message    task j7.s1.t0 failed 4 times\n"), "{text}");
+        assert!(text.contains("stage   slot    tasks  pending  running  completed  failed\n"), "{text}");
+        assert!(text.contains("reduce  reduce      2        2        0          0       0\n"), "{text}");
+    }
+}
