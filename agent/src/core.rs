@@ -236,7 +236,7 @@ impl AgentCore {
             out.push(AgentAction::Report(report));
             return;
         }
-        info!(container = %id, task = %launch.task, slot = %launch.slot, "launch accepted");
+        debug!(container = %id, task = %launch.task, slot = %launch.slot, "launch accepted");
         let last = report(&launch, ContainerState::Acquired, now, None, None);
         out.push(AgentAction::Report(last.clone()));
         self.live.insert(
@@ -347,7 +347,7 @@ impl AgentCore {
                 Some(format!("lost track of the process: {why}")),
             ),
         };
-        info!(container = %id, state = %report.state, exit_code = ?report.exit_code, "container finished");
+        debug!(container = %id, state = %report.state, exit_code = ?report.exit_code, "container finished");
         self.finish(id, report, out);
     }
 

@@ -137,6 +137,7 @@ async fn shutdown_signal() {
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stderr)
         .init();
     let config = AgentConfig::try_from(Args::parse())?;
     check_certificate(&config)?;

@@ -136,7 +136,7 @@ async fn supervise(
     // `id` is only `None` once the child has been waited for, which has not happened.
     let pid = child.id().unwrap_or_default();
     let pgid = process_group_of(pid);
-    info!(%container, pid, "task started");
+    debug!(%container, pid, "task started");
     on_event(ProcessEvent::Started { pid });
 
     let status = tokio::select! {

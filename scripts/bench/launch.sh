@@ -55,7 +55,7 @@ slotmarket_run() { # name tasks command
     local spec start end
     spec=$(job_spec "$@")
     start=$(now)
-    "$BIN/slotmarket" submit --wait "$spec" >/dev/null
+    "$BIN/slotmarket" submit --wait "$spec" >/dev/null 2>"$WORK/$1.submit.log"
     end=$(now)
     calc "$end - $start"
 }

@@ -63,6 +63,8 @@ impl TryFrom<Args> for MasterConfig {
             agent_timeout_ms: args.agent_timeout_ms.or(file.agent_timeout_ms),
             heartbeat_interval_ms: args.heartbeat_interval_ms.or(file.heartbeat_interval_ms),
             max_frame_bytes: file.max_frame_bytes,
+            capacity_queues: file.capacity_queues,
+            preemption: file.preemption,
         };
         Ok(MasterConfig::try_from(merged)?)
     }
@@ -74,6 +76,7 @@ async fn main() -> Result<()> {
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
+        .with_writer(std::io::stderr)
         .init();
     let config = MasterConfig::try_from(Args::parse())?;
     run(config).await
