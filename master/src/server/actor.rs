@@ -42,6 +42,9 @@ struct Watcher {
     updates: mpsc::UnboundedSender<Response>,
 }
 
+/// Most queued inputs decided together before their writes are committed.
+const MAX_BATCH: usize = 256;
+
 /// The single owner of scheduling state.
 pub(super) struct Actor {
     core: Core,
@@ -73,23 +76,30 @@ impl Actor {
     pub(super) async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<Input>) -> Result<(), ServerError> {
         loop {
             let wakeup = self.core.next_wakeup().map(|at| self.clock.instant_of(at));
+            let mut commands = Vec::new();
             tokio::select! {
-                input = inbox.recv() => match input {
-                    Some(input) => self.on_input(input)?,
-                    None => return Ok(()),
-                },
-                () = sleep_until(wakeup) => {
-                    let now = self.clock.now();
-                    let commands = self.core.tick(now);
-                    self.execute(commands)?;
+                input = inbox.recv() => {
+                    let Some(input) = input else { return Ok(()) };
+                    commands.extend(self.on_input(input));
+                    // Group commit: whatever is already queued is decided now too, so all of
+                    // its store writes share one transaction (one fsync) below.
+                    for _ in 1..MAX_BATCH {
+                        let Ok(input) = inbox.try_recv() else { break };
+                        commands.extend(self.on_input(input));
+                    }
                 }
+                () = sleep_until(wakeup) => commands = self.core.tick(self.clock.now()),
             }
+            self.execute(commands)?;
         }
     }
 
-    fn on_input(&mut self, input: Input) -> Result<(), ServerError> {
+    /// Feeds one input to the core. Reads (status, listings, watches) are answered at
+    /// once from the core's view, which may include decisions of this batch whose writes
+    /// are not yet committed; nothing that depends on them is sent before the commit.
+    fn on_input(&mut self, input: Input) -> Vec<Command> {
         let now = self.clock.now();
-        let commands = match input {
+        match input {
             Input::AgentRegistered { node, map_slots, reduce_slots, live_containers, outbound, assigned } => {
                 let agent = AgentId(self.next_agent);
                 self.next_agent += 1;
@@ -112,8 +122,7 @@ impl Actor {
                 self.on_watch(caller, job, updates);
                 Vec::new()
             }
-        };
-        self.execute(commands)
+        }
     }
 
     fn on_request(
@@ -160,32 +169,38 @@ impl Actor {
         }
     }
 
-    /// Carries out `commands` in order. Store writes are batched into one transaction
-    /// and committed before any reply, kill or launch that follows them.
+    /// Carries out `commands`: first every store write, in one transaction, then the
+    /// rest in order. Committing early is always safe, and it means no reply, launch or
+    /// kill can get ahead of the state it announces.
     fn execute(&mut self, commands: Vec<Command>) -> Result<(), ServerError> {
         let mut persist: Vec<Persist> = Vec::new();
-        let mut launches: BTreeMap<AgentId, Vec<Launch>> = BTreeMap::new();
-        let mut changed: BTreeSet<JobId> = BTreeSet::new();
+        let mut actions: Vec<Command> = Vec::new();
         for command in commands {
             match command {
                 Command::Persist(op) => persist.push(op),
+                action => actions.push(action),
+            }
+        }
+        self.commit(&persist)?;
+        let mut launches: BTreeMap<AgentId, Vec<Launch>> = BTreeMap::new();
+        let mut changed: BTreeSet<JobId> = BTreeSet::new();
+        for command in actions {
+            match command {
+                Command::Persist(_) => {} // committed above
                 Command::Launch { agent, launch } => launches.entry(agent).or_default().push(launch),
                 Command::Kill { agent, container, reason } => {
-                    self.flush(&mut persist)?;
+                    // Keep this agent's launches and kills in the order the core decided them.
                     if let Some(batch) = launches.remove(&agent) {
                         self.send(agent, MasterToAgent::Launch(batch));
                     }
                     self.send(agent, MasterToAgent::Kill { container, reason });
                 }
-                Command::Reply { request, response } => {
-                    self.flush(&mut persist)?;
-                    match self.replies.remove(&request) {
-                        Some(reply) => {
-                            let _ = reply.send(response);
-                        }
-                        None => warn!(request = request.0, "reply for an unknown request"),
+                Command::Reply { request, response } => match self.replies.remove(&request) {
+                    Some(reply) => {
+                        let _ = reply.send(response);
                     }
-                }
+                    None => warn!(request = request.0, "reply for an unknown request"),
+                },
                 Command::JobChanged { job } => {
                     changed.insert(job);
                 }
@@ -196,7 +211,6 @@ impl Actor {
                 }
             }
         }
-        self.flush(&mut persist)?;
         for (agent, batch) in launches {
             self.send(agent, MasterToAgent::Launch(batch));
         }
@@ -204,10 +218,7 @@ impl Actor {
         Ok(())
     }
 
-    fn flush(&mut self, persist: &mut Vec<Persist>) -> Result<(), ServerError> {
-        if persist.is_empty() {
-            return Ok(());
-        }
+    fn commit(&mut self, persist: &[Persist]) -> Result<(), ServerError> {
         if let Err(err) = self.store.apply(persist) {
             error!(error = %err, "store write failed");
             for (_, reply) in self.replies.drain() {
@@ -218,7 +229,6 @@ impl Actor {
             }
             return Err(err.into());
         }
-        persist.clear();
         Ok(())
     }
 
