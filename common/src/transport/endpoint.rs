@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use quinn::crypto::rustls::{NoInitialCipherSuite, QuicClientConfig, QuicServerConfig};
 use quinn::{IdleTimeout, TransportConfig, VarInt};
+use quinn_proto::HashedConnectionIdGenerator;
 use rustls::RootCertStore;
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
@@ -104,6 +105,37 @@ pub enum TransportError {
 /// A server endpoint on `bind` presenting `files.cert` and requiring every client to
 /// present a certificate signed by `files.ca`. Must be called inside a tokio runtime.
 pub fn server_endpoint(bind: SocketAddr, files: &TlsFiles) -> Result<quinn::Endpoint, TransportError> {
+    let config = server_config(files)?;
+    quinn::Endpoint::server(config, bind).map_err(|source| TransportError::Bind { addr: bind, source })
+}
+
+/// Like [`server_endpoint`], with connection ids and stateless-reset tokens derived from
+/// `restart_secret`. A master that keeps the secret across restarts answers packets
+/// for its predecessor's connections with a valid stateless reset, so agents notice the
+/// restart at once and reconnect, instead of waiting out the idle timeout.
+pub fn server_endpoint_with_secret(
+    bind: SocketAddr,
+    files: &TlsFiles,
+    restart_secret: &[u8; 32],
+) -> Result<quinn::Endpoint, TransportError> {
+    let config = server_config(files)?;
+    let reset_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, restart_secret);
+    // The id generator's key must be stable too: the new endpoint only resets packets whose
+    // connection id it recognises as one it could have issued.
+    let tag = ring::hmac::sign(&reset_key, b"slotmarket connection ids");
+    let mut cid_key = [0u8; 8];
+    cid_key.copy_from_slice(&tag.as_ref()[..8]);
+    let cid_key = u64::from_le_bytes(cid_key);
+    let mut endpoint_config = quinn::EndpointConfig::new(Arc::new(reset_key));
+    endpoint_config.cid_generator(move || Box::new(HashedConnectionIdGenerator::from_key(cid_key)));
+    let bind_error = |source| TransportError::Bind { addr: bind, source };
+    let socket = std::net::UdpSocket::bind(bind).map_err(bind_error)?;
+    let runtime = quinn::default_runtime()
+        .ok_or_else(|| bind_error(std::io::Error::other("no async runtime: call inside tokio")))?;
+    quinn::Endpoint::new(endpoint_config, Some(config), socket, runtime).map_err(bind_error)
+}
+
+fn server_config(files: &TlsFiles) -> Result<quinn::ServerConfig, TransportError> {
     let TlsMaterial { ca, chain, key } = files.load()?;
     let provider = provider();
     let roots = Arc::new(root_store(files, ca)?);
@@ -116,7 +148,7 @@ pub fn server_endpoint(bind: SocketAddr, files: &TlsFiles) -> Result<quinn::Endp
     crypto.alpn_protocols = vec![ALPN.to_vec()];
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(crypto)?));
     config.transport_config(transport_config(SERVER_KEEP_ALIVE));
-    quinn::Endpoint::server(config, bind).map_err(|source| TransportError::Bind { addr: bind, source })
+    Ok(config)
 }
 
 /// A client endpoint for connecting to `target`: presents `files.cert` and accepts only a

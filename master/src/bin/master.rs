@@ -2,7 +2,9 @@
 //! jobs into the core and serves agents and clients until Ctrl-C or SIGTERM.
 
 use std::fs::File;
+use std::io::Write;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -92,7 +94,8 @@ async fn run(config: MasterConfig) -> Result<()> {
     let tls = TlsFiles::in_dir(&config.cert_dir, "master");
     let listen =
         transport::resolve(&config.listen).await.with_context(|| format!("resolving {}", config.listen))?;
-    let endpoint = transport::server_endpoint(listen, &tls).with_context(|| {
+    let secret = restart_secret(&config.data_dir)?;
+    let endpoint = transport::server_endpoint_with_secret(listen, &tls, &secret).with_context(|| {
         format!("listening on {listen} with certificates from {}", config.cert_dir.display())
     })?;
     let bound = endpoint.local_addr().context("reading the bound address")?;
@@ -119,6 +122,32 @@ fn lock_data_dir(data_dir: &Path) -> Result<File> {
         bail!("another master is using {} (lock {} is held)", data_dir.display(), path.display());
     }
     Ok(file)
+}
+
+/// The secret that lets this master reset its predecessor's connections after a restart
+/// (see `server_endpoint_with_secret`); made once, kept in the data directory.
+fn restart_secret(data_dir: &Path) -> Result<[u8; 32]> {
+    let path = data_dir.join("restart.secret");
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            return bytes
+                .try_into()
+                .map_err(|_| anyhow::anyhow!("{} is not 32 bytes; delete it", path.display()));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+    let mut secret = [0u8; 32];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut secret)
+        .map_err(|_| anyhow::anyhow!("the system random number generator failed"))?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(&secret).with_context(|| format!("writing {}", path.display()))?;
+    Ok(secret)
 }
 
 /// Publishes the bound address for scripts that started us with port 0.

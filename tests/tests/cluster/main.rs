@@ -5,5 +5,6 @@ mod cancel;
 mod demo;
 mod failover;
 mod mapreduce;
+mod restart;
 mod security;
 mod support;

@@ -45,6 +45,7 @@ pub(crate) const fn agent(name: &'static str, map_slots: u32, reduce_slots: u32)
 pub(crate) struct TestCluster {
     pub(crate) dir: tempfile::TempDir,
     pub(crate) addr: std::net::SocketAddr,
+    agent_timeout_ms: u64,
     master: Option<Child>,
     agents: BTreeMap<String, Child>,
 }
@@ -53,33 +54,20 @@ impl TestCluster {
     /// Makes certificates, starts the master on a free loopback port and the agents, and
     /// waits until every agent is registered.
     pub(crate) async fn start(agents: &[AgentSpec]) -> TestCluster {
+        TestCluster::start_with(agents, 2000).await
+    }
+
+    /// Like [`start`](TestCluster::start) with the master's agent timeout given.
+    pub(crate) async fn start_with(agents: &[AgentSpec], agent_timeout_ms: u64) -> TestCluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let pki_dir = dir.path().join("pki");
         pki::init(&pki_dir, &[]).expect("pki init");
         pki::issue(&pki_dir, Role::User, "alice").expect("issue alice");
         pki::issue(&pki_dir, Role::User, "bob").expect("issue bob");
-        let master = spawn_logged(
-            Command::new(binary("slotmarket-master"))
-                .args([
-                    "--listen",
-                    "127.0.0.1:0",
-                    "--agent-timeout-ms",
-                    "2000",
-                    "--heartbeat-interval-ms",
-                    "250",
-                ])
-                .arg("--data-dir")
-                .arg(dir.path().join("master"))
-                .arg("--cert-dir")
-                .arg(&pki_dir),
-            &dir.path().join("master.log"),
-        );
-        let addr_file = dir.path().join("master").join("master.addr");
-        wait_for(|| std::fs::read_to_string(&addr_file).ok().filter(|s| s.ends_with('\n')), "master.addr")
-            .await;
-        let addr =
-            std::fs::read_to_string(&addr_file).expect("read addr").trim().parse().expect("socket address");
-        let mut cluster = TestCluster { dir, addr, master: Some(master), agents: BTreeMap::new() };
+        let unbound = "127.0.0.1:0".parse().expect("address");
+        let mut cluster =
+            TestCluster { dir, addr: unbound, agent_timeout_ms, master: None, agents: BTreeMap::new() };
+        cluster.start_master().await;
         for spec in agents {
             cluster.start_agent(spec);
         }
@@ -88,6 +76,39 @@ impl TestCluster {
         wait_until(|| async { connected(&admin).await.len() == expected }, "agents to register").await;
         admin.close().await;
         cluster
+    }
+
+    /// Starts the master on the cluster's address (a free port the first time) and waits
+    /// until it listens.
+    async fn start_master(&mut self) {
+        let addr_file = self.dir.path().join("master").join("master.addr");
+        let _ = std::fs::remove_file(&addr_file);
+        let master = spawn_logged(
+            Command::new(binary("slotmarket-master"))
+                .args(["--listen", &self.addr.to_string(), "--heartbeat-interval-ms", "250"])
+                .args(["--agent-timeout-ms", &self.agent_timeout_ms.to_string()])
+                .arg("--data-dir")
+                .arg(self.dir.path().join("master"))
+                .arg("--cert-dir")
+                .arg(self.dir.path().join("pki")),
+            &self.dir.path().join("master.log"),
+        );
+        self.master = Some(master);
+        wait_for(|| std::fs::read_to_string(&addr_file).ok().filter(|s| s.ends_with('\n')), "master.addr")
+            .await;
+        self.addr =
+            std::fs::read_to_string(&addr_file).expect("read addr").trim().parse().expect("socket address");
+    }
+
+    /// SIGKILLs the master and starts it again on the same address and data directory.
+    pub(crate) async fn restart_master(&mut self) {
+        if let Some(mut master) = self.master.take() {
+            let _ = master.kill();
+            let _ = master.wait();
+        }
+        let previous = self.dir.path().join("master.log");
+        let _ = std::fs::rename(&previous, self.dir.path().join("master.before-restart.log"));
+        self.start_master().await;
     }
 
     /// Starts one agent process (issuing its certificate if needed).
@@ -162,6 +183,19 @@ impl TestCluster {
         pids
     }
 
+    /// Copies every process log out of the temp dir (which is about to go) for a look
+    /// at a failed test.
+    fn keep_logs(&self) {
+        let kept = std::env::temp_dir().join(format!("slotmarket-test-logs-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&kept);
+        for entry in std::fs::read_dir(self.dir.path()).into_iter().flatten().flatten() {
+            if entry.path().extension().is_some_and(|e| e == "log") {
+                let _ = std::fs::copy(entry.path(), kept.join(entry.file_name()));
+            }
+        }
+        eprintln!("process logs kept in {}", kept.display());
+    }
+
     /// The last lines of a process's log, for failure messages.
     pub(crate) fn log_tail(&self, name: &str) -> String {
         let text = std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default();
@@ -172,6 +206,9 @@ impl TestCluster {
 
 impl Drop for TestCluster {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.keep_logs();
+        }
         let children = self.agents.values_mut().chain(self.master.as_mut());
         for child in children {
             // Each child leads its own process group: signal the whole group.
