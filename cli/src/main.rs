@@ -8,10 +8,12 @@
 //! - `submit`, `status`, `jobs`, `nodes`, `cancel` — one request each;
 //! - `pki` — the cluster CA and certificates;
 //! - `demo` — a whole local cluster in separate processes running a small workload;
+//! - `workload` — a generated trace of jobs submitted at arrival times, with a summary;
 //! - `fake_master` (tests only) — an in-process master stand-in over real QUIC + mTLS.
 //!
-//! Exit codes: 0 success, 1 failure (error printed on stderr), 2 invalid arguments or job
-//! spec; `submit --wait` and `demo` also exit 1 when a job did not complete.
+//! Exit codes: 0 success, 1 failure (error printed on stderr), 2 invalid arguments, job
+//! spec or workload file; `submit --wait`, `demo` and `workload run` also exit 1 when a
+//! job did not complete.
 
 mod cancel;
 mod connection;
@@ -24,6 +26,7 @@ mod output;
 mod pki;
 mod status;
 mod submit;
+mod workload;
 
 use std::process::ExitCode;
 
@@ -66,6 +69,9 @@ enum Command {
     Pki(pki::PkiCommand),
     /// Start a local master and agents as separate processes and run a small workload.
     Demo(demo::DemoArgs),
+    /// Run a generated workload (arrivals, size bins, classes) against the cluster.
+    #[command(subcommand)]
+    Workload(workload::WorkloadCommand),
 }
 
 fn main() -> ExitCode {
@@ -99,6 +105,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Cancel(args) => cancel::run(&cli.connection, args, json).await,
         Command::Pki(command) => pki::run(command, json),
         Command::Demo(args) => demo::run(args, json).await,
+        Command::Workload(command) => workload::run(&cli.connection, command, json).await,
     }
 }
 

@@ -1,0 +1,377 @@
+//! `slotmarket workload run WORKLOAD.toml`: submits a generated trace of real MapReduce
+//! jobs to a live cluster at Poisson arrival times (MRM Table 1 size bins scaled to the
+//! cluster, a delay-sensitive/tolerant split), follows them to the end and writes the
+//! per-job CSV and the summary the simulator prints, so live and simulated runs compare.
+//!
+//! - `file` — the WORKLOAD.toml format;
+//! - `rng` — the seeded generator the plan is drawn with;
+//! - `plan` — WORKLOAD.toml → (arrival, job spec) per job;
+//! - `run` — submitting on schedule and following the jobs;
+//! - `summary` — per-job records → the summary (pure, shareable with the simulator);
+//! - `report` — the CSV files, the table and the JSON document.
+
+mod file;
+mod plan;
+mod report;
+mod rng;
+mod run;
+mod summary;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use slotmarket_common::client::Client;
+use slotmarket_common::time::Timestamp;
+
+use self::file::WorkloadFile;
+use self::plan::Plan;
+use self::report::{RunDocument, RunInfo};
+use self::run::{Ending, Outcome};
+use crate::connection::{self, ConnectionArgs};
+use crate::output;
+
+/// Exit code for a workload file that does not parse or plan, like clap's for bad arguments.
+const EXIT_INVALID_WORKLOAD: u8 = 2;
+/// Exit code after Ctrl-C, as shells report a SIGINT death.
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// The `workload` subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum WorkloadCommand {
+    /// Submit a generated trace of jobs at their arrival times, wait for them and write
+    /// per-job CSV and a summary.
+    Run(RunArgs),
+}
+
+/// Arguments of `workload run`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The workload (TOML; see configs/workloads/).
+    #[arg(value_name = "WORKLOAD.toml")]
+    pub(crate) workload: PathBuf,
+    /// Directory for plan.csv, jobs.csv, usage.csv, summary.txt and summary.json
+    /// [default: workload-runs/NAME-seedS].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: Option<PathBuf>,
+    /// Seed of the plan, instead of the file's.
+    #[arg(long, value_name = "S")]
+    pub(crate) seed: Option<u64>,
+    /// Give up after this many seconds, cancelling the jobs still running.
+    #[arg(long, default_value_t = 900, value_name = "SECS")]
+    pub(crate) timeout: u64,
+    /// Write the plan (plan.csv) and print it, without connecting.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+}
+
+/// Runs a `workload` subcommand.
+pub(crate) async fn run(conn: &ConnectionArgs, command: WorkloadCommand, json: bool) -> Result<ExitCode> {
+    match command {
+        WorkloadCommand::Run(args) => run_workload(conn, args, json).await,
+    }
+}
+
+/// `workload run`: plan, submit, follow, report.
+async fn run_workload(conn: &ConnectionArgs, args: RunArgs, json: bool) -> Result<ExitCode> {
+    let (file, plan) = match load(&args)? {
+        Ok(loaded) => loaded,
+        Err(problem) => {
+            // The problem names the field; add which file.
+            eprintln!("error: {}: {problem}", args.workload.display());
+            return Ok(ExitCode::from(EXIT_INVALID_WORKLOAD));
+        }
+    };
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("workload-runs/{}-seed{}", plan.name, plan.seed)));
+    std::fs::create_dir_all(&out).with_context(|| format!("creating output directory {}", out.display()))?;
+    write(&out, "plan.csv", &report::plan_csv(&plan))?;
+    if args.dry_run {
+        print_plan(&plan, &out, json)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let client = connection::connect_from_args(conn).await?;
+    announce_cluster(&client, &plan).await;
+    let started = Instant::now();
+    let outcome = run::execute(&client, &plan, Duration::from_secs(args.timeout)).await;
+    connection::close(client).await;
+    let outcome = outcome?;
+    let document = finish(&file, &plan, &outcome, started.elapsed(), &out)?;
+    if json {
+        output::print_json(&document)?;
+    } else {
+        print!("{}{}", report::render_head(&document.run), report::render_summary(&document.summary));
+        println!("\nfiles in {}: plan.csv jobs.csv usage.csv summary.txt summary.json", out.display());
+    }
+    Ok(match outcome.ending {
+        Ending::Interrupted => ExitCode::from(EXIT_INTERRUPTED),
+        _ if document.summary.all.completed == plan.jobs.len() => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
+    })
+}
+
+/// Reads the file (an I/O error is the outer error) and plans it (a problem with the
+/// file is the inner one, for exit code 2).
+fn load(args: &RunArgs) -> Result<Result<(WorkloadFile, Plan), String>> {
+    let path = &args.workload;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading workload file {}", path.display()))?;
+    Ok(WorkloadFile::parse(&text).and_then(|file| {
+        let seed = args.seed.unwrap_or(file.seed);
+        plan::generate(&file, seed).map(|plan| (file, plan))
+    }))
+}
+
+/// Says what the cluster offers before the first submit, and warns if it has no agent.
+async fn announce_cluster(client: &Client, plan: &Plan) {
+    let tasks: u64 = plan.jobs.iter().map(|j| j.spec.total_tasks()).sum();
+    let span = plan.jobs.last().map_or(0.0, |j| j.arrival_s);
+    match run::list_nodes(client).await {
+        Ok(nodes) => {
+            let slots = run::Slots::of(&nodes);
+            if slots.map_slots == 0 {
+                eprintln!("warning: no agent is connected; jobs will wait until one registers");
+            }
+            eprintln!(
+                "cluster: {} map and {} reduce slots; submitting {} jobs ({tasks} tasks) over {span:.0}s",
+                slots.map_slots,
+                slots.reduce_slots,
+                plan.jobs.len()
+            );
+        }
+        Err(err) => {
+            eprintln!("warning: cannot list nodes ({err:#}); slot totals come from the workload file")
+        }
+    }
+}
+
+/// Builds the records, summary and run facts, and writes every output file.
+fn finish(
+    file: &WorkloadFile,
+    plan: &Plan,
+    outcome: &Outcome,
+    elapsed: Duration,
+    out: &Path,
+) -> Result<RunDocument> {
+    let (records, origin) = report::records(plan, outcome);
+    let (slots, slots_source) = report::slots(&outcome.usage, file.cluster);
+    let summary = summary::summarise(&records, Some(slots));
+    let (map_utilisation, reduce_utilisation) = match (origin, summary.all.makespan_s) {
+        (Some(origin), Some(span)) => {
+            let end = Timestamp(origin.as_millis() + (span * 1000.0).round() as u64);
+            report::node_utilisation(&outcome.usage, origin, end)
+        }
+        _ => (None, None),
+    };
+    let run = RunInfo {
+        workload: plan.name.clone(),
+        seed: plan.seed,
+        planned: plan.jobs.len(),
+        submitted: outcome.jobs.len(),
+        ending: report::ending_name(outcome.ending),
+        elapsed_s: summary::round(elapsed.as_secs_f64(), 3),
+        slots: Some(slots),
+        slots_source,
+        utilisation_source: report::UTILISATION_SOURCE,
+        map_utilisation,
+        reduce_utilisation,
+        price: report::PRICE_NOTE,
+    };
+    let document = RunDocument { summary, run };
+    write(out, "jobs.csv", &report::jobs_csv(&records))?;
+    write(out, "usage.csv", &report::usage_csv(&outcome.usage, origin))?;
+    let table =
+        format!("{}{}", report::render_head(&document.run), report::render_summary(&document.summary));
+    write(out, "summary.txt", &table)?;
+    let json = serde_json::to_string_pretty(&document).context("encoding the summary")?;
+    write(out, "summary.json", &format!("{json}\n"))?;
+    Ok(document)
+}
+
+/// Prints the plan of a dry run: per bin and class counts, or the rows as JSON.
+fn print_plan(plan: &Plan, out: &Path, json: bool) -> Result<()> {
+    let tasks: u64 = plan.jobs.iter().map(|j| j.spec.total_tasks()).sum();
+    let span = plan.jobs.last().map_or(0.0, |j| j.arrival_s);
+    if json {
+        let rows: Vec<serde_json::Value> = plan
+            .jobs
+            .iter()
+            .map(|j| {
+                serde_json::json!({
+                    "index": j.index, "name": j.spec.name, "program": j.program, "bin": j.bin,
+                    "class": j.class.map(|c| c.name()), "arrival_s": summary::round(j.arrival_s, 3),
+                    "maps": j.maps, "reduces": j.reduces, "tasks": j.spec.total_tasks(),
+                    "input_bytes": j.input_bytes, "estimate_s": summary::round(j.estimate_s, 3),
+                    "deadline_after_s": j.deadline_after_s.map(|d| summary::round(d, 3)),
+                })
+            })
+            .collect();
+        return output::print_json(
+            &serde_json::json!({ "workload": plan.name, "seed": plan.seed, "jobs": rows }),
+        );
+    }
+    let mut bins = std::collections::BTreeMap::<usize, (usize, u64)>::new();
+    for job in &plan.jobs {
+        let entry = bins.entry(job.bin).or_default();
+        entry.0 += 1;
+        entry.1 += job.spec.total_tasks();
+    }
+    let mut table = output::Table::new(&[
+        ("bin", output::Align::Right),
+        ("jobs", output::Align::Right),
+        ("tasks", output::Align::Right),
+    ]);
+    for (bin, (jobs, tasks)) in bins {
+        table.row(vec![bin.to_string(), jobs.to_string(), tasks.to_string()]);
+    }
+    println!(
+        "workload {} (seed {}): {} jobs, {tasks} tasks, arrivals over {span:.1}s; plan in {}",
+        plan.name,
+        plan.seed,
+        plan.jobs.len(),
+        out.join("plan.csv").display()
+    );
+    print!("{}", table.render());
+    Ok(())
+}
+
+/// Writes `text` to `dir/name`.
+fn write(dir: &Path, name: &str, text: &str) -> Result<()> {
+    let path = dir.join(name);
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use slotmarket_common::ids::JobId;
+    use slotmarket_common::protocol::{JobState, Request, Response};
+
+    use super::*;
+    use crate::fake_master::{FakeMaster, status};
+
+    #[test]
+    fn the_example_workloads_parse_and_plan() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/workloads");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let file = WorkloadFile::parse(&std::fs::read_to_string(&path).unwrap())
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                assert!(plan::generate(&file, file.seed).is_ok(), "{}", path.display());
+                seen += 1;
+            }
+        }
+        assert!(seen >= 1, "no workload in {}", dir.display());
+    }
+
+    #[test]
+    fn workload_run_takes_its_flags_and_the_global_ones() {
+        use clap::Parser;
+        let argv = [
+            "slotmarket",
+            "workload",
+            "run",
+            "w.toml",
+            "--seed",
+            "4",
+            "--out",
+            "o",
+            "--master",
+            "h:1",
+            "--json",
+        ];
+        let cli = crate::Cli::try_parse_from(argv).unwrap();
+        assert!(cli.json);
+        assert_eq!(cli.connection.master.as_deref(), Some("h:1"));
+        let crate::Command::Workload(WorkloadCommand::Run(args)) = cli.command else {
+            panic!("not workload run")
+        };
+        assert_eq!(
+            (args.workload, args.out, args.seed),
+            (PathBuf::from("w.toml"), Some(PathBuf::from("o")), Some(4))
+        );
+        assert_eq!((args.timeout, args.dry_run), (900, false));
+    }
+
+    #[tokio::test]
+    async fn a_dry_run_writes_the_plan_without_connecting() {
+        let dir = tempfile::tempdir().unwrap();
+        let workload = dir.path().join("w.toml");
+        std::fs::write(&workload, file::tests::SMALL).unwrap();
+        let out = dir.path().join("out");
+        let args = RunArgs { workload, out: Some(out.clone()), seed: Some(3), timeout: 1, dry_run: true };
+        // Nothing listens there: a connection attempt would fail the test.
+        let conn = ConnectionArgs { master: Some("127.0.0.1:1".into()), ..ConnectionArgs::default() };
+        let code = run_workload(&conn, args, true).await.unwrap();
+        assert_eq!(code, ExitCode::SUCCESS);
+        let plan = std::fs::read_to_string(out.join("plan.csv")).unwrap();
+        assert_eq!(plan.lines().count(), 9);
+    }
+
+    #[tokio::test]
+    async fn a_run_writes_the_csv_and_the_summary() {
+        let next = Arc::new(AtomicU64::new(1));
+        let fake = FakeMaster::start(move |request| match request {
+            Request::Submit { .. } => {
+                vec![Response::Submitted { job: JobId(next.fetch_add(1, Ordering::SeqCst)) }]
+            }
+            // Every job the fake has handed out is listed as completed.
+            Request::Jobs => {
+                let count = next.load(Ordering::SeqCst);
+                vec![Response::Jobs(
+                    (1..count).map(|j| status(JobId(j), "x", JobState::Completed).summary).collect(),
+                )]
+            }
+            Request::Nodes => vec![Response::Nodes(vec![])],
+            _ => vec![],
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let workload = dir.path().join("w.toml");
+        let text = file::tests::SMALL
+            .replace("jobs = 8", "jobs = 3")
+            .replace("interarrival_s = 2.0", "interarrival_s = 0.01");
+        std::fs::write(&workload, text).unwrap();
+        let out = dir.path().join("out");
+        let args = RunArgs { workload, out: Some(out.clone()), seed: None, timeout: 20, dry_run: false };
+        let conn = ConnectionArgs {
+            master: Some(fake.addr.to_string()),
+            cert_dir: Some(fake.certs.path().to_path_buf()),
+            identity: Some("alice".into()),
+            ..ConnectionArgs::default()
+        };
+        assert_eq!(run_workload(&conn, args, true).await.unwrap(), ExitCode::SUCCESS);
+        let csv = std::fs::read_to_string(out.join("jobs.csv")).unwrap();
+        assert_eq!(csv.lines().next(), Some(report::JOB_COLUMNS));
+        assert_eq!(csv.lines().count(), 4);
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+        assert_eq!((doc["jobs"].as_u64(), doc["completed"].as_u64()), (Some(3), Some(3)));
+        // No agent listed: utilisation is relative to the file's 9 slots.
+        assert_eq!(
+            (doc["run"]["ending"].as_str(), doc["run"]["slots"].as_u64()),
+            (Some("all-ended"), Some(9))
+        );
+        for name in ["plan.csv", "usage.csv", "summary.txt"] {
+            assert!(out.join(name).is_file(), "{name}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_invalid_workload_exits_two() {
+        let dir = tempfile::tempdir().unwrap();
+        let workload = dir.path().join("w.toml");
+        std::fs::write(&workload, file::tests::SMALL.replace("jobs = 8", "jobs = 0")).unwrap();
+        let args =
+            RunArgs { workload, out: Some(dir.path().join("out")), seed: None, timeout: 1, dry_run: false };
+        let code = run_workload(&ConnectionArgs::default(), args, false).await.unwrap();
+        assert_eq!(code, ExitCode::from(EXIT_INVALID_WORKLOAD));
+    }
+}
