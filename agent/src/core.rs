@@ -231,7 +231,9 @@ impl AgentCore {
         };
         if let Some(message) = refusal {
             warn!(container = %id, task = %launch.task, %message, "launch refused");
-            let report = report(&launch, ContainerState::Failed, now, None, Some(message));
+            // A refusal says nothing about the task: `Killed` makes the master run it again
+            // without spending one of its attempts.
+            let report = report(&launch, ContainerState::Killed, now, None, Some(message));
             self.remember_finished(report.clone());
             out.push(AgentAction::Report(report));
             return;

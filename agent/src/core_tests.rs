@@ -148,7 +148,7 @@ fn a_launch_without_a_free_slot_of_its_kind_is_failed() {
             other => panic!("unexpected {other:?}"),
         })
         .collect();
-    assert_eq!(kinds, [(1, Some(Acquired)), (1, None), (2, Some(Failed)), (3, Some(Acquired)), (3, None)]);
+    assert_eq!(kinds, [(1, Some(Acquired)), (1, None), (2, Some(Killed)), (3, Some(Acquired)), (3, None)]);
     let refused = report_of(&actions[2]);
     assert_eq!(refused.message.as_deref(), Some("no free map slot: 1 of 1 in use"));
     assert_eq!(h.core.live_count(), 2);
@@ -270,7 +270,7 @@ fn shutdown_kills_everything_and_refuses_new_launches() {
     );
     h.launch(vec![launch(3, SlotKind::Map)]);
     let actions = h.take();
-    assert_eq!(report_of(&actions[0]).state, Failed);
+    assert_eq!(report_of(&actions[0]).state, Killed);
     assert_eq!(report_of(&actions[0]).message.as_deref(), Some("agent is shutting down"));
     h.exited(1, TaskExit::Signal(15));
     h.handle(AgentEvent::SpawnFailed { container: ContainerId(2), error: "killed before start".into() });

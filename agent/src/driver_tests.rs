@@ -74,7 +74,8 @@ async fn launches_run_and_are_reported_kills_kill_and_shutdown_stops_everything(
     let mut link = master.accept().await;
     link.accept_registration(1, 200).await;
 
-    // Two map tasks (one fails) and a third map task that finds no free slot.
+    // Two map tasks (one fails) and a third map task that finds no free slot: refused as
+    // Killed, so the master retries it without spending an attempt.
     link.send(MasterToAgent::Launch(vec![
         launch(1, SlotKind::Map, "echo {task} > out"),
         launch(2, SlotKind::Map, "sleep 0.2; exit 3"),
@@ -85,7 +86,7 @@ async fn launches_run_and_are_reported_kills_kill_and_shutdown_stops_everything(
     let states = by_container(&reports);
     assert_eq!(states[&1], [Acquired, Running, Completed]);
     assert_eq!(states[&2], [Acquired, Running, Failed]);
-    assert_eq!(states[&3], [Failed]);
+    assert_eq!(states[&3], [Killed]);
     let failed = reports.iter().find(|r| r.container == ContainerId(2) && r.state == Failed).unwrap();
     assert_eq!(failed.exit_code, Some(3));
     let out = dir.path().join("work/containers/c1/out");

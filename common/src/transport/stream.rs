@@ -1,7 +1,7 @@
 //! One frame at a time on quinn streams: write a message, read a message with the size
 //! limit checked before any payload is buffered, and abort a stream that sent a bad frame.
 
-use quinn::{ReadExactError, RecvStream, SendStream, VarInt};
+use quinn::{RecvStream, SendStream, VarInt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use thiserror::Error;
@@ -10,6 +10,9 @@ use crate::protocol::frame::{FrameError, LENGTH_PREFIX, decode_payload, encode_f
 
 /// Application error code used to reset or stop a stream whose peer sent a bad frame.
 pub const FRAME_ERROR_CODE: VarInt = VarInt::from_u32(1);
+
+/// Largest piece of a payload read (and allocated) at a time.
+const READ_CHUNK: usize = 64 * 1024;
 
 /// Why a frame could not be sent or received.
 #[derive(Debug, Error)]
@@ -66,14 +69,17 @@ pub async fn read_frame<T: DeserializeOwned>(
         }
     }
     let len = payload_len(prefix, limit)?;
-    let mut payload = vec![0u8; len];
-    match recv.read_exact(&mut payload).await {
-        Ok(()) => {}
-        Err(ReadExactError::FinishedEarly(got)) => {
-            let (expected, got) = (LENGTH_PREFIX + len, LENGTH_PREFIX + got);
-            return Err(FrameError::Truncated { expected, got }.into());
+    // Grow with what actually arrives: a peer that announces a large frame and sends
+    // nothing must not make us hold the whole announced size.
+    let mut payload = Vec::with_capacity(len.min(READ_CHUNK));
+    while payload.len() < len {
+        match recv.read_chunk((len - payload.len()).min(READ_CHUNK), true).await? {
+            Some(chunk) => payload.extend_from_slice(&chunk.bytes),
+            None => {
+                let (expected, got) = (LENGTH_PREFIX + len, LENGTH_PREFIX + payload.len());
+                return Err(FrameError::Truncated { expected, got }.into());
+            }
         }
-        Err(ReadExactError::ReadError(err)) => return Err(err.into()),
     }
     Ok(Some(decode_payload(&payload)?))
 }

@@ -45,6 +45,10 @@ struct Watcher {
 /// Most queued inputs decided together before their writes are committed.
 const MAX_BATCH: usize = 256;
 
+/// Most launches in one message; a launch carries its job's stage table, so this keeps
+/// messages far below the frame limit for any realistic job.
+const MAX_LAUNCHES_PER_MESSAGE: usize = 32;
+
 /// The single owner of scheduling state.
 pub(super) struct Actor {
     core: Core,
@@ -62,7 +66,7 @@ impl Actor {
         Actor {
             core,
             store,
-            clock: Clock::default(),
+            clock: Clock::new(),
             agents: BTreeMap::new(),
             next_agent: 1,
             replies: HashMap::new(),
@@ -191,7 +195,7 @@ impl Actor {
                 Command::Kill { agent, container, reason } => {
                     // Keep this agent's launches and kills in the order the core decided them.
                     if let Some(batch) = launches.remove(&agent) {
-                        self.send(agent, MasterToAgent::Launch(batch));
+                        self.send_launches(agent, batch);
                     }
                     self.send(agent, MasterToAgent::Kill { container, reason });
                 }
@@ -212,7 +216,7 @@ impl Actor {
             }
         }
         for (agent, batch) in launches {
-            self.send(agent, MasterToAgent::Launch(batch));
+            self.send_launches(agent, batch);
         }
         self.notify_watchers(changed);
         Ok(())
@@ -230,6 +234,16 @@ impl Actor {
             return Err(err.into());
         }
         Ok(())
+    }
+
+    /// Sends launches in messages of at most [`MAX_LAUNCHES_PER_MESSAGE`], so a large
+    /// scheduling step never makes a frame over the limit.
+    fn send_launches(&self, agent: AgentId, batch: Vec<Launch>) {
+        let mut batch = batch.into_iter().peekable();
+        while batch.peek().is_some() {
+            let chunk = batch.by_ref().take(MAX_LAUNCHES_PER_MESSAGE).collect();
+            self.send(agent, MasterToAgent::Launch(chunk));
+        }
     }
 
     fn send(&self, agent: AgentId, message: MasterToAgent) {
@@ -258,23 +272,28 @@ impl Actor {
     }
 }
 
-/// Wall-clock time for the core, never going backwards even if the system clock does.
-#[derive(Default)]
+/// Time for the core: the wall clock read once at start, advanced by a monotonic clock,
+/// so a stepped system clock (NTP) can neither declare every agent lost at once nor
+/// freeze timeouts.
 struct Clock {
-    last: Timestamp,
+    wall_at_start: Timestamp,
+    started: std::time::Instant,
 }
 
 impl Clock {
-    fn now(&mut self) -> Timestamp {
+    fn new() -> Clock {
         let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-        self.last = self.last.max(Timestamp(u64::try_from(wall.as_millis()).unwrap_or(u64::MAX)));
-        self.last
+        let wall_at_start = Timestamp(u64::try_from(wall.as_millis()).unwrap_or(u64::MAX));
+        Clock { wall_at_start, started: std::time::Instant::now() }
     }
 
-    /// The tokio instant at which wall-clock time `at` is reached.
-    fn instant_of(&mut self, at: Timestamp) -> tokio::time::Instant {
-        let now = self.now();
-        tokio::time::Instant::now() + at.saturating_since(now)
+    fn now(&self) -> Timestamp {
+        self.wall_at_start + self.started.elapsed()
+    }
+
+    /// The tokio instant at which core time `at` is reached.
+    fn instant_of(&self, at: Timestamp) -> tokio::time::Instant {
+        tokio::time::Instant::from_std(self.started) + at.saturating_since(self.wall_at_start)
     }
 }
 

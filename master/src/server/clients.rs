@@ -13,6 +13,9 @@ use tracing::{Instrument, debug, info_span, warn};
 
 use super::Input;
 
+/// How long a client may take to send its request once it opened a stream.
+const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Serves one client connection: a task per request stream until the client leaves.
 pub(super) async fn serve(
     conn: quinn::Connection,
@@ -45,7 +48,13 @@ async fn serve_stream(
     inbox: mpsc::UnboundedSender<Input>,
     max_frame: usize,
 ) {
-    let request = match read_frame::<ClientRequest>(&mut recv, max_frame).await {
+    let read = tokio::time::timeout(REQUEST_TIMEOUT, read_frame::<ClientRequest>(&mut recv, max_frame)).await;
+    let Ok(read) = read else {
+        debug!("request not received in time; dropping the stream");
+        let _ = recv.stop(FRAME_ERROR_CODE);
+        return;
+    };
+    let request = match read {
         Ok(Some(request)) => request,
         Ok(None) => return,
         Err(StreamError::Frame(error)) => {
@@ -88,7 +97,13 @@ async fn stream_watch(
     if inbox.send(Input::Watch { caller, job, updates }).is_err() {
         return finish(send, &shutting_down(), max_frame).await;
     }
-    while let Some(response) = updates_rx.recv().await {
+    loop {
+        // A watcher that goes away is noticed at once, not at the job's next change.
+        let response = tokio::select! {
+            response = updates_rx.recv() => response,
+            _ = send.stopped() => return,
+        };
+        let Some(response) = response else { break };
         if let Err(error) = write_frame(&mut send, &response, max_frame).await {
             debug!(%error, "watcher went away");
             return;
