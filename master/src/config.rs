@@ -1,6 +1,7 @@
 //! `master.toml` and the settled configuration the binary runs with. Every key is
 //! optional; command-line flags override the file, the file overrides the defaults.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use serde::Deserialize;
 use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
 use thiserror::Error;
 
+use crate::core::policy::check_queue_shares;
 use crate::core::{CoreConfig, PolicyName};
 
 /// Address the master listens on when nothing else is said.
@@ -31,6 +33,11 @@ pub struct MasterFile {
     pub heartbeat_interval_ms: Option<u64>,
     /// Largest accepted frame, in bytes.
     pub max_frame_bytes: Option<usize>,
+    /// Guaranteed share of each queue under the `capacity` policy, e.g.
+    /// `[capacity_queues]` / `research = 0.6`.
+    pub capacity_queues: Option<BTreeMap<String, f64>>,
+    /// Whether `fair` and `capacity` may kill tasks to restore shares (default false).
+    pub preemption: Option<bool>,
 }
 
 /// A setting that cannot work.
@@ -104,6 +111,9 @@ impl TryFrom<MasterFile> for MasterConfig {
                 ),
             });
         }
+        let capacity_queues = file.capacity_queues.unwrap_or_default();
+        check_queue_shares(&capacity_queues)
+            .map_err(|problem| ConfigError::Invalid { field: "capacity_queues", problem })?;
         let max_frame = file.max_frame_bytes.unwrap_or(DEFAULT_MAX_FRAME);
         if !(1024..=64 << 20).contains(&max_frame) {
             return Err(ConfigError::Invalid {
@@ -115,7 +125,14 @@ impl TryFrom<MasterFile> for MasterConfig {
             listen: file.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
             data_dir: file.data_dir.unwrap_or_else(|| PathBuf::from("slotmarket-data/master")),
             cert_dir: file.cert_dir.unwrap_or_else(|| PathBuf::from("pki")),
-            core: CoreConfig { policy, agent_timeout, heartbeat_interval },
+            core: CoreConfig {
+                policy,
+                agent_timeout,
+                heartbeat_interval,
+                capacity_queues,
+                preemption: file.preemption.unwrap_or(defaults.preemption),
+                ..defaults
+            },
             max_frame,
         })
     }
@@ -141,6 +158,21 @@ mod tests {
         };
         let err = MasterConfig::try_from(file).unwrap_err().to_string();
         assert!(err.starts_with("agent_timeout_ms: must be at least twice"), "{err}");
+    }
+
+    #[test]
+    fn capacity_queues_and_preemption_come_from_the_file() {
+        let file: MasterFile = toml::from_str(
+            "policy = \"capacity\"\npreemption = true\n[capacity_queues]\nresearch = 0.6\nprod = 0.4\n",
+        )
+        .unwrap();
+        let config = MasterConfig::try_from(file).unwrap();
+        assert_eq!(config.core.policy, PolicyName::Capacity);
+        assert!(config.core.preemption && config.core.retain_finished_jobs);
+        assert_eq!(config.core.capacity_queues.get("research"), Some(&0.6));
+        let file: MasterFile = toml::from_str("[capacity_queues]\na = 0.7\nb = 0.7\n").unwrap();
+        let err = MasterConfig::try_from(file).unwrap_err().to_string();
+        assert!(err.starts_with("capacity_queues: queue shares add up to"), "{err}");
     }
 
     #[test]

@@ -65,6 +65,8 @@ impl TryFrom<Args> for MasterConfig {
             agent_timeout_ms: args.agent_timeout_ms.or(file.agent_timeout_ms),
             heartbeat_interval_ms: args.heartbeat_interval_ms.or(file.heartbeat_interval_ms),
             max_frame_bytes: file.max_frame_bytes,
+            capacity_queues: file.capacity_queues,
+            preemption: file.preemption,
         };
         Ok(MasterConfig::try_from(merged)?)
     }

@@ -2,6 +2,8 @@
 //! the order returned; in particular a `Persist` precedes the `Reply` that depends on
 //! it, so a submit is acknowledged only once it is durable.
 
+use std::sync::Arc;
+
 use slotmarket_common::ids::{AccountId, AgentId, ContainerId, JobId};
 use slotmarket_common::protocol::{ContainerReport, JobState, Launch, Response};
 use slotmarket_common::spec::JobSpec;
@@ -79,8 +81,9 @@ pub enum Persist {
     },
     /// A container was created or changed state; this is the task history.
     Container {
-        /// The node it is on.
-        node: String,
+        /// The node it is on (shared with the agent's record: every transition names it,
+        /// and a copy per transition showed up in simulator profiles).
+        node: Arc<str>,
         /// The transition.
         report: ContainerReport,
     },

@@ -42,11 +42,11 @@ fn check_agents(state: &State) -> Result<(), String> {
         if held != agent.containers {
             return Err(format!("{id}: container list {:?} differs from holders {held:?}", agent.containers));
         }
-        if state.nodes.get(&agent.node) != Some(&id) {
+        if state.nodes.get(&*agent.node) != Some(&id) {
             return Err(format!(
                 "{id}: node {} is registered as {:?}",
                 agent.node,
-                state.nodes.get(&agent.node)
+                state.nodes.get(&*agent.node)
             ));
         }
     }
@@ -185,6 +185,11 @@ fn check_job_totals(job: &Job, completed: u64, live: [u32; KINDS]) -> Result<(),
 }
 
 fn check_ready_index(state: &State) -> Result<(), String> {
+    let active: BTreeSet<JobId> =
+        state.jobs.values().filter(|j| !j.state.is_terminal()).map(|j| j.id).collect();
+    if active != state.active {
+        return Err(format!("active index is {:?}, jobs say {active:?}", state.active));
+    }
     for k in 0..KINDS {
         let expected: BTreeSet<JobId> =
             state.jobs.values().filter(|j| !j.ready[k].is_empty()).map(|j| j.id).collect();

@@ -13,9 +13,11 @@ mod view;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use slotmarket_common::identity::Identity;
+use slotmarket_common::ids::JobId;
 use slotmarket_common::time::Timestamp;
 
 pub use command::{Command, Persist};
@@ -25,6 +27,7 @@ pub use view::CoreView;
 
 use policy::{Policy, SchedView};
 use reactor::Ctx;
+pub(crate) use state::IdHasher;
 use state::State;
 
 /// Identifies a client request so the driver can route the matching `Command::Reply`.
@@ -35,17 +38,30 @@ pub struct RequestId(pub u64);
 /// Who sent a client request: the role and principal from their certificate.
 pub type Caller = Identity;
 
-/// Settings the core needs; the server builds them from `master.toml`.
-#[derive(Clone, PartialEq, Eq, Debug)]
+/// Settings the core needs; the server builds them from `master.toml`, the simulator
+/// from its command line.
+#[derive(Clone, PartialEq, Debug)]
 pub struct CoreConfig {
     /// The scheduling policy.
     pub policy: PolicyName,
     /// An agent (or a recovered container waiting for its agent) silent for longer than
-    /// this is lost: its tasks run again elsewhere.
+    /// this is lost: its tasks run again elsewhere. [`Duration::MAX`] turns loss by
+    /// silence off for agents (the simulator's agents never fall silent).
     pub agent_timeout: Duration,
     /// How often agents are told to send a heartbeat; the driver passes it on in
     /// `Registered`. It should be well below `agent_timeout`.
     pub heartbeat_interval: Duration,
+    /// Guaranteed share (0 < share <= 1, summing to at most 1) of each `capacity` queue,
+    /// by queue name. Empty: every queue with active jobs gets an equal share. Jobs in a
+    /// queue not listed here get no guarantee and run on lent capacity only.
+    pub capacity_queues: BTreeMap<String, f64>,
+    /// Whether `fair` and `capacity` may kill running tasks of jobs (queues) over their
+    /// share so that starved ones get theirs at once, rather than as tasks finish.
+    pub preemption: bool,
+    /// Keep ended jobs so status and listings can show them (the server). The simulator
+    /// turns this off: it records what it needs from the commands, and half a million
+    /// ended jobs would otherwise stay in memory.
+    pub retain_finished_jobs: bool,
 }
 
 impl Default for CoreConfig {
@@ -54,6 +70,9 @@ impl Default for CoreConfig {
             policy: PolicyName::Fifo,
             agent_timeout: Duration::from_secs(10),
             heartbeat_interval: Duration::from_secs(1),
+            capacity_queues: BTreeMap::new(),
+            preemption: false,
+            retain_finished_jobs: true,
         }
     }
 }
@@ -91,13 +110,15 @@ pub struct Core {
     policy: Box<dyn Policy>,
     /// The latest `now` seen, so a clock step backwards cannot reorder deadlines.
     latest: Timestamp,
+    /// Scratch buffer for the jobs a step changed, kept to spare an allocation per step.
+    changed: Vec<JobId>,
 }
 
 impl Core {
     /// A core with no jobs and no agents.
     pub fn new(config: CoreConfig) -> Core {
-        let policy = policy::build(config.policy);
-        Core { config, state: State::default(), policy, latest: Timestamp::ZERO }
+        let policy = policy::build(&config);
+        Core { config, state: State::default(), policy, latest: Timestamp::ZERO, changed: Vec::new() }
     }
 
     /// Applies one event, then lets the policy schedule; returns the commands to run.
@@ -106,7 +127,7 @@ impl Core {
         let mut cx = self.begin(now);
         reactor::dispatch(&mut self.state, &mut cx, event);
         self.schedule(&mut cx);
-        cx.finish(&self.state)
+        cx.finish(&self.state, &mut self.changed)
     }
 
     /// Periodic work: loses agents and orphaned containers whose silence passed the
@@ -116,7 +137,7 @@ impl Core {
         let mut cx = self.begin(now);
         reactor::on_tick(&mut self.state, &mut cx);
         self.schedule(&mut cx);
-        cx.finish(&self.state)
+        cx.finish(&self.state, &mut self.changed)
     }
 
     /// When `tick` next has something to do: the earliest agent-silence or orphan deadline,
@@ -145,7 +166,8 @@ impl Core {
 
     fn begin(&mut self, now: Timestamp) -> Ctx {
         self.latest = self.latest.max(now);
-        Ctx::new(self.latest, self.config.agent_timeout)
+        let changed = std::mem::take(&mut self.changed);
+        Ctx::new(self.latest, self.config.agent_timeout, self.config.retain_finished_jobs, changed)
     }
 
     /// Asks the policy for decisions over the current state and carries them out.

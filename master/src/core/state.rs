@@ -2,7 +2,9 @@
 //! tracks, agents with their slot tables and recovered containers awaiting adoption; plus
 //! the helpers that keep the indexes (ready queues, counters, slot use) consistent.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AccountId, AgentId, AttemptId, ContainerId, JobId, StageId, TaskId};
@@ -24,11 +26,17 @@ pub(crate) fn kind_ix(kind: SlotKind) -> usize {
 /// Everything the core knows.
 #[derive(Debug)]
 pub(crate) struct State {
-    /// Every job, running or ended, by id (= admission order).
+    /// Every job, running or ended, by id (= admission order). Ended jobs are dropped
+    /// when `CoreConfig::retain_finished_jobs` is off.
     pub(crate) jobs: BTreeMap<JobId, Job>,
+    /// Jobs that have not ended, in admission order; lets policies that weigh every
+    /// active job skip the ended ones.
+    pub(crate) active: BTreeSet<JobId>,
     /// Containers holding (or about to release) a slot: live task attempts, plus
-    /// containers of ended jobs whose kill has not been confirmed yet.
-    pub(crate) containers: BTreeMap<ContainerId, ContainerRec>,
+    /// containers of ended jobs whose kill has not been confirmed yet. Hashed, not
+    /// ordered: every report looks one up, and only preemption walks them (sorted then,
+    /// see `SchedView::live_containers`).
+    pub(crate) containers: HashMap<ContainerId, ContainerRec, BuildHasherDefault<IdHasher>>,
     /// Registrations, connected or not.
     pub(crate) agents: BTreeMap<AgentId, Agent>,
     /// The current registration of each node name.
@@ -54,7 +62,8 @@ impl Default for State {
     fn default() -> State {
         State {
             jobs: BTreeMap::new(),
-            containers: BTreeMap::new(),
+            active: BTreeSet::new(),
+            containers: HashMap::default(),
             agents: BTreeMap::new(),
             nodes: BTreeMap::new(),
             orphans: BTreeMap::new(),
@@ -157,7 +166,7 @@ pub(crate) enum Holder {
 /// One agent registration.
 #[derive(Debug)]
 pub(crate) struct Agent {
-    pub(crate) node: String,
+    pub(crate) node: Arc<str>,
     pub(crate) connected: bool,
     pub(crate) last_seen: Timestamp,
     pub(crate) offered: [u32; KINDS],
@@ -176,7 +185,7 @@ impl Agent {
     /// A freshly registered agent with no containers.
     pub(crate) fn new(node: String, map_slots: u32, reduce_slots: u32, now: Timestamp) -> Agent {
         Agent {
-            node,
+            node: node.into(),
             connected: true,
             last_seen: now,
             offered: [map_slots, reduce_slots],
@@ -288,6 +297,14 @@ impl Job {
 }
 
 impl State {
+    /// Adds a newly admitted or recovered job, indexing it as active unless it has ended.
+    pub(crate) fn insert_job(&mut self, job: Job) {
+        if !job.state.is_terminal() {
+            self.active.insert(job.id);
+        }
+        self.jobs.insert(job.id, job);
+    }
+
     /// Releases every stage whose barrier has passed and queues its pending tasks.
     pub(crate) fn release_stages(&mut self, job: JobId) {
         let Some(j) = self.jobs.get_mut(&job) else { return };
@@ -323,9 +340,14 @@ impl State {
 
     /// Takes the first ready task of `kind` from `job`.
     pub(crate) fn pop_ready(&mut self, job: JobId, kind: SlotKind) -> Option<TaskId> {
+        let k = kind_ix(kind);
         let j = self.jobs.get_mut(&job)?;
-        let (stage, index) = j.ready[kind_ix(kind)].pop_first()?;
-        self.sync_ready_index(job);
+        let (stage, index) = j.ready[k].pop_first()?;
+        // Only this kind's queue shrank; the index changes only if it emptied. This runs
+        // on every launch, so it skips `sync_ready_index`'s look at both kinds.
+        if j.ready[k].is_empty() {
+            self.ready_jobs[k].remove(&job);
+        }
         Some(TaskId { job, stage: StageId(stage), index })
     }
 
@@ -354,19 +376,20 @@ impl State {
     pub(crate) fn sync_free_index(&mut self, agent: AgentId) {
         for kind in SlotKind::ALL {
             let free = self.agents.get(&agent).is_some_and(|a| a.connected && a.free(kind) > 0);
+            let index = &mut self.free_agents[kind_ix(kind)];
             if free {
-                self.free_agents[kind_ix(kind)].insert(agent);
+                index.insert(agent);
             } else {
-                self.free_agents[kind_ix(kind)].remove(&agent);
+                index.remove(&agent);
             }
         }
     }
 
     /// The node a holder is on.
-    pub(crate) fn holder_node(&self, holder: &Holder) -> String {
+    pub(crate) fn holder_node(&self, holder: &Holder) -> Arc<str> {
         match holder {
-            Holder::Agent(a) => self.agents.get(a).map(|a| a.node.clone()).unwrap_or_default(),
-            Holder::Orphan { node, .. } => node.clone(),
+            Holder::Agent(a) => self.agents.get(a).map_or_else(|| Arc::from(""), |a| a.node.clone()),
+            Holder::Orphan { node, .. } => Arc::from(node.as_str()),
         }
     }
 
@@ -375,10 +398,15 @@ impl State {
         match &rec.holder {
             Holder::Agent(a) => {
                 if let Some(agent) = self.agents.get_mut(a) {
-                    agent.used[kind_ix(rec.kind)] += 1;
+                    let k = kind_ix(rec.kind);
+                    agent.used[k] += 1;
                     agent.containers.insert(id);
+                    // The index changes only when the last free slot goes (every launch
+                    // comes here, so no second look-up of the agent).
+                    if agent.free(rec.kind) == 0 {
+                        self.free_agents[k].remove(a);
+                    }
                 }
-                self.sync_free_index(*a);
             }
             Holder::Orphan { node, .. } => {
                 self.orphans.entry(node.clone()).or_default().insert(id);
@@ -393,10 +421,14 @@ impl State {
         match &rec.holder {
             Holder::Agent(a) => {
                 if let Some(agent) = self.agents.get_mut(a) {
-                    agent.used[kind_ix(rec.kind)] -= 1;
+                    let k = kind_ix(rec.kind);
+                    agent.used[k] -= 1;
                     agent.containers.remove(&id);
+                    // Only the first slot freed puts a connected agent in the index.
+                    if agent.connected && agent.free(rec.kind) == 1 {
+                        self.free_agents[k].insert(*a);
+                    }
                 }
-                self.sync_free_index(*a);
             }
             Holder::Orphan { node, .. } => {
                 if let Some(set) = self.orphans.get_mut(node) {
@@ -422,5 +454,26 @@ impl State {
         let id = ContainerId(self.next_container);
         self.next_container += 1;
         id
+    }
+}
+
+/// A hasher for integer ids: one multiply, no per-map random state (so no hidden
+/// randomness either; nothing iterates a hashed map in an order that reaches output).
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }

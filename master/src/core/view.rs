@@ -52,7 +52,7 @@ impl<'a> CoreView<'a> {
             .iter()
             .map(|(&agent, a)| NodeSummary {
                 agent,
-                node: a.node.clone(),
+                node: a.node.to_string(),
                 connected: a.connected,
                 map_slots: a.offered[map],
                 map_used: a.used[map],

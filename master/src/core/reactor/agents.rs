@@ -85,7 +85,8 @@ fn adopt(
     }
     // The agent lists its latest state, possibly several steps ahead of ours.
     if report.state > rec.state {
-        apply_transition(state, cx, report);
+        let node = state.holder_node(&Holder::Agent(agent));
+        apply_transition(state, cx, report, node);
     }
     if let Some(rec) = state.containers.get_mut(&container) {
         if rec.draining && !rec.kill_sent {
@@ -117,7 +118,7 @@ pub(crate) fn on_tick(state: &mut State, cx: &mut Ctx) {
     let silent: Vec<AgentId> = state
         .agents
         .iter()
-        .filter(|(_, a)| cx.now >= silence_deadline(a.last_seen, timeout))
+        .filter(|(_, a)| timeout != Duration::MAX && cx.now >= silence_deadline(a.last_seen, timeout))
         .map(|(&id, _)| id)
         .collect();
     for agent in silent {
@@ -136,11 +137,20 @@ pub(crate) fn on_tick(state: &mut State, cx: &mut Ctx) {
     }
 }
 
-/// The earliest time `on_tick` has something to do.
+/// The earliest time `on_tick` has something to do. With loss by silence turned off
+/// (`Duration::MAX`) agents have no deadline, which also spares the simulator a walk over
+/// every agent after every event.
 pub(crate) fn next_deadline(state: &State, timeout: Duration) -> Option<Timestamp> {
-    let agents = state.agents.values().map(|a| silence_deadline(a.last_seen, timeout));
-    let orphans = state.orphans.values().flatten().filter_map(|&c| orphan_deadline(state, c));
-    agents.chain(orphans).min()
+    let agents = if timeout == Duration::MAX {
+        None
+    } else {
+        state.agents.values().map(|a| silence_deadline(a.last_seen, timeout)).min()
+    };
+    let orphans = state.orphans.values().flatten().filter_map(|&c| orphan_deadline(state, c)).min();
+    match (agents, orphans) {
+        (Some(a), Some(o)) => Some(a.min(o)),
+        (a, o) => a.or(o),
+    }
 }
 
 /// The first instant at which an agent last heard from at `last_seen` has been silent
@@ -170,7 +180,7 @@ fn retire(state: &mut State, cx: &mut Ctx, agent: AgentId, why: &str, kill: bool
     }
     state.agents.remove(&agent);
     state.sync_free_index(agent);
-    if state.nodes.get(&node) == Some(&agent) {
-        state.nodes.remove(&node);
+    if state.nodes.get(&*node) == Some(&agent) {
+        state.nodes.remove(&*node);
     }
 }

@@ -31,7 +31,7 @@ pub(super) fn on_job_submitted(
     let account = caller.account();
     cx.persist(Persist::JobAdmitted { job, account: account.clone(), spec: spec.clone(), submitted: cx.now });
     cx.push(Command::Reply { request, response: Response::Submitted { job } });
-    state.jobs.insert(job, Job::new(job, account, spec, cx.now));
+    state.insert_job(Job::new(job, account, spec, cx.now));
     state.release_stages(job);
 }
 
@@ -109,6 +109,12 @@ pub(super) fn end_job(
     j.message.clone_from(&message);
     cx.persist(Persist::JobState { job, state: to, at: cx.now, message });
     cx.changed(job);
+    state.active.remove(&job);
+    if !cx.retain_finished_jobs {
+        // Draining containers of the job only need their records, which stay; reports
+        // about them find no job and just free their slots.
+        state.jobs.remove(&job);
+    }
 }
 
 /// Every task of `job` that has a live container.

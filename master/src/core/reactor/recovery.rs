@@ -36,7 +36,7 @@ pub(super) fn on_job_recovered(state: &mut State, cx: &mut Ctx, stored: Recovere
     let live = restore_tasks(&mut job, latest_reports(stored.containers));
     let orphans = orphans(&mut job, live, deadline);
     let spec_problem = validate(&job.spec).err();
-    state.jobs.insert(id, job);
+    state.insert_job(job);
     for (container, rec) in orphans {
         state.attach(container, rec);
     }

@@ -1,6 +1,8 @@
 //! Container reports: fencing (right agent, current attempt, allowed transition), and what
 //! each accepted transition, or the loss of a container, does to its task and job.
 
+use std::sync::Arc;
+
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AgentId, ContainerId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, JobState};
@@ -21,9 +23,12 @@ pub(super) fn on_container_reports(
         return;
     };
     a.last_seen = cx.now;
+    // The fence makes this agent the holder of every report applied, so its node name
+    // is looked up once per batch.
+    let node = a.node.clone();
     for report in reports {
         if passes_fence(state, agent, &report) {
-            apply_transition(state, cx, report);
+            apply_transition(state, cx, report, node.clone());
         } else {
             state.ignored_reports += 1;
         }
@@ -42,25 +47,28 @@ fn passes_fence(state: &State, agent: AgentId, report: &ContainerReport) -> bool
     })
 }
 
-/// Records an accepted transition and persists it; a terminal state frees the slot and
-/// decides the task's fate. Containers of ended jobs (draining) only free their slot.
-pub(super) fn apply_transition(state: &mut State, cx: &mut Ctx, report: ContainerReport) {
+/// Records an accepted transition of a container held on `node` and persists it; a
+/// terminal state frees the slot and decides the task's fate. Containers of ended jobs
+/// (draining) only free their slot.
+pub(super) fn apply_transition(state: &mut State, cx: &mut Ctx, report: ContainerReport, node: Arc<str>) {
     let container = report.container;
     let Some(rec) = state.containers.get_mut(&container) else { return };
     rec.state = report.state;
-    let (holder, draining, task) = (rec.holder.clone(), rec.draining, rec.task);
-    cx.persist(Persist::Container { node: state.holder_node(&holder), report: report.clone() });
-    if report.state.is_terminal() {
+    let (draining, task, to) = (rec.draining, rec.task, report.state);
+    // Only a failure needs the report afterwards (its exit code and message).
+    let failure = (to == ContainerState::Failed).then(|| report.clone());
+    cx.persist(Persist::Container { node, report });
+    if to.is_terminal() {
         state.detach(container);
     }
     if draining || !owns(state, task, container) {
         return;
     }
-    match report.state {
-        ContainerState::Running => jobs::mark_started(state, cx, task.job),
-        ContainerState::Completed => task_completed(state, cx, task),
-        ContainerState::Failed => task_failed(state, cx, task, &report),
-        ContainerState::Killed => task_interrupted(state, cx, task),
+    match (to, failure) {
+        (ContainerState::Running, _) => jobs::mark_started(state, cx, task.job),
+        (ContainerState::Completed, _) => task_completed(state, cx, task),
+        (ContainerState::Failed, Some(report)) => task_failed(state, cx, task, &report),
+        (ContainerState::Killed, _) => task_interrupted(state, cx, task),
         _ => {}
     }
 }

@@ -133,7 +133,9 @@ fn recovered_containers_whose_node_never_returns_run_again_after_the_timeout() {
         .take_persists()
         .into_iter()
         .filter_map(|p| match p {
-            Persist::Container { node, report } if report.state == Killed => Some((node, report.container)),
+            Persist::Container { node, report } if report.state == Killed => {
+                Some((node.to_string(), report.container))
+            }
             _ => None,
         })
         .collect();

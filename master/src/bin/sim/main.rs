@@ -1,0 +1,243 @@
+//! `slotmarket-sim`: generates workload traces, runs them through the master's scheduling
+//! core on a simulated cluster with a virtual clock, and plots the results.
+//!
+//! ```text
+//! slotmarket-sim gen mrm --jobs 1000 --interarrival 50 --seed 1 -o mrm.jsonl
+//! slotmarket-sim run --trace mrm.jsonl --policy fair --seed 1 --json
+//! slotmarket-sim --trace mrm.jsonl --policy fifo --seed 1        # `run` may be left out
+//! slotmarket-sim run --trace mrm.jsonl --policy fifo --out runs/fifo
+//! slotmarket-sim report runs/fifo runs/fair -o plots
+//! ```
+//!
+//! Standard output carries only results, so two runs with the same trace, policy and
+//! seed print the same bytes; `--timing` adds speed and memory figures on standard error.
+
+mod gen_cmd;
+mod report_cmd;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use slotmarket_common::time::Timestamp;
+use slotmarket_master::core::policy::check_queue_shares;
+use slotmarket_master::core::{CoreConfig, PolicyName};
+use slotmarket_master::sim::report::{Summary, write_jobs_csv, write_slots_csv};
+use slotmarket_master::sim::workload::{Trace, secs_to_ms};
+use slotmarket_master::sim::{self, SimConfig, SimRun};
+use tracing::info;
+
+/// Discrete-event simulator for Slotmarket's scheduling policies.
+#[derive(Parser, Debug)]
+#[command(version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Without a subcommand, the flags of `run`.
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Write a seeded workload trace (JSON lines).
+    Gen(gen_cmd::GenArgs),
+    /// Run a trace through a policy and print the summary.
+    Run(RunArgs),
+    /// Render SVG plots from the CSVs of one or more `run --out` directories.
+    Report(report_cmd::ReportArgs),
+}
+
+/// Flags of `run`.
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// The trace to run (JSON lines, see `slotmarket_master::sim::workload`).
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Scheduling policy: fifo, fair, priority or capacity.
+    #[arg(long, default_value = "fifo")]
+    policy: String,
+    /// Seed for drawn task durations, noise and failures.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print the summary as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Simulated nodes.
+    #[arg(long, default_value_t = 40)]
+    nodes: u32,
+    /// Map slots per node.
+    #[arg(long, default_value_t = 2)]
+    map_slots: u32,
+    /// Reduce slots per node.
+    #[arg(long, default_value_t = 2)]
+    reduce_slots: u32,
+    /// Relative standard deviation of per-attempt noise on task durations.
+    #[arg(long, default_value_t = 0.0)]
+    noise: f64,
+    /// Probability that a task attempt fails part-way.
+    #[arg(long, default_value_t = 0.0)]
+    fail_prob: f64,
+    /// A capacity queue's guaranteed share, as NAME=SHARE (repeat for each queue).
+    #[arg(long = "queue", value_name = "NAME=SHARE")]
+    queues: Vec<String>,
+    /// Let fair and capacity kill tasks to restore shares at once.
+    #[arg(long)]
+    preempt: bool,
+    /// Stop at this virtual time (seconds) even if work is left.
+    #[arg(long)]
+    horizon: Option<f64>,
+    /// Stop with an error after this many events [default: from the trace's size].
+    #[arg(long)]
+    max_steps: Option<u64>,
+    /// Check the core's invariants after every step (slow).
+    #[arg(long)]
+    check_invariants: bool,
+    /// Write summary.txt, summary.json, jobs.csv and slots.csv into this directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print speed (jobs/s, events/s) and peak memory on standard error.
+    #[arg(long)]
+    timing: bool,
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Gen(args)) => gen_cmd::run(args),
+        Some(Command::Run(args)) => run(args),
+        Some(Command::Report(args)) => report_cmd::run(args),
+        None => run(cli.run),
+    }
+}
+
+impl TryFrom<&RunArgs> for SimConfig {
+    type Error = anyhow::Error;
+
+    fn try_from(args: &RunArgs) -> Result<SimConfig> {
+        let policy: PolicyName = args.policy.parse().map_err(anyhow::Error::msg).context("--policy")?;
+        let capacity_queues = parse_queues(&args.queues)?;
+        Ok(SimConfig {
+            core: CoreConfig { policy, capacity_queues, preemption: args.preempt, ..CoreConfig::default() },
+            nodes: args.nodes,
+            map_slots: args.map_slots,
+            reduce_slots: args.reduce_slots,
+            seed: args.seed,
+            noise: args.noise,
+            fail_prob: args.fail_prob,
+            horizon: args.horizon.map(|h| Timestamp(secs_to_ms(h))),
+            max_steps: args.max_steps,
+            check_invariants: args.check_invariants,
+        })
+    }
+}
+
+/// `NAME=SHARE` pairs into checked queue shares.
+fn parse_queues(pairs: &[String]) -> Result<BTreeMap<String, f64>> {
+    let mut queues = BTreeMap::new();
+    for pair in pairs {
+        let Some((name, share)) = pair.split_once('=') else {
+            bail!("--queue {pair}: write NAME=SHARE, e.g. --queue research=0.6");
+        };
+        let share: f64 = share.parse().with_context(|| format!("--queue {pair}: SHARE must be a number"))?;
+        if queues.insert(name.to_string(), share).is_some() {
+            bail!("--queue {name} is given twice");
+        }
+    }
+    check_queue_shares(&queues).map_err(anyhow::Error::msg).context("--queue")?;
+    Ok(queues)
+}
+
+fn run(args: RunArgs) -> Result<()> {
+    let Some(path) = &args.trace else {
+        bail!("no trace: pass --trace FILE (make one with `slotmarket-sim gen mrm --jobs 100 -o FILE`)");
+    };
+    let config = SimConfig::try_from(&args)?;
+    let started = Instant::now();
+    let file = File::open(path).with_context(|| format!("opening trace {}", path.display()))?;
+    let trace =
+        Trace::read(BufReader::new(file)).with_context(|| format!("reading trace {}", path.display()))?;
+    let loaded = started.elapsed();
+    info!(jobs = trace.len(), tasks = trace.total_tasks(), secs = loaded.as_secs_f64(), "trace loaded");
+    let result = sim::run(&trace, &config).context("simulation failed")?;
+    let simulated = started.elapsed() - loaded;
+    info!(
+        steps = result.stats.steps,
+        attempts = result.stats.attempts,
+        secs = simulated.as_secs_f64(),
+        "run done"
+    );
+    let summary = Summary::new(&trace, &result, &config);
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        stdout.write_all(summary.to_json().as_bytes())?;
+    } else {
+        summary.write_text(&mut stdout)?;
+    }
+    stdout.flush()?;
+    if let Some(dir) = &args.out {
+        write_outputs(dir, &trace, &result, &config, &summary)?;
+    }
+    if args.timing {
+        let secs = simulated.as_secs_f64().max(1e-9);
+        eprintln!(
+            "simulated {} jobs, {} attempts, {} events in {:.2} s (+{:.2} s loading): {:.0} jobs/s, {:.0} events/s; peak RSS {}",
+            trace.len(),
+            result.stats.attempts,
+            result.stats.steps,
+            secs,
+            loaded.as_secs_f64(),
+            trace.len() as f64 / secs,
+            result.stats.steps as f64 / secs,
+            peak_rss().map_or("unknown".to_string(), |kib| format!("{:.0} MiB", kib as f64 / 1024.0)),
+        );
+    }
+    Ok(())
+}
+
+/// Writes the summary (text and JSON) and both CSVs into `dir`.
+fn write_outputs(
+    dir: &Path,
+    trace: &Trace,
+    run: &SimRun,
+    config: &SimConfig,
+    summary: &Summary,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let create = |name: &str| -> Result<BufWriter<File>> {
+        let path = dir.join(name);
+        Ok(BufWriter::new(File::create(&path).with_context(|| format!("creating {}", path.display()))?))
+    };
+    let mut text = create("summary.txt")?;
+    summary.write_text(&mut text)?;
+    text.flush()?;
+    let mut json = create("summary.json")?;
+    json.write_all(summary.to_json().as_bytes())?;
+    json.flush()?;
+    let mut jobs = create("jobs.csv")?;
+    write_jobs_csv(trace, run, &mut jobs)?;
+    jobs.flush()?;
+    let mut slots = create("slots.csv")?;
+    write_slots_csv(run, config, &mut slots)?;
+    slots.flush().context("writing slots.csv")
+}
+
+/// Peak resident set size of this process in KiB (Linux `VmHWM`), if known.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

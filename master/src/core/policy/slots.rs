@@ -1,0 +1,103 @@
+//! Free slots of one kind as the policies hand them out: least-loaded agent first, so a
+//! job's tasks spread over the cluster, with ties broken by agent id so runs repeat.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use slotmarket_common::ids::AgentId;
+use slotmarket_common::spec::SlotKind;
+
+use super::AgentSlots;
+
+/// Takes served by a linear scan before building a heap. Most steps take one slot (a
+/// task ended, its slot goes to the next task); a scan of a few dozen agents is cheaper
+/// than collecting and ordering them.
+const SCAN_TAKES: usize = 4;
+
+/// (load, agent, used, offered) of an agent with a free slot; ordered by load, then id.
+type Slot = (u64, AgentId, u32, u32);
+
+/// The free slots of one kind, taken one at a time.
+pub(super) struct FreeSlots {
+    /// (load, agent, used, offered) for agents with a free slot, in id order.
+    agents: Vec<Slot>,
+    /// The same, least loaded on top, once more than `SCAN_TAKES` slots were taken.
+    heap: Option<BinaryHeap<Reverse<Slot>>>,
+    /// Slots taken so far.
+    taken: usize,
+    /// Slots still free over all agents.
+    free: u32,
+}
+
+impl FreeSlots {
+    /// The free slots of `kind` on `agents`.
+    pub(super) fn new(agents: impl Iterator<Item = AgentSlots>, kind: SlotKind) -> FreeSlots {
+        let mut free = 0;
+        let agents = agents
+            .map(|a| {
+                let (used, offered) = (a.used(kind), a.offered(kind));
+                free += offered.saturating_sub(used);
+                (load(used, offered), a.agent, used, offered)
+            })
+            .collect();
+        FreeSlots { agents, heap: None, taken: 0, free }
+    }
+
+    /// Slots not taken yet.
+    pub(super) fn remaining(&self) -> u32 {
+        self.free
+    }
+
+    /// Takes one slot on the least-loaded agent (lowest id among equals).
+    pub(super) fn take(&mut self) -> Option<AgentId> {
+        self.taken += 1;
+        if self.taken > SCAN_TAKES && self.heap.is_none() {
+            let agents = std::mem::take(&mut self.agents);
+            self.heap = Some(agents.into_iter().filter(|a| a.2 < a.3).map(Reverse).collect());
+        }
+        let agent = match &mut self.heap {
+            Some(heap) => {
+                let Reverse((_, agent, used, offered)) = heap.pop()?;
+                if used + 1 < offered {
+                    heap.push(Reverse((load(used + 1, offered), agent, used + 1, offered)));
+                }
+                agent
+            }
+            None => {
+                let best = self.agents.iter_mut().filter(|a| a.2 < a.3).min_by_key(|a| (a.0, a.1))?;
+                best.2 += 1;
+                best.0 = load(best.2, best.3);
+                best.1
+            }
+        };
+        self.free = self.free.saturating_sub(1);
+        Some(agent)
+    }
+}
+
+/// `used / offered` as a fixed-point number, so agents of different sizes compare fairly.
+fn load(used: u32, offered: u32) -> u64 {
+    (u64::from(used) << 32) / u64::from(offered.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_half_used_big_agent_is_less_loaded_than_a_full_small_one() {
+        assert!(load(2, 8) < load(1, 2));
+        assert_eq!(load(1, 2), load(4, 8));
+        assert_eq!(load(0, 0), 0);
+    }
+
+    #[test]
+    fn the_scan_and_the_heap_hand_out_slots_in_the_same_order() {
+        let agent = |id: u32, used: u32, offered: u32| (load(used, offered), AgentId(id), used, offered);
+        let table = vec![agent(1, 1, 2), agent(2, 0, 2), agent(3, 1, 4), agent(4, 2, 2)];
+        let mut slots = FreeSlots { agents: table, heap: None, taken: 0, free: 6 };
+        let order: Vec<u32> = std::iter::from_fn(|| slots.take()).map(|a| a.0).collect();
+        // Loads: 1 = 1/2, 2 = 0, 3 = 1/4, 4 full. Ties go to the lower id.
+        assert_eq!(order, vec![2, 3, 1, 2, 3, 3]);
+    }
+}

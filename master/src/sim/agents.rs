@@ -1,0 +1,182 @@
+//! The simulated agents: every live task attempt with when it started and how it will
+//! end, the reports an agent would send, and the slot time used and lost. Durations are
+//! keyed by (seed, job, stage, task) and noise and failures additionally by attempt, so
+//! a task lasts as long under every policy and a re-run attempt draws afresh.
+
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
+use slotmarket_common::container::ContainerState;
+use slotmarket_common::ids::{AgentId, AttemptId, ContainerId, TaskId};
+use slotmarket_common::protocol::{ContainerReport, Launch};
+use slotmarket_common::time::Timestamp;
+
+use super::report::SlotUsage;
+use super::rng;
+use super::workload::{MIN_TASK_MS, task_key};
+use crate::core::IdHasher;
+use slotmarket_common::spec::SlotKind;
+
+/// Salts that keep the draws of one task apart.
+const NOISE: u64 = 1;
+const FAILS: u64 = 2;
+const FAIL_AT: u64 = 3;
+
+/// A task attempt whose process runs.
+#[derive(Clone, Copy, Debug)]
+struct Attempt {
+    agent: AgentId,
+    /// Trace index of its job.
+    ix: u32,
+    task: TaskId,
+    attempt: AttemptId,
+    kind: SlotKind,
+    start: Timestamp,
+    /// It fails (at its end time) rather than completing.
+    fails: bool,
+}
+
+/// Every agent's running attempts and the reports they owe the core.
+pub(super) struct Agents {
+    seed: u64,
+    noise: f64,
+    fail_prob: f64,
+    /// Container ids are never iterated, only looked up, so hash order cannot reach
+    /// any output; a multiplicative hash of the id is all they need.
+    live: HashMap<ContainerId, Attempt, BuildHasherDefault<IdHasher>>,
+    /// Reports not yet fed to the core, in the order they happened.
+    reports: Vec<(AgentId, ContainerReport)>,
+    usage: SlotUsage,
+    busy_ms: [u64; 2],
+    lost_ms: u64,
+    failed: u64,
+}
+
+impl Agents {
+    pub(super) fn new(seed: u64, noise: f64, fail_prob: f64) -> Agents {
+        Agents {
+            seed,
+            noise,
+            fail_prob,
+            live: HashMap::default(),
+            reports: Vec::new(),
+            usage: SlotUsage::new(),
+            busy_ms: [0; 2],
+            lost_ms: 0,
+            failed: 0,
+        }
+    }
+
+    /// Starts an attempt: reports `Acquired` and `Running` now and returns when it ends.
+    /// `base` is the task's drawn duration; noise and failure are drawn per attempt.
+    pub(super) fn launch(
+        &mut self,
+        agent: AgentId,
+        launch: &Launch,
+        ix: u32,
+        base: u64,
+        now: Timestamp,
+    ) -> Timestamp {
+        let task = launch.task;
+        let key = task_key(self.seed, ix, task.stage.0, task.index);
+        let salt = |s: u64| rng::hash(&[key, u64::from(launch.attempt.0), s]);
+        let mut ms = base;
+        if self.noise > 0.0 {
+            let factor = (1.0 + self.noise * rng::normal(salt(NOISE), salt(NOISE) ^ 1)).max(0.05);
+            ms = ((base as f64 * factor).round() as u64).max(MIN_TASK_MS);
+        }
+        let fails = self.fail_prob > 0.0 && rng::unit(salt(FAILS)) < self.fail_prob;
+        if fails {
+            // A failure strikes somewhere in the attempt, wasting the work up to it.
+            ms = ((ms as f64 * rng::unit(salt(FAIL_AT))).round() as u64).max(MIN_TASK_MS);
+        }
+        let attempt =
+            Attempt { agent, ix, task, attempt: launch.attempt, kind: launch.slot, start: now, fails };
+        self.live.insert(launch.container, attempt);
+        for state in [ContainerState::Acquired, ContainerState::Running] {
+            self.reports.push((agent, report(launch.container, &attempt, state, now)));
+        }
+        now + std::time::Duration::from_millis(ms)
+    }
+
+    /// The attempt's process ends: its report, or `None` if it was killed already.
+    pub(super) fn end(
+        &mut self,
+        container: ContainerId,
+        now: Timestamp,
+    ) -> Option<(AgentId, ContainerReport)> {
+        let attempt = self.live.remove(&container)?;
+        let used = self.release(&attempt, now);
+        let state = if attempt.fails {
+            self.failed += 1;
+            self.lost_ms += used;
+            ContainerState::Failed
+        } else {
+            ContainerState::Completed
+        };
+        Some((attempt.agent, report(container, &attempt, state, now)))
+    }
+
+    /// Kills an attempt, losing its work; returns its job's trace index. Unknown
+    /// containers (already ended) are ignored, as a real agent would.
+    pub(super) fn kill(&mut self, container: ContainerId, now: Timestamp) -> Option<u32> {
+        let attempt = self.live.remove(&container)?;
+        self.lost_ms += self.release(&attempt, now);
+        self.reports.push((attempt.agent, report(container, &attempt, ContainerState::Killed, now)));
+        Some(attempt.ix)
+    }
+
+    /// Moves the reports owed into `batches`, one batch per agent (agents in id order,
+    /// reports in the order they happened). Buffers are reused: this runs after every
+    /// call into the core.
+    pub(super) fn take_reports(&mut self, batches: &mut Vec<(AgentId, Vec<ContainerReport>)>) {
+        // Stable, so each agent's reports keep their order. Usually one launch's two
+        // reports: already sorted.
+        if !self.reports.is_sorted_by_key(|(agent, _)| *agent) {
+            self.reports.sort_by_key(|(agent, _)| *agent);
+        }
+        for (agent, report) in self.reports.drain(..) {
+            match batches.last_mut() {
+                Some((a, batch)) if *a == agent => batch.push(report),
+                _ => {
+                    let mut batch = Vec::with_capacity(2);
+                    batch.push(report);
+                    batches.push((agent, batch));
+                }
+            }
+        }
+    }
+
+    /// Whether no attempt is running.
+    pub(super) fn idle(&self) -> bool {
+        self.live.is_empty()
+    }
+
+    /// Stops the clock: attempts still running count as used up to `now`. Returns slot
+    /// use over time, busy slot time per kind, lost work and failed attempts.
+    pub(super) fn close(mut self, now: Timestamp) -> (SlotUsage, [u64; 2], u64, u64) {
+        let live: Vec<Attempt> = self.live.drain().map(|(_, a)| a).collect();
+        for attempt in &live {
+            self.release(attempt, now);
+        }
+        (self.usage, self.busy_ms, self.lost_ms, self.failed)
+    }
+
+    /// Accounts an attempt's slot time; returns it in milliseconds.
+    fn release(&mut self, attempt: &Attempt, now: Timestamp) -> u64 {
+        let used = now.0.saturating_sub(attempt.start.0);
+        let k = usize::from(attempt.kind == SlotKind::Reduce);
+        self.busy_ms[k] += used;
+        self.usage.add(k, attempt.start, now);
+        used
+    }
+}
+
+fn report(container: ContainerId, a: &Attempt, state: ContainerState, at: Timestamp) -> ContainerReport {
+    let exit_code = match state {
+        ContainerState::Completed => Some(0),
+        ContainerState::Failed => Some(1),
+        _ => None,
+    };
+    ContainerReport { container, task: a.task, attempt: a.attempt, state, at, exit_code, message: None }
+}

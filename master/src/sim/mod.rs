@@ -1,0 +1,514 @@
+//! The simulator behind `slotmarket-sim`: a discrete-event loop with a virtual clock that
+//! drives the same sans-IO [`Core`] the master runs, with simulated agents whose task
+//! durations come from a trace.
+//!
+//! - [`workload`]: the trace format, reading and checking it, task durations.
+//! - [`generate`]: seeded trace generators (MRM's Table 1 mix, a DRESS-style congested
+//!   mix, DP-style user streams).
+//! - [`report`]: per-job results and run metrics as text, JSON and CSV.
+//! - [`plot`]: SVG plots from the CSVs.
+//! - [`rng`]: the seeded generators everything random is drawn from.
+//!
+//! # The loop
+//!
+//! A `BinaryHeap` holds `(time, seq, SimEvent)`; trace arrivals come from a sorted list
+//! beside it (half a million arrivals need not sit in the heap). At one instant, heap
+//! events go before arrivals and among themselves in the order they were pushed. Each
+//! step pops the earliest event and feeds it to the core (`handle`, or `tick` for a
+//! wakeup), then carries out the commands like an agent would: a `Launch` is reported
+//! `Acquired` and `Running` at once and ends `Completed` (or `Failed`) after its drawn
+//! duration; a `Kill` is reported `Killed` at once and cancels the pending end, losing
+//! the attempt's work. Those reports go back into the core at the same instant, until it
+//! has nothing more to say. The run stops when nothing is left to happen, at the horizon,
+//! or at the step bound (which only a policy that never settles can reach).
+
+mod agents;
+pub mod generate;
+pub mod plot;
+pub mod report;
+pub mod rng;
+pub mod workload;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
+use std::time::Duration;
+
+use slotmarket_common::identity::{Identity, Role};
+use slotmarket_common::ids::{AgentId, ContainerId, JobId, TaskId};
+use slotmarket_common::protocol::{ContainerReport, JobState, Response};
+use slotmarket_common::time::Timestamp;
+use thiserror::Error;
+
+use crate::core::{Command, Core, CoreConfig, Event, IdHasher, Persist, RequestId, invariants};
+use agents::Agents;
+use report::{JobResult, Outcome, SlotUsage};
+use workload::Trace;
+
+/// How a run is set up (besides the trace).
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// The core's settings; the policy and its options come from here. The simulator
+    /// turns loss by silence off (its agents never go quiet) and drops ended jobs.
+    pub core: CoreConfig,
+    /// Simulated agents.
+    pub nodes: u32,
+    /// Map slots per agent.
+    pub map_slots: u32,
+    /// Reduce slots per agent.
+    pub reduce_slots: u32,
+    /// Seed for drawn durations, noise and failures.
+    pub seed: u64,
+    /// Relative standard deviation of per-attempt noise on task durations (0: none).
+    pub noise: f64,
+    /// Probability that an attempt fails (part-way through its duration).
+    pub fail_prob: f64,
+    /// Stop at this virtual time even if work is left.
+    pub horizon: Option<Timestamp>,
+    /// Most events to process; `None`: a bound derived from the trace's size.
+    pub max_steps: Option<u64>,
+    /// Run `invariants::check` after every call into the core (slow; for tests).
+    pub check_invariants: bool,
+}
+
+impl Default for SimConfig {
+    /// MRM's cluster: 40 nodes with 2 map and 2 reduce slots each, FIFO, no noise.
+    fn default() -> SimConfig {
+        SimConfig {
+            core: CoreConfig::default(),
+            nodes: 40,
+            map_slots: 2,
+            reduce_slots: 2,
+            seed: 1,
+            noise: 0.0,
+            fail_prob: 0.0,
+            horizon: None,
+            max_steps: None,
+            check_invariants: false,
+        }
+    }
+}
+
+/// Why a run could not finish.
+#[derive(Debug, Error)]
+pub enum SimError {
+    /// The core's state broke an invariant.
+    #[error("invariant broken at {at} (step {step}): {message}")]
+    Invariant {
+        /// Virtual time.
+        at: Timestamp,
+        /// Events processed.
+        step: u64,
+        /// What broke.
+        message: String,
+    },
+    /// The step bound was reached: a policy that keeps rescheduling without progress.
+    #[error(
+        "stopped after {steps} steps at {at} without finishing; raise --max-steps if the trace is that big"
+    )]
+    StepBound {
+        /// Events processed.
+        steps: u64,
+        /// Virtual time.
+        at: Timestamp,
+    },
+    /// The configuration cannot work.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Counters of one run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunStats {
+    /// Events processed (arrivals, task ends, wakeups).
+    pub steps: u64,
+    /// Calls into the core.
+    pub core_calls: u64,
+    /// Task attempts launched.
+    pub attempts: u64,
+    /// Attempts killed while their job was still running (policy preemptions).
+    pub preemptions: u64,
+    /// Attempts that failed.
+    pub failed_attempts: u64,
+    /// Slot time spent on attempts that were killed or failed, in milliseconds.
+    pub lost_work_ms: u64,
+    /// Slot time in use, per kind (map, reduce), in milliseconds.
+    pub busy_ms: [u64; 2],
+    /// Virtual time when the run stopped.
+    pub stopped_at: Timestamp,
+    /// Whether the horizon cut the run short.
+    pub hit_horizon: bool,
+}
+
+/// Everything a run produced.
+#[derive(Clone, Debug)]
+pub struct SimRun {
+    /// One result per trace job, in trace order.
+    pub jobs: Vec<JobResult>,
+    /// Slot use over time.
+    pub usage: SlotUsage,
+    /// Counters.
+    pub stats: RunStats,
+}
+
+/// Something due at a virtual time.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum SimEvent {
+    /// A task attempt's process ends (unless it was killed first).
+    End(ContainerId),
+    /// The core asked to be ticked.
+    Wakeup,
+    /// Trace job `ix` is submitted (a follower, whose time depends on another job).
+    Arrive(u32),
+}
+
+/// Runs `trace` under `config`.
+pub fn run(trace: &Trace, config: &SimConfig) -> Result<SimRun, SimError> {
+    Simulation::new(trace, config)?.run()
+}
+
+struct Simulation<'t> {
+    trace: &'t Trace,
+    config: SimConfig,
+    core: Core,
+    now: Timestamp,
+    heap: BinaryHeap<Reverse<(Timestamp, u64, SimEvent)>>,
+    seq: u64,
+    /// Jobs that arrive on their own (no `follows`), by arrival time then trace order.
+    arrivals: Vec<u32>,
+    next_arrival: usize,
+    /// Jobs submitted when a job ends, by that job.
+    followers: BTreeMap<u32, Vec<u32>>,
+    agents: Agents,
+    jobs: Vec<JobResult>,
+    /// Trace index of each core job id (ids count from 1 in submit order).
+    job_of: Vec<u32>,
+    /// Task durations of every submitted job that has not ended, drawn once at submit.
+    durations: HashMap<u32, Box<[u64]>, BuildHasherDefault<IdHasher>>,
+    /// The wakeup already in the heap, so each is pushed once.
+    wakeup: Option<Timestamp>,
+    /// `Arrive` events in the heap.
+    queued_arrivals: u64,
+    /// Buffers of `carry_out`, kept between steps so that a step allocates only what it
+    /// hands to the core.
+    work: VecDeque<Vec<Command>>,
+    batches: Vec<(AgentId, Vec<ContainerReport>)>,
+    kills: Vec<u32>,
+    stats: RunStats,
+}
+
+impl<'t> Simulation<'t> {
+    fn new(trace: &'t Trace, config: &SimConfig) -> Result<Simulation<'t>, SimError> {
+        if config.nodes == 0 || config.map_slots + config.reduce_slots == 0 {
+            return Err(SimError::Config("the cluster needs at least one node with a slot".to_string()));
+        }
+        let noise_ok = config.noise >= 0.0 && config.noise.is_finite();
+        if !(0.0..=1.0).contains(&config.fail_prob) || !noise_ok {
+            return Err(SimError::Config("fail_prob must be in [0, 1] and noise >= 0".to_string()));
+        }
+        let core_config =
+            CoreConfig { agent_timeout: Duration::MAX, retain_finished_jobs: false, ..config.core.clone() };
+        let mut arrivals: Vec<u32> =
+            (0..trace.len() as u32).filter(|&ix| trace.follows(ix as usize).is_none()).collect();
+        arrivals.sort_by_key(|&ix| (trace.jobs[ix as usize].arrival(), ix));
+        let mut followers: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        for ix in 0..trace.len() {
+            if let Some(leader) = trace.follows(ix) {
+                followers.entry(leader as u32).or_default().push(ix as u32);
+            }
+        }
+        Ok(Simulation {
+            trace,
+            config: config.clone(),
+            core: Core::new(core_config),
+            now: Timestamp::ZERO,
+            heap: BinaryHeap::new(),
+            seq: 0,
+            arrivals,
+            next_arrival: 0,
+            followers,
+            agents: Agents::new(config.seed, config.noise, config.fail_prob),
+            jobs: (0..trace.len()).map(JobResult::new).collect(),
+            job_of: Vec::with_capacity(trace.len()),
+            durations: HashMap::default(),
+            wakeup: None,
+            queued_arrivals: 0,
+            work: VecDeque::new(),
+            batches: Vec::new(),
+            kills: Vec::new(),
+            stats: RunStats::default(),
+        })
+    }
+
+    fn run(mut self) -> Result<SimRun, SimError> {
+        self.join_agents()?;
+        let bound = self
+            .config
+            .max_steps
+            .unwrap_or_else(|| 1_000_000 + 1000 * (self.trace.total_tasks() + self.trace.len() as u64));
+        while let Some(at) = self.next_time() {
+            if self.drained() {
+                // Only wakeups are left: a periodic policy would tick forever.
+                break;
+            }
+            if self.config.horizon.is_some_and(|h| at > h) {
+                self.stats.hit_horizon = true;
+                break;
+            }
+            if self.stats.steps >= bound {
+                return Err(SimError::StepBound { steps: self.stats.steps, at: self.now });
+            }
+            self.stats.steps += 1;
+            self.now = at;
+            self.step()?;
+        }
+        Ok(self.finish())
+    }
+
+    /// When the next event is due: the heap's head or the next trace arrival.
+    fn next_time(&self) -> Option<Timestamp> {
+        let heap = self.heap.peek().map(|Reverse((t, _, _))| *t);
+        let arrival = self.arrivals.get(self.next_arrival).map(|&ix| self.trace.jobs[ix as usize].arrival());
+        match (heap, arrival) {
+            (Some(h), Some(a)) => Some(h.min(a)),
+            (h, a) => h.or(a),
+        }
+    }
+
+    /// Processes the next event, heap first on ties.
+    fn step(&mut self) -> Result<(), SimError> {
+        let heap_due = self.heap.peek().is_some_and(|Reverse((t, _, _))| *t <= self.now);
+        if !heap_due {
+            let ix = self.arrivals[self.next_arrival];
+            self.next_arrival += 1;
+            return self.submit(ix);
+        }
+        let Some(Reverse((_, _, event))) = self.heap.pop() else { return Ok(()) };
+        match event {
+            SimEvent::End(container) => match self.agents.end(container, self.now) {
+                Some((agent, report)) => {
+                    let out = self.call(Event::ContainerReports { agent, reports: vec![report] })?;
+                    self.carry_out(out)
+                }
+                // Killed before it could end.
+                None => Ok(()),
+            },
+            SimEvent::Wakeup => {
+                self.wakeup = None;
+                let out = self.core.tick(self.now);
+                let out = self.after_call(out)?;
+                self.carry_out(out)
+            }
+            SimEvent::Arrive(ix) => {
+                self.queued_arrivals -= 1;
+                self.submit(ix)
+            }
+        }
+    }
+
+    fn push(&mut self, at: Timestamp, event: SimEvent) {
+        self.seq += 1;
+        if let SimEvent::Arrive(_) = event {
+            self.queued_arrivals += 1;
+        }
+        self.heap.push(Reverse((at, self.seq, event)));
+    }
+
+    /// Whether nothing but wakeups can happen any more: every arrival submitted, every
+    /// submitted job ended, no task running.
+    fn drained(&self) -> bool {
+        self.next_arrival == self.arrivals.len()
+            && self.queued_arrivals == 0
+            && self.durations.is_empty()
+            && self.agents.idle()
+    }
+
+    fn join_agents(&mut self) -> Result<(), SimError> {
+        for n in 0..self.config.nodes {
+            let event = Event::AgentJoined {
+                agent: AgentId(n + 1),
+                node: format!("node-{:04}", n + 1),
+                map_slots: self.config.map_slots,
+                reduce_slots: self.config.reduce_slots,
+                live_containers: Vec::new(),
+            };
+            let out = self.call(event)?;
+            self.carry_out(out)?;
+        }
+        Ok(())
+    }
+
+    /// Submits trace job `ix` as its user, drawing its task durations.
+    fn submit(&mut self, ix: u32) -> Result<(), SimError> {
+        let job = &self.trace.jobs[ix as usize];
+        let durations = report::task_durations(job, ix, self.config.seed);
+        self.jobs[ix as usize].critical_path_ms = report::critical_path(job, &durations);
+        self.durations.insert(ix, durations.into_boxed_slice());
+        self.jobs[ix as usize].submitted = Some(self.now);
+        let caller = Identity { role: Role::User, principal: job.user.clone() };
+        let event = Event::JobSubmitted { request: RequestId(u64::from(ix)), caller, spec: job.spec() };
+        let out = self.call(event)?;
+        self.carry_out(out)
+    }
+
+    /// Feeds one event to the core.
+    fn call(&mut self, event: Event) -> Result<Vec<Command>, SimError> {
+        let out = self.core.handle(self.now, event);
+        self.after_call(out)
+    }
+
+    /// Bookkeeping after every core call: invariants, the next wakeup.
+    fn after_call(&mut self, out: Vec<Command>) -> Result<Vec<Command>, SimError> {
+        self.stats.core_calls += 1;
+        if self.config.check_invariants {
+            invariants::check(&self.core).map_err(|message| SimError::Invariant {
+                at: self.now,
+                step: self.stats.steps,
+                message,
+            })?;
+        }
+        if let Some(at) = self.core.next_wakeup() {
+            if self.wakeup.is_none_or(|w| at < w) {
+                self.wakeup = Some(at);
+                self.push(at.max(self.now), SimEvent::Wakeup);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Carries out commands as agents and clients would, feeding the agents' reports
+    /// back at the same instant until the core has nothing more to say.
+    fn carry_out(&mut self, out: Vec<Command>) -> Result<(), SimError> {
+        let mut work = std::mem::take(&mut self.work);
+        let mut batches = std::mem::take(&mut self.batches);
+        work.push_back(out);
+        let result = self.carry_out_all(&mut work, &mut batches);
+        work.clear();
+        batches.clear();
+        (self.work, self.batches) = (work, batches);
+        result
+    }
+
+    fn carry_out_all(
+        &mut self,
+        work: &mut VecDeque<Vec<Command>>,
+        batches: &mut Vec<(AgentId, Vec<ContainerReport>)>,
+    ) -> Result<(), SimError> {
+        while let Some(out) = work.pop_front() {
+            for command in out {
+                self.command(command);
+            }
+            for job in std::mem::take(&mut self.kills) {
+                // A kill of a job that is still running is a preemption; the others
+                // clean up after a job that failed or was cancelled.
+                if self.jobs[job as usize].ended.is_none() {
+                    self.stats.preemptions += 1;
+                    self.jobs[job as usize].kills += 1;
+                }
+            }
+            self.agents.take_reports(batches);
+            for (agent, reports) in batches.drain(..) {
+                work.push_back(self.call(Event::ContainerReports { agent, reports })?);
+            }
+        }
+        Ok(())
+    }
+
+    fn command(&mut self, command: Command) {
+        match command {
+            Command::Launch { agent, launch } => {
+                let Some(ix) = self.trace_ix(launch.task.job) else { return };
+                let base = self.base_duration(ix, launch.task);
+                let end = self.agents.launch(agent, &launch, ix, base, self.now);
+                self.jobs[ix as usize].attempts += 1;
+                self.stats.attempts += 1;
+                self.push(end, SimEvent::End(launch.container));
+            }
+            Command::Kill { container, .. } => {
+                if let Some(ix) = self.agents.kill(container, self.now) {
+                    self.kills.push(ix);
+                }
+            }
+            Command::Persist(Persist::JobState { job, state, at, .. }) => self.job_state(job, state, at),
+            Command::Reply { request, response } => self.reply(request, response),
+            Command::Persist(_) | Command::JobChanged { .. } | Command::DropAgent { .. } => {}
+        }
+    }
+
+    /// The drawn duration of a task of submitted job `ix`.
+    fn base_duration(&self, ix: u32, task: TaskId) -> u64 {
+        let stages = &self.trace.jobs[ix as usize].stages;
+        let offset: u32 = stages.iter().take(task.stage.0 as usize).map(|s| s.tasks).sum();
+        let at = (offset + task.index) as usize;
+        self.durations.get(&ix).and_then(|d| d.get(at)).copied().unwrap_or(workload::MIN_TASK_MS)
+    }
+
+    fn trace_ix(&self, job: JobId) -> Option<u32> {
+        let pos = usize::try_from(job.0).ok()?.checked_sub(1)?;
+        self.job_of.get(pos).copied()
+    }
+
+    fn reply(&mut self, request: RequestId, response: Response) {
+        let ix = request.0 as u32;
+        match response {
+            Response::Submitted { job } => {
+                // Ids are handed out in submit order, so this is the next position.
+                debug_assert_eq!(job.0 as usize, self.job_of.len() + 1);
+                self.job_of.push(ix);
+                self.jobs[ix as usize].job = Some(job);
+            }
+            _ => {
+                self.jobs[ix as usize].outcome = Outcome::Rejected;
+                self.jobs[ix as usize].ended = Some(self.now);
+                self.durations.remove(&ix);
+                self.release_followers(ix);
+            }
+        }
+    }
+
+    fn job_state(&mut self, job: JobId, state: JobState, at: Timestamp) {
+        let Some(ix) = self.trace_ix(job) else { return };
+        let result = &mut self.jobs[ix as usize];
+        match state {
+            JobState::Pending => {}
+            JobState::Running => result.started = result.started.or(Some(at)),
+            JobState::Completed | JobState::Failed | JobState::Cancelled => {
+                result.ended = Some(at);
+                result.outcome = match state {
+                    JobState::Completed => Outcome::Completed,
+                    JobState::Failed => Outcome::Failed,
+                    _ => Outcome::Cancelled,
+                };
+                self.durations.remove(&ix);
+                self.release_followers(ix);
+            }
+        }
+    }
+
+    /// Schedules the jobs that follow job `ix`, now that it has ended.
+    fn release_followers(&mut self, ix: u32) {
+        let Some(followers) = self.followers.remove(&ix) else { return };
+        for f in followers {
+            let job = &self.trace.jobs[f as usize];
+            let at = job.arrival().max(self.now + Duration::from_millis(job.think_ms()));
+            self.push(at, SimEvent::Arrive(f));
+        }
+    }
+
+    fn finish(mut self) -> SimRun {
+        let (usage, busy, lost, failed) = self.agents.close(self.now);
+        self.stats.busy_ms = busy;
+        self.stats.lost_work_ms = lost;
+        self.stats.failed_attempts = failed;
+        self.stats.stopped_at = self.now;
+        for (ix, result) in self.jobs.iter_mut().enumerate() {
+            if result.submitted.is_none() {
+                result.critical_path_ms =
+                    report::critical_path_ms(&self.trace.jobs[ix], ix, self.config.seed);
+            } else if result.ended.is_none() {
+                result.outcome = Outcome::Unfinished;
+            }
+        }
+        SimRun { jobs: self.jobs, usage, stats: self.stats }
+    }
+}

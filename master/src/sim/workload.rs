@@ -1,0 +1,461 @@
+//! Workload traces: the JSON-lines format, reading it with errors that name the line,
+//! turning a trace job into the [`JobSpec`] the core admits, and drawing task durations.
+//!
+//! # Trace format
+//!
+//! One JSON object per line; empty lines and lines starting with `#` are skipped. Jobs
+//! need not be sorted by arrival. Times are seconds from the start of the trace.
+//!
+//! ```json
+//! {"id":"j1","arrival_s":0,"user":"alice","class":"delay-sensitive","deadline_s":60,
+//!  "stages":[{"name":"map","slot":"map","tasks":3,"duration_s":10},
+//!            {"name":"reduce","slot":"reduce","tasks":1,"after":["map"],
+//!             "duration_s":{"normal":{"mean":20,"sd":2}}}]}
+//! ```
+//!
+//! | field | meaning |
+//! |---|---|
+//! | `id` | unique name; becomes the job's name |
+//! | `arrival_s` | submit time (for a job with `follows`: the earliest submit time) |
+//! | `user` | account that submits it (default `user`) |
+//! | `class` | `delay-sensitive`, `delay-tolerant`, or absent |
+//! | `queue` | `capacity` queue (default `default`) |
+//! | `deadline_s` | optional absolute deadline |
+//! | `follows`, `think_s` | submit `think_s` (default 0) after job `follows` (an earlier line) ends: a user's closed-loop stream (DP §4) |
+//! | `max_attempts` | attempts per task (default 4) |
+//! | `stages[].name`, `slot`, `tasks`, `after` | as in a job spec |
+//! | `stages[].duration_s` | a number (every task), a list (one per task), or `{"uniform":{"min":..,"max":..}}`, `{"normal":{"mean":..,"sd":..}}`, `{"exp":{"mean":..}}` drawn per task from the run's seed |
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+
+use serde::{Deserialize, Serialize};
+use slotmarket_common::spec::{JobClass, JobSpec, SlotKind, StageSpec, validate};
+use slotmarket_common::time::Timestamp;
+use thiserror::Error;
+
+use super::rng;
+
+/// The command every simulated stage carries; the simulator never runs it.
+const SIM_COMMAND: &str = "sim";
+/// Shortest task the simulator runs, so a task's end is always after its start.
+pub const MIN_TASK_MS: u64 = 1;
+
+/// A trace that cannot be used.
+#[derive(Debug, Error)]
+pub enum TraceError {
+    /// A line is not a valid trace job.
+    #[error("line {line}: {problem}")]
+    Line {
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong and how to fix it.
+        problem: String,
+    },
+    /// Reading or writing failed.
+    #[error("trace i/o: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// One job of a trace, as written on its line.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceJob {
+    /// Unique name.
+    pub id: String,
+    /// Submit time in seconds (earliest submit time for a follower).
+    pub arrival_s: f64,
+    /// Submitting account.
+    #[serde(default = "default_user")]
+    pub user: String,
+    /// Service class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<JobClass>,
+    /// `capacity` queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// Absolute deadline in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_s: Option<f64>,
+    /// The job whose end triggers this one's submission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follows: Option<String>,
+    /// Pause after `follows` ends, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_s: Option<f64>,
+    /// Attempts per task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// The stages.
+    pub stages: Vec<TraceStage>,
+}
+
+fn default_user() -> String {
+    "user".to_string()
+}
+
+/// One stage of a trace job.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceStage {
+    /// Unique within the job.
+    pub name: String,
+    /// Slot kind.
+    pub slot: SlotKind,
+    /// Number of tasks.
+    pub tasks: u32,
+    /// Stages that must complete first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
+    /// How long each task runs.
+    pub duration_s: Durations,
+}
+
+/// Task durations of a stage, in seconds.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Durations {
+    /// Every task takes this long.
+    Fixed(f64),
+    /// Task `i` takes the `i`-th value.
+    PerTask(Vec<f64>),
+    /// Drawn per task.
+    Drawn(Dist),
+}
+
+/// A distribution of task durations in seconds.
+#[derive(Clone, Copy, PartialEq, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Dist {
+    /// Uniform between `min` and `max`.
+    Uniform {
+        /// Lower bound.
+        min: f64,
+        /// Upper bound.
+        max: f64,
+    },
+    /// Normal, cut off below at a tenth of the mean so no task is absurdly short.
+    Normal {
+        /// Mean.
+        mean: f64,
+        /// Standard deviation.
+        sd: f64,
+    },
+    /// Exponential.
+    Exp {
+        /// Mean.
+        mean: f64,
+    },
+}
+
+/// A checked trace: jobs in file order, with `follows` resolved to indexes.
+#[derive(Clone, Debug, Default)]
+pub struct Trace {
+    /// The jobs, in file order; a job's index is its position here.
+    pub jobs: Vec<TraceJob>,
+    /// For each job, the index of the job it follows.
+    follows: Vec<Option<u32>>,
+}
+
+impl Trace {
+    /// Checks jobs (unique ids, valid stages and durations, `follows` naming an earlier
+    /// job) and builds a trace; errors number jobs from 1 as if they were lines.
+    pub fn new(jobs: Vec<TraceJob>) -> Result<Trace, TraceError> {
+        let mut trace = Trace::default();
+        let mut ids: BTreeMap<String, u32> = BTreeMap::new();
+        for (ix, job) in jobs.into_iter().enumerate() {
+            trace.push(job, ix + 1, &mut ids)?;
+        }
+        Ok(trace)
+    }
+
+    /// Reads a JSON-lines trace. Lines are parsed and checked on up to four threads (a
+    /// half-million-job trace is over 100 MB of JSON); ids and `follows` are then
+    /// resolved in line order, and the error reported is the first line's.
+    pub fn read(mut input: impl Read) -> Result<Trace, TraceError> {
+        let mut text = String::new();
+        input.read_to_string(&mut text)?;
+        let lines: Vec<(usize, &str)> = text
+            .lines()
+            .enumerate()
+            .map(|(n, l)| (n + 1, l.trim()))
+            .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+            .collect();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
+        let chunk = lines.len().div_ceil(threads).max(1024);
+        let parsed: Vec<Result<Vec<TraceJob>, TraceError>> = std::thread::scope(|scope| {
+            let workers: Vec<_> =
+                lines.chunks(chunk).map(|part| scope.spawn(move || parse_lines(part))).collect();
+            workers.into_iter().map(|w| w.join().unwrap_or_else(|_| Err(panicked()))).collect()
+        });
+        let mut trace = Trace::default();
+        let mut ids: BTreeMap<String, u32> = BTreeMap::new();
+        let mut numbers = lines.iter().map(|(n, _)| *n);
+        for part in parsed {
+            for job in part? {
+                let line = numbers.next().unwrap_or(0);
+                trace.link(job, line, &mut ids)?;
+            }
+        }
+        Ok(trace)
+    }
+
+    /// Writes the trace as JSON lines.
+    pub fn write(&self, out: &mut impl Write) -> Result<(), TraceError> {
+        for job in &self.jobs {
+            write_job(out, job)?;
+        }
+        Ok(())
+    }
+
+    fn push(
+        &mut self,
+        job: TraceJob,
+        line: usize,
+        ids: &mut BTreeMap<String, u32>,
+    ) -> Result<(), TraceError> {
+        check_job(&job).map_err(|problem| TraceError::Line { line, problem })?;
+        self.link(job, line, ids)
+    }
+
+    /// Adds a checked job: its id must be new and what it follows must be known.
+    fn link(
+        &mut self,
+        job: TraceJob,
+        line: usize,
+        ids: &mut BTreeMap<String, u32>,
+    ) -> Result<(), TraceError> {
+        let bad = |problem: String| TraceError::Line { line, problem };
+        let follows = match &job.follows {
+            None => None,
+            Some(id) => Some(*ids.get(id).ok_or_else(|| {
+                bad(format!("follows: no earlier job \"{id}\"; a job may only follow one above it"))
+            })?),
+        };
+        let ix = self.jobs.len() as u32;
+        if ids.insert(job.id.clone(), ix).is_some() {
+            return Err(bad(format!("id: \"{}\" is used by an earlier job; ids must be unique", job.id)));
+        }
+        self.jobs.push(job);
+        self.follows.push(follows);
+        Ok(())
+    }
+
+    /// The job that job `ix` follows, if any.
+    pub fn follows(&self, ix: usize) -> Option<usize> {
+        self.follows.get(ix).copied().flatten().map(|f| f as usize)
+    }
+
+    /// Number of jobs.
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Whether there are no jobs.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Tasks over every job.
+    pub fn total_tasks(&self) -> u64 {
+        self.jobs.iter().flat_map(|j| &j.stages).map(|s| u64::from(s.tasks)).sum()
+    }
+}
+
+/// Parses and checks numbered lines, stopping at the first bad one.
+fn parse_lines(lines: &[(usize, &str)]) -> Result<Vec<TraceJob>, TraceError> {
+    lines
+        .iter()
+        .map(|&(line, text)| {
+            let job: TraceJob =
+                serde_json::from_str(text).map_err(|e| TraceError::Line { line, problem: e.to_string() })?;
+            check_job(&job).map_err(|problem| TraceError::Line { line, problem })?;
+            Ok(job)
+        })
+        .collect()
+}
+
+fn panicked() -> TraceError {
+    TraceError::Io(std::io::Error::other("a trace parsing thread panicked"))
+}
+
+/// Writes one job as a JSON line.
+pub fn write_job(out: &mut impl Write, job: &TraceJob) -> Result<(), TraceError> {
+    serde_json::to_writer(&mut *out, job).map_err(std::io::Error::from)?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+/// Checks what serde cannot: finite times, sane durations and a valid job spec.
+fn check_job(job: &TraceJob) -> Result<(), String> {
+    if !(job.arrival_s.is_finite() && job.arrival_s >= 0.0) {
+        return Err(format!("arrival_s: must be a finite number >= 0, got {}", job.arrival_s));
+    }
+    for (field, value) in [("deadline_s", job.deadline_s), ("think_s", job.think_s)] {
+        if value.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
+            return Err(format!("{field}: must be a finite number >= 0"));
+        }
+    }
+    if job.user.is_empty() {
+        return Err("user: must not be empty".to_string());
+    }
+    for (i, stage) in job.stages.iter().enumerate() {
+        stage.duration_s.check(stage.tasks).map_err(|p| format!("stages[{i}].duration_s: {p}"))?;
+    }
+    validate(&job.spec()).map_err(|e| e.to_string())
+}
+
+impl TraceJob {
+    /// The spec the simulator submits for this job.
+    pub fn spec(&self) -> JobSpec {
+        JobSpec {
+            name: self.id.clone(),
+            input: None,
+            max_attempts: self.max_attempts,
+            stages: self
+                .stages
+                .iter()
+                .map(|s| StageSpec {
+                    name: s.name.clone(),
+                    tasks: s.tasks,
+                    slot: s.slot,
+                    command: SIM_COMMAND.to_string(),
+                    after: s.after.clone(),
+                })
+                .collect(),
+            class: self.class,
+            queue: self.queue.clone(),
+        }
+    }
+
+    /// Submit time (or earliest submit time).
+    pub fn arrival(&self) -> Timestamp {
+        Timestamp(secs_to_ms(self.arrival_s))
+    }
+
+    /// Absolute deadline.
+    pub fn deadline(&self) -> Option<Timestamp> {
+        self.deadline_s.map(|d| Timestamp(secs_to_ms(d)))
+    }
+
+    /// Pause after the followed job ends, in milliseconds.
+    pub fn think_ms(&self) -> u64 {
+        self.think_s.map_or(0, secs_to_ms)
+    }
+
+    /// Tasks over all stages.
+    pub fn tasks(&self) -> u64 {
+        self.stages.iter().map(|s| u64::from(s.tasks)).sum()
+    }
+}
+
+impl Durations {
+    fn check(&self, tasks: u32) -> Result<(), String> {
+        let ok = |v: f64| v.is_finite() && v >= 0.0;
+        match self {
+            Durations::Fixed(v) if !ok(*v) => Err(format!("must be >= 0, got {v}")),
+            Durations::PerTask(list) if list.len() != tasks as usize => {
+                Err(format!("lists {} durations for {tasks} tasks; give one per task", list.len()))
+            }
+            Durations::PerTask(list) if !list.iter().all(|&v| ok(v)) => {
+                Err("every duration must be a finite number >= 0".to_string())
+            }
+            Durations::Drawn(Dist::Uniform { min, max }) if !(ok(*min) && ok(*max) && min <= max) => {
+                Err(format!("uniform needs 0 <= min <= max, got {min} and {max}"))
+            }
+            Durations::Drawn(Dist::Normal { mean, sd }) if !(ok(*mean) && ok(*sd)) => {
+                Err(format!("normal needs mean and sd >= 0, got {mean} and {sd}"))
+            }
+            Durations::Drawn(Dist::Exp { mean }) if !ok(*mean) => {
+                Err(format!("exp needs mean >= 0, got {mean}"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The mean duration in seconds (what generators and estimates use).
+    pub fn mean_s(&self) -> f64 {
+        match self {
+            Durations::Fixed(v) => *v,
+            Durations::PerTask(list) => list.iter().sum::<f64>() / list.len().max(1) as f64,
+            Durations::Drawn(Dist::Uniform { min, max }) => (min + max) / 2.0,
+            Durations::Drawn(Dist::Normal { mean, .. } | Dist::Exp { mean }) => *mean,
+        }
+    }
+
+    /// Task `task`'s duration in milliseconds. Drawn durations are keyed by `key` (the
+    /// run's seed, the job's index, the stage and the task), so a task lasts as long
+    /// under every policy and whatever order tasks start in.
+    pub fn task_ms(&self, task: u32, key: u64) -> u64 {
+        let secs = match self {
+            Durations::Fixed(v) => *v,
+            Durations::PerTask(list) => list.get(task as usize).copied().unwrap_or(0.0),
+            Durations::Drawn(Dist::Uniform { min, max }) => min + (max - min) * rng::unit(rng::mix(key)),
+            Durations::Drawn(Dist::Normal { mean, sd }) => {
+                (mean + sd * rng::normal(rng::mix(key), rng::mix(key ^ 1))).max(mean / 10.0)
+            }
+            Durations::Drawn(Dist::Exp { mean }) => -mean * (1.0 - rng::unit(rng::mix(key))).ln(),
+        };
+        secs_to_ms(secs).max(MIN_TASK_MS)
+    }
+}
+
+/// The key of a task's drawn duration: the run's seed, the job's trace index, the stage
+/// and the task.
+pub fn task_key(seed: u64, ix: u32, stage: u32, index: u32) -> u64 {
+    rng::hash(&[seed, u64::from(ix), u64::from(stage), u64::from(index)])
+}
+
+/// Seconds to whole milliseconds, rounded; negative and non-finite values become 0.
+pub fn secs_to_ms(secs: f64) -> u64 {
+    if secs.is_finite() && secs > 0.0 { (secs * 1000.0).round() as u64 } else { 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINE: &str = r#"{"id":"j1","arrival_s":1.5,"class":"delay-tolerant","deadline_s":60,"stages":[{"name":"map","slot":"map","tasks":3,"duration_s":[1,2,3]},{"name":"reduce","slot":"reduce","tasks":1,"after":["map"],"duration_s":{"normal":{"mean":20,"sd":2}}}]}"#;
+
+    #[test]
+    fn a_trace_round_trips_through_json_lines() {
+        let text = format!("# a comment\n\n{LINE}\n");
+        let trace = Trace::read(text.as_bytes()).unwrap();
+        assert_eq!(trace.len(), 1);
+        let job = &trace.jobs[0];
+        assert_eq!((job.arrival(), job.user.as_str(), job.tasks()), (Timestamp(1500), "user", 4));
+        assert_eq!(job.stages[0].duration_s.task_ms(2, 0), 3000);
+        let mut out = Vec::new();
+        trace.write(&mut out).unwrap();
+        let again = Trace::read(out.as_slice()).unwrap();
+        assert_eq!(again.jobs, trace.jobs);
+    }
+
+    #[test]
+    fn errors_name_the_line_and_the_field() {
+        let dup = format!("{LINE}\n{LINE}\n");
+        let err = Trace::read(dup.as_bytes()).unwrap_err().to_string();
+        assert!(err.starts_with("line 2: id:"), "{err}");
+        let short = LINE.replace("[1,2,3]", "[1,2]");
+        let err = Trace::read(short.as_bytes()).unwrap_err().to_string();
+        assert!(err.contains("stages[0].duration_s: lists 2 durations for 3 tasks"), "{err}");
+        let follows = LINE.replace("\"id\":\"j1\"", "\"id\":\"j2\",\"follows\":\"j9\"");
+        let err = Trace::read(follows.as_bytes()).unwrap_err().to_string();
+        assert!(err.contains("follows: no earlier job \"j9\""), "{err}");
+        let bad_after = LINE.replace("\"after\":[\"map\"]", "\"after\":[\"mop\"]");
+        let err = Trace::read(bad_after.as_bytes()).unwrap_err().to_string();
+        assert!(err.contains("stage[1].after"), "{err}");
+        let err = Trace::read("{\"id\":1}".as_bytes()).unwrap_err().to_string();
+        assert!(err.starts_with("line 1: invalid type"), "{err}");
+    }
+
+    #[test]
+    fn drawn_durations_depend_only_on_their_key() {
+        let d = Durations::Drawn(Dist::Normal { mean: 20.0, sd: 4.0 });
+        assert_eq!(d.task_ms(0, 42), d.task_ms(0, 42));
+        assert_ne!(d.task_ms(0, 42), d.task_ms(0, 43));
+        let u = Durations::Drawn(Dist::Uniform { min: 5.0, max: 6.0 });
+        assert!((5000..=6000).contains(&u.task_ms(0, 9)));
+        assert_eq!(Durations::Fixed(0.0).task_ms(0, 0), MIN_TASK_MS);
+    }
+}

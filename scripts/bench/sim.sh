@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Simulator scale benchmark (issue 3): JOBS jobs (default 500,000) of MRM's Table 1 mix,
+# Poisson arrivals every 50 s on average, through fifo and fair on MRM's cluster (40 nodes
+# × 2 map + 2 reduce slots). For each policy it prints the wall time of the whole run
+# (loading the trace included), the process's CPU time (user + sys: what a busy machine
+# distorts least), jobs simulated per second by both, and peak resident memory. The
+# targets are under 60 s and under 2 GiB per run on a 2-core machine.
+#
+#   scripts/bench/sim.sh                       # 500,000 jobs
+#   JOBS=50000 scripts/bench/sim.sh            # quicker
+#   POLICIES="fifo fair priority" scripts/bench/sim.sh
+#
+# The trace is generated once (seed 1) into a temporary directory, removed on exit.
+set -euo pipefail
+
+JOBS=${JOBS:-500000}
+POLICIES=${POLICIES:-fifo fair}
+INTERARRIVAL=${INTERARRIVAL:-50}
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+cargo build --release --quiet -p slotmarket-master --bin slotmarket-sim
+target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+bin="$target_dir/release/slotmarket-sim"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/slotmarket-sim-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+start=$(date +%s.%N)
+"$bin" gen mrm --jobs "$JOBS" --interarrival "$INTERARRIVAL" --seed 1 -o "$work/trace.jsonl"
+gen_s=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
+printf 'trace: %d jobs of the MRM mix, %s MB, generated in %.1f s\n' "$JOBS" \
+    "$(( $(stat -c %s "$work/trace.jsonl") / 1000000 ))" "$gen_s"
+printf '%-8s %9s %9s %12s %12s %10s %12s\n' policy wall_s cpu_s jobs/s_wall jobs/s_cpu peak_MiB makespan_s
+
+for policy in $POLICIES; do
+    timing="$work/$policy.time"
+    if [ -x /usr/bin/time ]; then
+        /usr/bin/time -f '%e %U %S %M' -o "$timing" \
+            "$bin" run --trace "$work/trace.jsonl" --policy "$policy" --seed 1 --json >"$work/$policy.json"
+        read -r wall user sys rss_kib <"$timing"
+    else
+        # Without GNU time: wall time from date, CPU time unknown, peak RSS from --timing.
+        start=$(date +%s.%N)
+        "$bin" run --trace "$work/trace.jsonl" --policy "$policy" --seed 1 --json --timing \
+            >"$work/$policy.json" 2>"$timing"
+        wall=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
+        user=0 sys=0
+        rss_kib=$(( $(sed -n 's/.*peak RSS \([0-9]*\) MiB.*/\1/p' "$timing") * 1024 ))
+    fi
+    makespan=$(sed -n 's/^  "makespan_s": \([0-9.]*\),$/\1/p' "$work/$policy.json")
+    awk -v p="$policy" -v jobs="$JOBS" -v wall="$wall" -v user="$user" -v sys="$sys" -v rss="$rss_kib" \
+        -v makespan="$makespan" 'BEGIN {
+            cpu = user + sys
+            printf "%-8s %9.1f %9.1f %12.0f %12.0f %10.0f %12s\n", p, wall, cpu, jobs / wall,
+                (cpu > 0 ? jobs / cpu : 0), rss / 1024, makespan
+        }'
+done
