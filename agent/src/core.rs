@@ -14,6 +14,9 @@ use tracing::{debug, info, warn};
 
 use crate::slots::SlotTable;
 
+/// How far back finished containers are listed when registering again.
+pub const RECENT_FINISHES: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// How many finished containers are remembered, so a repeated launch of one of them is
 /// recognised as a duplicate instead of being run again.
 const REMEMBERED_FINISHED: usize = 4096;
@@ -183,9 +186,22 @@ impl AgentCore {
         out
     }
 
-    /// The last report of every live container, by container id: what `Register` carries.
+    /// The last report of every live container, by container id.
     pub fn live_containers(&self) -> Vec<ContainerReport> {
         self.live.values().map(|c| c.last.clone()).collect()
+    }
+
+    /// What `Register` carries: every live container's last report, then the final
+    /// reports of containers that ended within [`RECENT_FINISHES`] of `now`. One of those
+    /// may have ended while the master was unreachable (or its report died with the
+    /// connection); listing it lets the master settle the task instead of running it
+    /// again. Older reports have arrived, or their agent timed out long ago.
+    pub fn registration_reports(&self, now: Timestamp) -> Vec<ContainerReport> {
+        let since = now - RECENT_FINISHES;
+        let mut reports = self.live_containers();
+        let recent = self.finished_order.iter().rev().filter_map(|id| self.finished.get(id));
+        reports.extend(recent.take_while(|r| r.at >= since).cloned());
+        reports
     }
 
     /// How many containers are live (acquired, running or being killed).

@@ -9,7 +9,7 @@ use slotmarket_common::protocol::{ContainerReport, Launch};
 use slotmarket_common::spec::{SlotKind, TaskVars};
 use slotmarket_common::time::Timestamp;
 
-use super::{AgentAction, AgentCore, AgentEvent, TaskExit};
+use super::{AgentAction, AgentCore, AgentEvent, RECENT_FINISHES, TaskExit};
 
 fn launch(container: u64, slot: SlotKind) -> Launch {
     let task = TaskId { job: JobId(1), stage: StageId(0), index: container as u32 };
@@ -235,6 +235,22 @@ fn a_spawn_failure_is_failed_and_frees_the_slot() {
     assert_eq!(report_of(&actions[0]).state, Failed);
     assert_eq!(report_of(&actions[0]).message.as_deref(), Some("unknown placeholder {x}"));
     assert_eq!(h.core.slots().pool(SlotKind::Map).free(), 1);
+}
+
+#[test]
+fn a_registration_lists_recent_finishes_too() {
+    let mut h = Harness::new(2, 0);
+    h.launch(vec![launch(1, SlotKind::Map), launch(2, SlotKind::Map)]);
+    h.started(1);
+    h.started(2);
+    h.exited(2, TaskExit::Code(0));
+    let listed = |h: &Harness, at| -> Vec<_> {
+        h.core.registration_reports(at).iter().map(|r| (r.container.0, r.state)).collect()
+    };
+    // The finish may not have reached the master; the next Register says so.
+    assert_eq!(listed(&h, h.now), [(1, Running), (2, Completed)]);
+    let much_later = h.now + RECENT_FINISHES + std::time::Duration::from_secs(1);
+    assert_eq!(listed(&h, much_later), [(1, Running)]);
 }
 
 #[test]

@@ -166,7 +166,8 @@ impl Driver {
         // Published after the reports are queued, so a `Register` built from this snapshot
         // never claims less than the reports already handed to the session.
         if reported {
-            self.live.send_replace(self.core.live_containers());
+            let now = self.now();
+            self.live.send_replace(self.core.registration_reports(now));
         }
     }
 

@@ -82,6 +82,10 @@ pub struct RecoveredJob {
     pub state: slotmarket_common::protocol::JobState,
     /// When its first task ran, if one did.
     pub started: Option<slotmarket_common::time::Timestamp>,
+    /// When it ended, if it did.
+    pub finished: Option<slotmarket_common::time::Timestamp>,
+    /// Why it failed or was cancelled.
+    pub message: Option<String>,
     /// Every container the store knows for this job with its last recorded report and
     /// the node it was on; completed tasks stay completed, live ones wait to be adopted.
     pub containers: Vec<(String, ContainerReport)>,

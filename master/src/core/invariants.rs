@@ -33,6 +33,9 @@ fn check_agents(state: &State) -> Result<(), String> {
                 held.insert(c);
             }
         }
+        for &kind in agent.strays.values() {
+            used[kind_ix(kind)] += 1;
+        }
         if used != agent.used {
             return Err(format!("{id}: slot table says {:?} used, containers say {used:?}", agent.used));
         }

@@ -172,6 +172,10 @@ pub(crate) struct Agent {
     pub(crate) offered: [u32; KINDS],
     pub(crate) used: [u32; KINDS],
     pub(crate) containers: BTreeSet<ContainerId>,
+    /// Containers the agent still runs that the master killed as unknown when it
+    /// registered: each holds its slot (counted in `used`) until the agent reports it ended,
+    /// so nothing is launched into a slot the agent cannot give.
+    pub(crate) strays: BTreeMap<ContainerId, SlotKind>,
 }
 
 impl Task {
@@ -191,6 +195,7 @@ impl Agent {
             offered: [map_slots, reduce_slots],
             used: [0; KINDS],
             containers: BTreeSet::new(),
+            strays: BTreeMap::new(),
         }
     }
 

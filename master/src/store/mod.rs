@@ -81,7 +81,7 @@ impl Store {
     pub fn recover(&self) -> Result<Vec<RecoveredJob>, StoreError> {
         let mut containers = self.containers_by_job()?;
         let mut stmt = self.conn.prepare(
-            "SELECT id, account, spec_json, submitted_ms, state, started_ms FROM jobs ORDER BY id",
+            "SELECT id, account, spec_json, submitted_ms, state, started_ms, finished_ms, message FROM jobs ORDER BY id",
         )?;
         let rows = stmt.query_map([], |row| {
             Ok((
@@ -91,11 +91,13 @@ impl Store {
                 row.get::<_, i64>(3)?,
                 row.get::<_, String>(4)?,
                 row.get::<_, Option<i64>>(5)?,
+                row.get::<_, Option<i64>>(6)?,
+                row.get::<_, Option<String>>(7)?,
             ))
         })?;
         let mut jobs = Vec::new();
         for row in rows {
-            let (id, account, spec_json, submitted, state, started) = row?;
+            let (id, account, spec_json, submitted, state, started, finished, message) = row?;
             let id = JobId(to_u64(id)?);
             let spec: JobSpec = serde_json::from_str(&spec_json)
                 .map_err(|e| StoreError::Corrupt(format!("job {id}: spec: {e}")))?;
@@ -106,6 +108,8 @@ impl Store {
                 submitted: Timestamp(to_u64(submitted)?),
                 state: job_state_from_name(&state)?,
                 started: started.map(to_u64).transpose()?.map(Timestamp),
+                finished: finished.map(to_u64).transpose()?.map(Timestamp),
+                message,
                 containers: containers.remove(&id).unwrap_or_default(),
             });
         }

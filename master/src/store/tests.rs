@@ -99,3 +99,30 @@ fn a_database_from_a_newer_build_is_refused() {
     drop(conn);
     assert!(matches!(Store::open(dir.path()), Err(StoreError::SchemaVersion { found: 99, .. })));
 }
+
+#[test]
+fn an_ended_job_comes_back_with_its_finish_time_and_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut store = Store::open(dir.path()).unwrap();
+        store
+            .apply(&[
+                Persist::JobAdmitted {
+                    job: JobId(3),
+                    account: AccountId("bob".into()),
+                    spec: JobSpec::from_toml(SPEC).unwrap(),
+                    submitted: Timestamp(10),
+                },
+                Persist::JobState {
+                    job: JobId(3),
+                    state: JobState::Cancelled,
+                    at: Timestamp(20),
+                    message: Some("cancelled by bob".into()),
+                },
+            ])
+            .unwrap();
+    }
+    let jobs = Store::open(dir.path()).unwrap().recover().unwrap();
+    assert_eq!((jobs[0].state, jobs[0].finished), (JobState::Cancelled, Some(Timestamp(20))));
+    assert_eq!(jobs[0].message.as_deref(), Some("cancelled by bob"));
+}

@@ -11,7 +11,7 @@ use slotmarket_common::time::Timestamp;
 use super::Ctx;
 use super::reports::{apply_transition, lose_container};
 use crate::core::command::Command;
-use crate::core::state::{Agent, Holder, State};
+use crate::core::state::{Agent, Holder, State, kind_ix};
 
 /// The fields of `Event::AgentJoined`.
 pub(super) struct Join {
@@ -67,9 +67,22 @@ fn adopt(
         ours && rec.task == report.task && rec.attempt == report.attempt
     });
     let Some(rec) = known.cloned() else {
-        let reason = "unknown to the master".to_string();
-        return cx.push(Command::Kill { agent, container, reason });
+        if !report.state.is_terminal() {
+            hold_stray(state, agent, &report);
+            let reason = "unknown to the master".to_string();
+            cx.push(Command::Kill { agent, container, reason });
+        }
+        return;
     };
+    if report.state.is_terminal() {
+        // It ended while the agent was away; its last report settles the task (a task
+        // that completed must not run again) and frees the old holder's slot.
+        if report.state > rec.state && !rec.state.is_terminal() {
+            let node = state.holder_node(&rec.holder);
+            apply_transition(state, cx, report, node);
+        }
+        return;
+    }
     if rec.holder != Holder::Agent(agent) {
         let has_slot = state.agents.get(&agent).is_some_and(|a| a.free(rec.kind) > 0);
         if !has_slot {
@@ -94,6 +107,34 @@ fn adopt(
             cx.push(Command::Kill { agent, container, reason: "its job has ended".to_string() });
         }
     }
+}
+
+/// Counts a container the master is about to kill as unknown against the agent's slots
+/// until it reports it ended. Its slot kind comes from its job; a container of a job the
+/// master no longer has cannot be placed and is only killed.
+fn hold_stray(state: &mut State, agent: AgentId, report: &ContainerReport) {
+    let task = report.task;
+    let kind = state.jobs.get(&task.job).and_then(|j| j.stages.get(task.stage.0 as usize)).map(|s| s.kind);
+    let Some(kind) = kind else { return };
+    let Some(a) = state.agents.get_mut(&agent) else { return };
+    if a.free(kind) == 0 || a.strays.contains_key(&report.container) {
+        return;
+    }
+    a.used[kind_ix(kind)] += 1;
+    a.strays.insert(report.container, kind);
+    state.sync_free_index(agent);
+}
+
+/// Frees the slot of a stray container once the agent reports it ended.
+pub(super) fn release_stray(state: &mut State, agent: AgentId, report: &ContainerReport) -> bool {
+    let Some(a) = state.agents.get_mut(&agent) else { return false };
+    if !report.state.is_terminal() {
+        return false;
+    }
+    let Some(kind) = a.strays.remove(&report.container) else { return false };
+    a.used[kind_ix(kind)] -= 1;
+    state.sync_free_index(agent);
+    true
 }
 
 /// Notes a sign of life.

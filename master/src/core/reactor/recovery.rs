@@ -27,6 +27,9 @@ pub(super) fn on_job_recovered(state: &mut State, cx: &mut Ctx, stored: Recovere
 
     let mut job = Job::new(id, stored.account, stored.spec, stored.submitted);
     job.started = stored.started;
+    if stored.state.is_terminal() {
+        (job.finished, job.message) = (stored.finished, stored.message);
+    }
     job.state = match stored.state {
         JobState::Pending | JobState::Running if stored.started.is_some() => JobState::Running,
         JobState::Pending | JobState::Running => JobState::Pending,

@@ -7,6 +7,7 @@ use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AgentId, ContainerId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, JobState};
 
+use super::agents::release_stray;
 use super::{Ctx, jobs};
 use crate::core::command::{Command, Persist};
 use crate::core::state::{Holder, State, TaskPhase};
@@ -29,7 +30,7 @@ pub(super) fn on_container_reports(
     for report in reports {
         if passes_fence(state, agent, &report) {
             apply_transition(state, cx, report, node.clone());
-        } else {
+        } else if !release_stray(state, agent, &report) {
             state.ignored_reports += 1;
         }
     }

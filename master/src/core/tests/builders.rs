@@ -99,6 +99,8 @@ pub(super) fn recovered(id: u64, spec: JobSpec, state: JobState) -> RecoveredJob
         submitted: Timestamp::from_secs(1),
         state,
         started: None,
+        finished: None,
+        message: None,
         containers: Vec::new(),
     }
 }

@@ -27,6 +27,10 @@ fn a_reconnecting_agent_keeps_its_running_containers() {
     let new = env.join_agent_with("n1", 2, 0, vec![kept, unknown]);
     assert_eq!(env.take_kills(1), vec![(new, ContainerId(99), "unknown to the master".into())]);
     assert!(env.take_drops(0).is_empty(), "the old registration was already disconnected");
+    // The unknown container holds the second slot until the agent says it is gone, so
+    // nothing is launched into a slot the agent cannot give.
+    env.take_launches_on(0);
+    env.report_raw(new, report(99, task(job, 0, 2), 1, Killed, env.now));
     let rerun = env.take_launches_on(1).remove(0);
     assert_eq!((rerun.0, rerun.1.task, rerun.1.attempt), (new, l[1].task, AttemptId(2)));
     let nodes = env.core.view().nodes();
@@ -65,6 +69,40 @@ fn an_adopted_container_may_be_several_states_ahead() {
     env.join_agent_with("n1", 1, 0, vec![done]);
     assert_eq!(env.core.view().job_state(job), Some(JobState::Completed));
     env.assert_no_commands();
+}
+
+#[test]
+fn a_task_that_finished_while_its_agent_was_away_is_not_run_again() {
+    let mut env = TestEnv::new();
+    env.join_agent("n1", 2, 0);
+    let job = env.submit(JobBuilder::maps(2).build());
+    let l = env.take_launches(2);
+    env.start(l[0].container);
+    env.start(l[1].container);
+    env.disconnect("n1");
+    // One task completed and one is still running; the agent lists both.
+    let done = env.report_of(l[0].container, Completed);
+    let running = env.report_of(l[1].container, Running);
+    env.join_agent_with("n1", 2, 0, vec![running, done]);
+    env.take_persists();
+    let status = env.status(job);
+    assert_eq!((status.stages[0].completed, status.stages[0].failed_attempts), (1, 0));
+    env.report(l[1].container, Completed);
+    assert_eq!(env.core.view().job_state(job), Some(JobState::Completed));
+    env.take_persists();
+    env.take_changed();
+    env.assert_no_commands();
+}
+
+#[test]
+fn a_finished_container_the_master_no_longer_knows_is_left_alone() {
+    let mut env = TestEnv::new();
+    let job = env.submit(JobBuilder::maps(1).build());
+    let stale = report(42, task(job, 0, 0), 1, Completed, env.now);
+    env.join_agent_with("n1", 1, 0, vec![stale]);
+    // No kill for something that already ended, and its slot is free for the real task.
+    env.take_kills(0);
+    assert_eq!(env.take_launches(1)[0].task, task(job, 0, 0));
 }
 
 /// A map-reduce job (3 maps, 1 reduce) stored before a restart: t0 completed on n1,
