@@ -158,19 +158,25 @@ async fn supervise(
 }
 
 /// Creates the job and container directories and the output files, renders the command
-/// and builds (but does not spawn) the process.
-async fn prepare(config: &ProcessConfig, launch: &Launch) -> Result<Command, SpawnError> {
+/// and builds (but does not spawn) the process. The file system work is one blocking
+/// call: a trivial task's launch cost is mostly these few system calls.
+async fn prepare(config: &Arc<ProcessConfig>, launch: &Launch) -> Result<Command, SpawnError> {
+    let (config, launch) = (Arc::clone(config), launch.clone());
+    tokio::task::spawn_blocking(move || prepare_blocking(&config, &launch)).await.unwrap_or_else(|join| {
+        Err(SpawnError::Prepare { path: PathBuf::new(), source: io::Error::other(join) })
+    })
+}
+
+fn prepare_blocking(config: &ProcessConfig, launch: &Launch) -> Result<Command, SpawnError> {
     let job_dir = absolute(config.job_dir(launch.task.job))?;
     let dir = absolute(config.container_dir(launch.container))?;
     for path in [&job_dir, &dir] {
-        tokio::fs::create_dir_all(path)
-            .await
-            .map_err(|source| SpawnError::Prepare { path: path.clone(), source })?;
+        std::fs::create_dir_all(path).map_err(|source| SpawnError::Prepare { path: path.clone(), source })?;
     }
     let job_dir_text = job_dir.to_str().ok_or_else(|| SpawnError::NonUtf8(job_dir.clone()))?;
     let rendered = render(&launch.command, &launch.vars, job_dir_text)?;
-    let stdout = output_file(&dir.join("stdout")).await?;
-    let stderr = output_file(&dir.join("stderr")).await?;
+    let stdout = output_file(&dir.join("stdout"))?;
+    let stderr = output_file(&dir.join("stderr"))?;
 
     let mut command = Command::new("/bin/sh");
     command
@@ -202,11 +208,8 @@ fn absolute(path: PathBuf) -> Result<PathBuf, SpawnError> {
     std::path::absolute(&path).map_err(|source| SpawnError::Prepare { path, source })
 }
 
-async fn output_file(path: &Path) -> Result<std::fs::File, SpawnError> {
-    let file = tokio::fs::File::create(path)
-        .await
-        .map_err(|source| SpawnError::Prepare { path: path.to_path_buf(), source })?;
-    Ok(file.into_std().await)
+fn output_file(path: &Path) -> Result<std::fs::File, SpawnError> {
+    std::fs::File::create(path).map_err(|source| SpawnError::Prepare { path: path.to_path_buf(), source })
 }
 
 /// `PATH` with `prefix` in front, or `None` to leave `PATH` alone.

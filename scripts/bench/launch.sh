@@ -78,8 +78,18 @@ report() { # label tasks ideal slotmarket_s xargs_s
     echo
 }
 
+# CPU seconds (user + system) a process has used so far.
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"; }
+daemons_cpu() { # master, then the agents added up
+    local agents=0
+    for pid in "${PIDS[@]:1}"; do agents=$(calc "$agents + $(cpu_s "$pid")"); done
+    printf 'master %.2f s, agents %.2f s' "$(cpu_s "${PIDS[0]}")" "$agents"
+}
+
 echo "slotmarket launch benchmark: $SLOTS slots ($(nproc) cores)"
+before=$(daemons_cpu)
 true_sm=$(slotmarket_run trivial "$TRUE_TASKS" "true")
+echo "  daemon CPU before: $before; after the true tasks: $(daemons_cpu)"
 true_x=$(xargs_run "$TRUE_TASKS" "true")
 report "true" "$TRUE_TASKS" - "$true_sm" "$true_x"
 ideal=$(calc "$SLEEP_TASKS * 0.5 / $SLOTS")
