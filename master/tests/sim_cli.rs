@@ -36,19 +36,37 @@ fn the_same_trace_policy_and_seed_print_the_same_output() {
 #[test]
 fn json_summaries_carry_the_documented_fields_overall_and_per_class() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let trace = dir.path().join("dress.jsonl");
-    sim(&["gen", "dress", "--jobs", "30", "--small-share", "0.4", "--seed", "2", "-o", path(&trace)]);
-    let out =
-        sim(&["run", "--trace", path(&trace), "--policy", "capacity", "--queue", "small=0.2", "--json"]);
-    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON summary");
-    for field in ["jobs", "makespan_s", "mean_wait_s", "violation_rate"] {
-        assert!(summary[field].is_number(), "no {field} in {summary}");
-        for class in ["delay-sensitive", "delay-tolerant"] {
-            assert!(summary["classes"][class][field].is_number(), "no {class}.{field} in {summary}");
+    let json = |trace: &Path, policy: &[&str]| -> serde_json::Value {
+        let mut args = vec!["run", "--trace", path(trace), "--json"];
+        args.extend(policy);
+        serde_json::from_slice(&sim(&args).stdout).expect("JSON summary")
+    };
+    let dress = dir.path().join("dress.jsonl");
+    sim(&["gen", "dress", "--jobs", "30", "--small-share", "0.4", "--seed", "2", "-o", path(&dress)]);
+    let mrm = dir.path().join("mrm.jsonl");
+    sim(&["gen", "mrm", "--jobs", "40", "--seed", "2", "-o", path(&mrm)]);
+    let summaries = [
+        json(&dress, &["--policy", "capacity", "--queue", "small=0.2"]),
+        json(&mrm, &["--policy", "priority"]),
+    ];
+    for summary in &summaries {
+        for field in ["jobs", "makespan_s", "mean_wait_s", "deadline_jobs", "slot_utilisation", "preemptions"]
+        {
+            assert!(summary[field].is_number(), "no {field} in {summary}");
+            for class in ["delay-sensitive", "delay-tolerant"] {
+                assert!(summary["classes"][class][field].is_number(), "no {class}.{field} in {summary}");
+            }
         }
     }
-    assert_eq!(summary["jobs"], 30);
-    assert_eq!(summary["policy"], "capacity");
+    // DRESS traces carry no deadlines: no violation rate rather than a rate of 0.
+    let [dress, mrm] = summaries;
+    assert_eq!((dress["deadline_jobs"].as_u64(), dress["violation_rate"].is_null()), (Some(0), true));
+    assert!(mrm["violation_rate"].is_number(), "{mrm}");
+    for class in ["delay-sensitive", "delay-tolerant"] {
+        assert!(mrm["classes"][class]["violation_rate"].is_number(), "no {class}.violation_rate in {mrm}");
+    }
+    assert_eq!((dress["jobs"].as_u64(), mrm["jobs"].as_u64()), (Some(30), Some(40)));
+    assert_eq!(dress["policy"], "capacity");
 }
 
 #[test]

@@ -173,7 +173,7 @@ fn seeded_random_workloads_keep_the_invariants_after_every_step() {
             assert!(ended, "seed {seed}: job {ix} is {:?} after the run drained", job.outcome);
         }
         let summary = Summary::new(&trace, &run, &config);
-        assert_eq!(summary.all.jobs, trace.len() as u64, "seed {seed}");
+        assert_eq!(summary.metrics.all.jobs, trace.len() as u64, "seed {seed}");
         assert!(summary.map_utilisation <= 1.0 && summary.reduce_utilisation <= 1.0, "seed {seed}");
     }
 }

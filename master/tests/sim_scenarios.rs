@@ -62,9 +62,10 @@ fn run(jobs: Vec<TraceJob>, config: &SimConfig) -> (Trace, SimRun, Summary) {
     (trace, run, summary)
 }
 
-/// (wait, completion) of every job, in trace order.
-fn times(run: &SimRun) -> Vec<(f64, f64)> {
-    run.jobs.iter().map(|j| (j.wait_s().expect("started"), j.completion_s().expect("completed"))).collect()
+/// (wait, completion) of every job, in trace order, as the summary sees them.
+fn times(trace: &Trace, run: &SimRun) -> Vec<(f64, f64)> {
+    let records = sim::report::records(trace, run);
+    records.iter().map(|j| (j.wait_s().expect("started"), j.completion_s().expect("completed"))).collect()
 }
 
 /// DRESS Figure 1's four jobs (3 containers × 10 s, 4 × 20 s, 3 × 10 s, 2 × 10 s, one
@@ -91,15 +92,17 @@ fn dress_figure_1_under_task_level_fifo() {
         job("j3", 2.0, 3, 10.0, 0, 0.0),
         job("j4", 3.0, 2, 10.0, 0, 0.0),
     ];
-    let (_, run, summary) = run(jobs, &cluster(PolicyName::Fifo, 6, 0));
-    assert_eq!(times(&run), vec![(0.0, 10.0), (0.0, 29.0), (8.0, 28.0), (17.0, 28.0)]);
-    assert_eq!(summary.all.makespan_s, 31.0);
-    assert_eq!(summary.all.mean_wait_s, 6.25);
-    assert_eq!(summary.all.median_wait_s, 4.0);
-    assert_eq!(summary.all.mean_completion_s, 23.75);
+    let (trace, run, summary) = run(jobs, &cluster(PolicyName::Fifo, 6, 0));
+    assert_eq!(times(&trace, &run), vec![(0.0, 10.0), (0.0, 29.0), (8.0, 28.0), (17.0, 28.0)]);
+    assert_eq!(summary.metrics.all.makespan_s, Some(31.0));
+    assert_eq!(summary.metrics.all.mean_wait_s, Some(6.25));
+    assert_eq!(summary.metrics.all.median_wait_s, Some(4.0));
+    assert_eq!(summary.metrics.all.mean_completion_s, Some(23.75));
     // Busy: 3×10 + 4×20 + 3×10 + 2×10 = 160 slot-s of 6 slots × 31 s.
     assert_eq!(summary.map_utilisation, (160.0_f64 / 186.0 * 1e6).round() / 1e6);
-    assert_eq!((summary.attempts, summary.preemptions), (12, 0));
+    assert_eq!((summary.metrics.all.attempts, summary.metrics.all.preemptions), (Some(12), Some(0)));
+    // The shared figure counts map and reduce slots together: the same 160 of 6 × 31.
+    assert_eq!(summary.metrics.all.slot_utilisation, Some(summary.map_utilisation));
 }
 
 /// A map-reduce job and a later map-only job on 2 map slots and 1 reduce slot:
@@ -120,11 +123,15 @@ fn a_reduce_waits_for_its_barrier_and_deadlines_are_scored() {
     let mut b = job("b", 5.0, 2, 10.0, 0, 0.0);
     b.deadline_s = Some(40.0);
     let (trace, run, summary) = run(vec![a, b], &cluster(PolicyName::Fifo, 2, 1));
-    assert_eq!(times(&run), vec![(0.0, 25.0), (5.0, 25.0)]);
-    assert_eq!(summary.all.makespan_s, 30.0);
-    assert_eq!((summary.all.deadline_jobs, summary.all.violation_rate), (2, 0.5));
-    assert_eq!((summary.all.mean_tardiness_s, summary.all.mean_earliness_s), (2.5, 5.0));
-    assert_eq!(summary.all.median_slack_s, 15.0);
+    assert_eq!(times(&trace, &run), vec![(0.0, 25.0), (5.0, 25.0)]);
+    assert_eq!(summary.metrics.all.makespan_s, Some(30.0));
+    let all = &summary.metrics.all;
+    assert_eq!((all.deadline_jobs, all.violation_rate), (2, Some(0.5)));
+    assert_eq!((all.mean_tardiness_s, all.mean_earliness_s), (Some(2.5), Some(5.0)));
+    // 55 slot-s (A: 30 map + 5 reduce, B: 20) of 3 slots × 30 s.
+    assert_eq!(all.slot_utilisation, Some(0.611111));
+    assert_eq!(sim::report::records(&trace, &run)[0].slot_s, Some(35.0));
+    assert_eq!(summary.metrics.all.median_slack_s, Some(15.0));
     assert_eq!(run.jobs[0].critical_path_ms, 15_000);
     // Map slots: 50 slot-s busy of 2 × 30; reduce: 5 of 1 × 30.
     assert_eq!((summary.map_utilisation, summary.reduce_utilisation), (0.833333, 0.166667));
@@ -134,7 +141,7 @@ fn a_reduce_waits_for_its_barrier_and_deadlines_are_scored() {
     let a_row = csv.lines().nth(1).unwrap();
     assert_eq!(
         a_row,
-        "a,alice,none,default,completed,0.000,0.000,25.000,0.000,25.000,20.000,5.000,0.000,5.000,15.000,4,4,0"
+        "a,a,alice,none,,completed,0.000,0.000,25.000,20.000,0.000,25.000,false,5.000,0.000,5.000,15.000,4,35.000,4,0,"
     );
 }
 
@@ -152,13 +159,24 @@ fn priority_serves_delay_sensitive_jobs_first_without_preempting() {
             classed("z", 2.0, JobClass::DelaySensitive),
         ]
     };
-    let (_, fifo, _) = run(jobs(), &cluster(PolicyName::Fifo, 1, 0));
-    assert_eq!(times(&fifo), vec![(0.0, 10.0), (9.0, 19.0), (18.0, 28.0)]);
-    let (_, priority, summary) = run(jobs(), &cluster(PolicyName::Priority, 1, 0));
-    assert_eq!(times(&priority), vec![(0.0, 10.0), (19.0, 29.0), (8.0, 18.0)]);
-    assert_eq!(summary.classes["delay-sensitive"].mean_wait_s, 8.0);
-    assert_eq!(summary.classes["delay-tolerant"].mean_wait_s, 9.5);
-    assert_eq!(summary.all.makespan_s, 30.0);
+    let (trace, fifo, _) = run(jobs(), &cluster(PolicyName::Fifo, 1, 0));
+    assert_eq!(times(&trace, &fifo), vec![(0.0, 10.0), (9.0, 19.0), (18.0, 28.0)]);
+    let (trace, priority, summary) = run(jobs(), &cluster(PolicyName::Priority, 1, 0));
+    assert_eq!(times(&trace, &priority), vec![(0.0, 10.0), (19.0, 29.0), (8.0, 18.0)]);
+    let classes = &summary.metrics.classes;
+    assert_eq!(classes["delay-sensitive"].mean_wait_s, Some(8.0));
+    assert_eq!(classes["delay-tolerant"].mean_wait_s, Some(9.5));
+    // Each class's makespan runs from its own first submit: z 2–20, x and y 0–30.
+    assert_eq!(
+        (classes["delay-sensitive"].makespan_s, classes["delay-tolerant"].makespan_s),
+        (Some(18.0), Some(30.0))
+    );
+    // 10 of 30 slot-s for z, 20 for x and y: the classes add up to the whole.
+    assert_eq!(
+        (classes["delay-sensitive"].slot_utilisation, summary.metrics.all.slot_utilisation),
+        (Some(0.333333), Some(1.0))
+    );
+    assert_eq!(summary.metrics.all.makespan_s, Some(30.0));
 }
 
 /// Two map slots; A (4 tasks × 10 s) at 0, B (2 tasks × 10 s) at 1. FIFO gives A's
@@ -167,11 +185,11 @@ fn priority_serves_delay_sensitive_jobs_first_without_preempting() {
 #[test]
 fn fair_gives_a_freed_slot_to_the_job_running_fewest_tasks() {
     let jobs = || vec![job("a", 0.0, 4, 10.0, 0, 0.0), job("b", 1.0, 2, 10.0, 0, 0.0)];
-    let (_, fifo, _) = run(jobs(), &cluster(PolicyName::Fifo, 2, 0));
-    assert_eq!(times(&fifo), vec![(0.0, 20.0), (19.0, 29.0)]);
-    let (_, fair, summary) = run(jobs(), &cluster(PolicyName::Fair, 2, 0));
-    assert_eq!(times(&fair), vec![(0.0, 30.0), (9.0, 29.0)]);
-    assert_eq!(summary.all.makespan_s, 30.0);
+    let (trace, fifo, _) = run(jobs(), &cluster(PolicyName::Fifo, 2, 0));
+    assert_eq!(times(&trace, &fifo), vec![(0.0, 20.0), (19.0, 29.0)]);
+    let (trace, fair, summary) = run(jobs(), &cluster(PolicyName::Fair, 2, 0));
+    assert_eq!(times(&trace, &fair), vec![(0.0, 30.0), (9.0, 29.0)]);
+    assert_eq!(summary.metrics.all.makespan_s, Some(30.0));
 }
 
 /// Two map slots; A (2 tasks × 100 s) at 0, B (1 task × 10 s) at 10. Without
@@ -181,13 +199,14 @@ fn fair_gives_a_freed_slot_to_the_job_running_fewest_tasks() {
 #[test]
 fn fair_preemption_kills_the_newest_task_of_an_over_share_job() {
     let jobs = || vec![job("a", 0.0, 2, 100.0, 0, 0.0), job("b", 10.0, 1, 10.0, 0, 0.0)];
-    let (_, plain, _) = run(jobs(), &cluster(PolicyName::Fair, 2, 0));
-    assert_eq!(times(&plain), vec![(0.0, 100.0), (90.0, 100.0)]);
+    let (trace, plain, _) = run(jobs(), &cluster(PolicyName::Fair, 2, 0));
+    assert_eq!(times(&trace, &plain), vec![(0.0, 100.0), (90.0, 100.0)]);
     let mut config = cluster(PolicyName::Fair, 2, 0);
     config.core.preemption = true;
-    let (_, preempted, summary) = run(jobs(), &config);
-    assert_eq!(times(&preempted), vec![(0.0, 120.0), (0.0, 10.0)]);
-    assert_eq!((summary.preemptions, summary.lost_work_s, summary.attempts), (1, 10.0, 4));
+    let (trace, preempted, summary) = run(jobs(), &config);
+    assert_eq!(times(&trace, &preempted), vec![(0.0, 120.0), (0.0, 10.0)]);
+    let all = &summary.metrics.all;
+    assert_eq!((all.preemptions, summary.lost_work_s, all.attempts), (Some(1), 10.0, Some(4)));
     assert_eq!((preempted.jobs[0].kills, preempted.jobs[0].attempts), (1, 3));
 }
 
@@ -206,12 +225,12 @@ fn capacity_lends_idle_shares_and_takes_them_back_with_preemption() {
     let shares: BTreeMap<String, f64> = [("a".to_string(), 0.5), ("b".to_string(), 0.5)].into();
     let mut config = cluster(PolicyName::Capacity, 4, 0);
     config.core.capacity_queues = shares;
-    let (_, lent, _) = run(jobs(), &config);
-    assert_eq!(times(&lent), vec![(0.0, 10.0), (9.0, 19.0)]);
+    let (trace, lent, _) = run(jobs(), &config);
+    assert_eq!(times(&trace, &lent), vec![(0.0, 10.0), (9.0, 19.0)]);
     config.core.preemption = true;
-    let (_, taken, summary) = run(jobs(), &config);
-    assert_eq!(times(&taken), vec![(0.0, 20.0), (0.0, 10.0)]);
-    assert_eq!((summary.preemptions, summary.lost_work_s), (2, 2.0));
+    let (trace, taken, summary) = run(jobs(), &config);
+    assert_eq!(times(&trace, &taken), vec![(0.0, 20.0), (0.0, 10.0)]);
+    assert_eq!((summary.metrics.all.preemptions, summary.lost_work_s), (Some(2), 2.0));
 }
 
 /// A job that follows another is submitted when it ends (plus think time), as a DP user
@@ -229,7 +248,7 @@ fn followers_start_when_their_leader_ends_and_failures_are_reported() {
     let failed_at = run.jobs[0].ended.expect("ended").0;
     assert!(failed_at > 0 && failed_at < 10_000, "{failed_at}");
     assert_eq!(run.jobs[1].submitted.map(|t| t.0), Some(failed_at + 5_000));
-    assert_eq!(summary.all.failed, 2);
+    assert_eq!(summary.metrics.all.failed, 2);
     assert_eq!(summary.failed_attempts, 1 + 4);
 }
 
@@ -241,8 +260,11 @@ fn the_horizon_leaves_unfinished_jobs() {
     let (_, run, summary) =
         run(vec![job("a", 0.0, 1, 10.0, 0, 0.0), job("b", 1.0, 1, 10.0, 0, 0.0)], &config);
     assert_eq!((run.jobs[0].outcome, run.jobs[1].outcome), (Outcome::Completed, Outcome::Unfinished));
-    assert_eq!((summary.all.completed, summary.all.unfinished), (1, 1));
+    assert_eq!((summary.metrics.all.completed, summary.metrics.all.unfinished), (1, 1));
+    // The run stops at its last event before the horizon (a's end at 10 s, when b
+    // starts); b counts as running until then.
+    assert_eq!((summary.metrics.all.makespan_s, run.stats.stopped_at.0), (Some(10.0), 10_000));
     assert!(run.stats.hit_horizon);
-    // b ran 10–15 before the horizon: 15 slot-s busy of 15.
+    // a's 10 slot-s fill the one slot over those 10 s; b has held it for none yet.
     assert_eq!(summary.map_utilisation, 1.0);
 }

@@ -1,21 +1,21 @@
 //! `slotmarket workload run WORKLOAD.toml`: submits a generated trace of real MapReduce
 //! jobs to a live cluster at Poisson arrival times (MRM Table 1 size bins scaled to the
 //! cluster, a delay-sensitive/tolerant split), follows them to the end and writes the
-//! per-job CSV and the summary the simulator prints, so live and simulated runs compare.
+//! per-job CSV and the summary the simulator prints (`slotmarket_common::metrics`: one
+//! implementation for both tools), so live and simulated runs compare line by line.
 //!
 //! - `file` — the WORKLOAD.toml format;
 //! - `rng` — the seeded generator the plan is drawn with;
 //! - `plan` — WORKLOAD.toml → (arrival, job spec) per job;
 //! - `run` — submitting on schedule and following the jobs;
-//! - `summary` — per-job records → the summary (pure, shareable with the simulator);
-//! - `report` — the CSV files, the table and the JSON document.
+//! - `report` — the master's listings → the shared per-job records, the plan and usage
+//!   CSVs, the lines above the summary table and the JSON document.
 
 mod file;
 mod plan;
 mod report;
 mod rng;
 mod run;
-mod summary;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use slotmarket_common::client::Client;
+use slotmarket_common::metrics::{self, RunFacts, round};
 use slotmarket_common::time::Timestamp;
 
 use self::file::WorkloadFile;
@@ -89,7 +90,7 @@ async fn run_workload(conn: &ConnectionArgs, args: RunArgs, json: bool) -> Resul
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("workload-runs/{}-seed{}", plan.name, plan.seed)));
     std::fs::create_dir_all(&out).with_context(|| format!("creating output directory {}", out.display()))?;
-    write(&out, "plan.csv", &report::plan_csv(&plan))?;
+    write(&out, "plan.csv", report::plan_csv(&plan))?;
     if args.dry_run {
         print_plan(&plan, &out, json)?;
         return Ok(ExitCode::SUCCESS);
@@ -104,12 +105,12 @@ async fn run_workload(conn: &ConnectionArgs, args: RunArgs, json: bool) -> Resul
     if json {
         output::print_json(&document)?;
     } else {
-        print!("{}{}", report::render_head(&document.run), report::render_summary(&document.summary));
+        print!("{}{}", report::render_head(&document.run), document.summary);
         println!("\nfiles in {}: plan.csv jobs.csv usage.csv summary.txt summary.json", out.display());
     }
     Ok(match outcome.ending {
         Ending::Interrupted => ExitCode::from(EXIT_INTERRUPTED),
-        _ if document.summary.all.completed == plan.jobs.len() => ExitCode::SUCCESS,
+        _ if document.summary.all.completed == plan.jobs.len() as u64 => ExitCode::SUCCESS,
         _ => ExitCode::FAILURE,
     })
 }
@@ -159,7 +160,8 @@ fn finish(
 ) -> Result<RunDocument> {
     let (records, origin) = report::records(plan, outcome);
     let (slots, slots_source) = report::slots(&outcome.usage, file.cluster);
-    let summary = summary::summarise(&records, Some(slots));
+    let facts = RunFacts { slots: Some(slots), stopped_s: report::stopped_s(&outcome.usage, origin) };
+    let summary = metrics::summarise(&records, facts);
     let (map_utilisation, reduce_utilisation) = match (origin, summary.all.makespan_s) {
         (Some(origin), Some(span)) => {
             let end = Timestamp(origin.as_millis() + (span * 1000.0).round() as u64);
@@ -173,7 +175,7 @@ fn finish(
         planned: plan.jobs.len(),
         submitted: outcome.jobs.len(),
         ending: report::ending_name(outcome.ending),
-        elapsed_s: summary::round(elapsed.as_secs_f64(), 3),
+        elapsed_s: round(elapsed.as_secs_f64(), 3),
         slots: Some(slots),
         slots_source,
         utilisation_source: report::UTILISATION_SOURCE,
@@ -182,13 +184,14 @@ fn finish(
         price: report::PRICE_NOTE,
     };
     let document = RunDocument { summary, run };
-    write(out, "jobs.csv", &report::jobs_csv(&records))?;
-    write(out, "usage.csv", &report::usage_csv(&outcome.usage, origin))?;
-    let table =
-        format!("{}{}", report::render_head(&document.run), report::render_summary(&document.summary));
-    write(out, "summary.txt", &table)?;
+    let mut jobs_csv = Vec::new();
+    metrics::write_jobs_csv(&records, &mut jobs_csv).context("formatting jobs.csv")?;
+    write(out, "jobs.csv", jobs_csv)?;
+    write(out, "usage.csv", report::usage_csv(&outcome.usage, origin))?;
+    let text = format!("{}{}", report::render_head(&document.run), document.summary);
+    write(out, "summary.txt", text)?;
     let json = serde_json::to_string_pretty(&document).context("encoding the summary")?;
-    write(out, "summary.json", &format!("{json}\n"))?;
+    write(out, "summary.json", format!("{json}\n"))?;
     Ok(document)
 }
 
@@ -203,10 +206,10 @@ fn print_plan(plan: &Plan, out: &Path, json: bool) -> Result<()> {
             .map(|j| {
                 serde_json::json!({
                     "index": j.index, "name": j.spec.name, "program": j.program, "bin": j.bin,
-                    "class": j.class.map(|c| c.name()), "arrival_s": summary::round(j.arrival_s, 3),
+                    "class": j.class.map(|c| c.name()), "arrival_s": round(j.arrival_s, 3),
                     "maps": j.maps, "reduces": j.reduces, "tasks": j.spec.total_tasks(),
-                    "input_bytes": j.input_bytes, "estimate_s": summary::round(j.estimate_s, 3),
-                    "deadline_after_s": j.deadline_after_s.map(|d| summary::round(d, 3)),
+                    "input_bytes": j.input_bytes, "estimate_s": round(j.estimate_s, 3),
+                    "deadline_after_s": j.deadline_after_s.map(|d| round(d, 3)),
                 })
             })
             .collect();
@@ -240,7 +243,7 @@ fn print_plan(plan: &Plan, out: &Path, json: bool) -> Result<()> {
 }
 
 /// Writes `text` to `dir/name`.
-fn write(dir: &Path, name: &str, text: &str) -> Result<()> {
+fn write(dir: &Path, name: &str, text: impl AsRef<[u8]>) -> Result<()> {
     let path = dir.join(name);
     std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
 }
@@ -349,19 +352,26 @@ mod tests {
         };
         assert_eq!(run_workload(&conn, args, true).await.unwrap(), ExitCode::SUCCESS);
         let csv = std::fs::read_to_string(out.join("jobs.csv")).unwrap();
-        assert_eq!(csv.lines().next(), Some(report::JOB_COLUMNS));
+        assert_eq!(csv.lines().next(), Some(metrics::JOB_COLUMNS));
         assert_eq!(csv.lines().count(), 4);
         let doc: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
         assert_eq!((doc["jobs"].as_u64(), doc["completed"].as_u64()), (Some(3), Some(3)));
+        assert!(doc["classes"].is_object() && doc["violation_rate"].is_number(), "{doc}");
         // No agent listed: utilisation is relative to the file's 9 slots.
         assert_eq!(
             (doc["run"]["ending"].as_str(), doc["run"]["slots"].as_u64()),
             (Some("all-ended"), Some(9))
         );
-        for name in ["plan.csv", "usage.csv", "summary.txt"] {
-            assert!(out.join(name).is_file(), "{name}");
-        }
+        assert!(out.join("plan.csv").is_file() && out.join("usage.csv").is_file());
+        // The table ends summary.txt, after the run's own lines and a blank line, and is
+        // what the shared code prints for the records read back from jobs.csv: the lines
+        // the simulator prints for a run with these jobs.
+        let text = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+        let read = metrics::read_jobs_csv(&csv).unwrap();
+        let again = metrics::summarise(&read, RunFacts { slots: Some(9), stopped_s: None });
+        assert_eq!(text.split_once("\n\n").map(|(_, table)| table), Some(again.to_string().as_str()));
+        assert!(again.to_string().starts_with("metric "), "{again}");
     }
 
     #[tokio::test]

@@ -1,22 +1,19 @@
-//! What a run leaves behind: per-job records built from the master's job summaries, the
-//! per-job CSV, the plan and usage CSVs, the summary as a table (metrics down, classes
-//! across, so two runs diff line by line) and the JSON document.
+//! What a run leaves behind: the shared per-job records (`slotmarket_common::metrics`)
+//! built from the master's job listings, the plan and usage CSVs, the lines printed above
+//! the summary table, and the JSON document. The summary itself, its table and `jobs.csv`
+//! are the simulator's, so live and simulated runs compare line by line.
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
+use slotmarket_common::metrics::{self, JobRecord, Outcome as JobOutcome, round};
 use slotmarket_common::protocol::JobState;
 use slotmarket_common::time::Timestamp;
 
 use super::file::ClusterSlots;
-use super::plan::Plan;
-use super::run::{Ending, Outcome, UsageSample};
-use super::summary::{JobRecord, Stats, Summary, round};
-use crate::output::{Align, Table, secs_between};
-
-/// The per-job CSV's header; the simulator writes the same columns.
-pub(crate) const JOB_COLUMNS: &str =
-    "id,name,class,account,submit_s,start_s,finish_s,deadline_s,met,wait_s,completion_s,tasks,price";
+use super::plan::{Plan, PlannedJob};
+use super::run::{Ending, Followed, Outcome, UsageSample};
+use crate::output::secs_between;
 
 /// Facts of a live run that a simulation does not have.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -47,12 +44,13 @@ pub(crate) struct RunInfo {
     pub(crate) price: &'static str,
 }
 
-/// The JSON document: the summary's fields, then `run`.
+/// The JSON document: the shared summary's fields (as `slotmarket-sim run --json` has
+/// them), then `run`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub(crate) struct RunDocument {
-    /// The summary (same shape as the simulator's).
+    /// The summary, overall and per class (`classes`).
     #[serde(flatten)]
-    pub(crate) summary: Summary,
+    pub(crate) summary: metrics::Summary,
     /// The live run's own facts.
     pub(crate) run: RunInfo,
 }
@@ -63,37 +61,64 @@ pub(crate) const UTILISATION_SOURCE: &str =
 /// What the `price` field says.
 pub(crate) const PRICE_NOTE: &str = "none yet (MRM pricing is a later issue); the price column is empty";
 
-/// The records of every submitted job the master listed, in plan order, with times
-/// relative to the first submit; also that first submit.
+/// A record per planned job, in plan order, with times relative to the first submit the
+/// master listed; also that first submit. Jobs never submitted (the run stopped first)
+/// are `not-submitted`, as in the simulator, so `jobs` counts the whole workload.
 pub(crate) fn records(plan: &Plan, outcome: &Outcome) -> (Vec<JobRecord>, Option<Timestamp>) {
-    let listed: Vec<_> =
-        outcome.jobs.iter().filter_map(|job| job.last.as_ref().map(|summary| (job, summary))).collect();
-    let Some(origin) = listed.iter().map(|(_, summary)| summary.submitted).min() else {
-        return (Vec::new(), None);
-    };
-    let since = |t: Timestamp| round(secs_between(t, origin), 3);
-    let records = listed
-        .into_iter()
-        .map(|(job, summary)| {
-            let planned = plan.jobs.get(job.index as usize);
-            let submit_s = since(summary.submitted);
-            JobRecord {
-                id: job.id.to_string(),
-                name: summary.name.clone(),
-                class: planned.and_then(|p| p.class),
-                account: summary.account.to_string(),
-                submit_s,
-                start_s: summary.started.map(since),
-                finish_s: summary.finished.map(since),
-                completed: summary.state == JobState::Completed,
-                deadline_s: planned.and_then(|p| p.deadline_after_s).map(|d| round(submit_s + d, 3)),
-                tasks: summary.tasks_total,
-                price: None,
-                slot_s: Some(round(job.slot_s, 3)),
-            }
+    let origin = outcome.jobs.iter().filter_map(|job| job.last.as_ref()).map(|s| s.submitted).min();
+    let records = plan
+        .jobs
+        .iter()
+        .map(|planned| match outcome.jobs.iter().find(|job| job.index == planned.index) {
+            Some(job) => record(planned, job, origin),
+            None => JobRecord { outcome: JobOutcome::NotSubmitted, ..unlisted(planned, None) },
         })
         .collect();
-    (records, Some(origin))
+    (records, origin)
+}
+
+/// The record of a submitted job, from its latest listing; `origin` is the first submit
+/// (known once any job was listed).
+fn record(planned: &PlannedJob, job: &Followed, origin: Option<Timestamp>) -> JobRecord {
+    let (Some(summary), Some(origin)) = (&job.last, origin) else {
+        // Submitted, but the master never listed it: nothing is known beyond that.
+        return JobRecord { outcome: JobOutcome::Unfinished, ..unlisted(planned, Some(job)) };
+    };
+    let since = |t: Timestamp| round(secs_between(t, origin), 3);
+    let submit_s = since(summary.submitted);
+    JobRecord {
+        account: summary.account.to_string(),
+        outcome: match summary.state {
+            JobState::Pending | JobState::Running => JobOutcome::Unfinished,
+            JobState::Completed => JobOutcome::Completed,
+            JobState::Failed => JobOutcome::Failed,
+            JobState::Cancelled => JobOutcome::Cancelled,
+        },
+        submit_s: Some(submit_s),
+        start_s: summary.started.map(since),
+        finish_s: summary.finished.map(since),
+        deadline_s: planned.deadline_after_s.map(|d| round(submit_s + d, 3)),
+        tasks: summary.tasks_total,
+        slot_s: Some(round(job.slot_s, 3)),
+        ..unlisted(planned, Some(job))
+    }
+}
+
+/// What the plan and the submit alone say about a job.
+fn unlisted(planned: &PlannedJob, followed: Option<&Followed>) -> JobRecord {
+    JobRecord {
+        name: planned.spec.name.clone(),
+        class: planned.class,
+        queue: planned.spec.queue.clone(),
+        tasks: planned.spec.total_tasks(),
+        ..JobRecord::new(followed.map_or(String::new(), |job| job.id.to_string()))
+    }
+}
+
+/// When the run stopped following its jobs (the last poll), in seconds since `origin`.
+pub(crate) fn stopped_s(usage: &[UsageSample], origin: Option<Timestamp>) -> Option<f64> {
+    let last = usage.last()?;
+    Some(round(secs_between(last.at, origin?), 3))
 }
 
 /// The slots to relate use to: the most the agents offered while polled, else the file's.
@@ -142,31 +167,6 @@ pub(crate) fn ending_name(ending: Ending) -> &'static str {
     }
 }
 
-/// The per-job CSV: [`JOB_COLUMNS`], one line per record, empty cells for missing values.
-pub(crate) fn jobs_csv(records: &[JobRecord]) -> String {
-    let mut out = format!("{JOB_COLUMNS}\n");
-    for r in records {
-        let cells = [
-            csv_text(&r.id),
-            csv_text(&r.name),
-            r.class.map_or(String::new(), |c| c.name().to_string()),
-            csv_text(&r.account),
-            secs(Some(r.submit_s)),
-            secs(r.start_s),
-            secs(r.finish_s),
-            secs(r.deadline_s),
-            r.met().map_or(String::new(), |met| met.to_string()),
-            secs(r.wait_s()),
-            secs(r.completion_s()),
-            r.tasks.to_string(),
-            secs(r.price),
-        ];
-        out.push_str(&cells.join(","));
-        out.push('\n');
-    }
-    out
-}
-
 /// The plan as CSV, one line per job.
 pub(crate) fn plan_csv(plan: &Plan) -> String {
     let mut out = String::from(
@@ -178,7 +178,7 @@ pub(crate) fn plan_csv(plan: &Plan) -> String {
             out,
             "{},{},{},{},{class},{},{},{},{},{},{},{}",
             j.index,
-            csv_text(&j.spec.name),
+            metrics::csv_field(&j.spec.name),
             j.program.name(),
             j.bin,
             secs(Some(j.arrival_s)),
@@ -212,61 +212,6 @@ fn secs(value: Option<f64>) -> String {
     value.map_or(String::new(), |v| format!("{v:.3}"))
 }
 
-/// A text cell, quoted when it holds a comma, quote or line break (RFC 4180).
-fn csv_text(text: &str) -> String {
-    if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.into()
-    }
-}
-
-/// The summary as a table: one line per metric, a column for all jobs and one per class.
-pub(crate) fn render_summary(summary: &Summary) -> String {
-    let columns: Vec<(&str, &Stats)> = std::iter::once(("all", &summary.all))
-        .chain(summary.by_class.iter().map(|(class, stats)| (class.as_str(), stats)))
-        .collect();
-    let mut headers = vec![("metric", Align::Left)];
-    // Table headers are 'static; the class names are too, except an unknown one.
-    headers.extend(columns.iter().map(|(name, _)| (static_name(name), Align::Right)));
-    let mut table = Table::new(&headers);
-    type Metric = (&'static str, fn(&Stats) -> String);
-    let metrics: [Metric; 11] = [
-        ("jobs", |s| s.jobs.to_string()),
-        ("completed", |s| s.completed.to_string()),
-        ("makespan_s", |s| fixed(s.makespan_s, 1)),
-        ("mean_wait_s", |s| fixed(s.mean_wait_s, 1)),
-        ("median_wait_s", |s| fixed(s.median_wait_s, 1)),
-        ("p95_wait_s", |s| fixed(s.p95_wait_s, 1)),
-        ("mean_completion_s", |s| fixed(s.mean_completion_s, 1)),
-        ("median_completion_s", |s| fixed(s.median_completion_s, 1)),
-        ("p95_completion_s", |s| fixed(s.p95_completion_s, 1)),
-        ("violation_rate", |s| fixed(s.violation_rate, 3)),
-        ("slot_utilisation", |s| fixed(s.slot_utilisation, 3)),
-    ];
-    for (name, value) in metrics {
-        let mut row = vec![name.to_string()];
-        row.extend(columns.iter().map(|(_, stats)| value(stats)));
-        table.row(row);
-    }
-    table.render()
-}
-
-/// A class column's header.
-fn static_name(name: &str) -> &'static str {
-    match name {
-        "delay-sensitive" => "delay-sensitive",
-        "delay-tolerant" => "delay-tolerant",
-        "all" => "all",
-        _ => "none",
-    }
-}
-
-/// A number with `decimals` places, or `-`.
-fn fixed(value: Option<f64>, decimals: usize) -> String {
-    value.map_or("-".into(), |v| format!("{v:.decimals$}"))
-}
-
 /// The lines printed above the summary table.
 pub(crate) fn render_head(run: &RunInfo) -> String {
     let verdict = match run.ending {
@@ -296,40 +241,58 @@ pub(crate) fn render_head(run: &RunInfo) -> String {
 
 #[cfg(test)]
 mod tests {
+    use slotmarket_common::ids::JobId;
     use slotmarket_common::spec::JobClass;
 
     use super::*;
+    use crate::fake_master::status;
+    use crate::workload::file::{WorkloadFile, tests::SMALL};
+    use crate::workload::plan;
     use crate::workload::run::Slots;
-    use crate::workload::summary::summarise;
-    use crate::workload::summary::tests::{hand_made, record};
 
     #[test]
-    fn the_job_csv_has_the_agreed_columns_and_empty_cells() {
-        let mut records = hand_made();
-        records[0].name = "a,b".into();
-        let text = jobs_csv(&records);
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), records.len() + 1);
-        assert_eq!(lines[0], JOB_COLUMNS);
-        assert_eq!(lines[0].split(',').count(), 13);
-        assert_eq!(lines[1], "j1,\"a,b\",delay-sensitive,demo,0.000,1.000,5.000,6.000,true,1.000,5.000,3,");
-        assert_eq!(lines[2], "j2,w002,delay-sensitive,demo,2.000,5.000,12.000,10.000,false,3.000,10.000,3,");
-        // A job without class that failed: its end, but no deadline, verdict or completion.
-        assert_eq!(lines[4], "j4,w004,,demo,4.000,8.000,9.000,,,4.000,,3,");
-        for line in &lines[2..] {
-            assert_eq!(line.split(',').count(), 13, "{line}");
+    fn records_follow_the_plan_and_the_masters_listing() {
+        let plan = plan::generate(&WorkloadFile::parse(SMALL).unwrap(), 5).unwrap();
+        // Jobs 0 and 1 were listed (completed, running), job 2 submitted but never listed;
+        // the rest were never submitted.
+        let listed = |index: u32, state, submitted_ms| {
+            let mut summary = status(JobId(u64::from(index) + 7), "x", state).summary;
+            summary.submitted = Timestamp(submitted_ms);
+            let mut job = Followed::new(index, JobId(u64::from(index) + 7));
+            (job.last, job.slot_s) = (Some(summary), 1.23456);
+            job
+        };
+        let jobs = vec![
+            listed(0, JobState::Completed, 1_000),
+            listed(1, JobState::Running, 1_250),
+            Followed::new(2, JobId(9)),
+        ];
+        let outcome = Outcome { jobs, usage: vec![], ending: Ending::TimedOut };
+        let (records, origin) = records(&plan, &outcome);
+        assert_eq!((records.len(), origin), (plan.jobs.len(), Some(Timestamp(1_000))));
+        let first = &records[0];
+        assert_eq!((first.id.as_str(), first.name.as_str()), ("j7", plan.jobs[0].spec.name.as_str()));
+        assert_eq!(
+            (first.outcome, first.submit_s, first.start_s, first.finish_s),
+            (JobOutcome::Completed, Some(0.0), Some(0.5), Some(3.0))
+        );
+        assert_eq!((first.class, first.slot_s, first.tasks), (plan.jobs[0].class, Some(1.235), 2));
+        let deadline = plan.jobs[0].deadline_after_s.map(|d| round(d, 3));
+        assert_eq!(first.deadline_s, deadline);
+        if plan.jobs[0].class == Some(JobClass::DelaySensitive) {
+            assert_eq!(first.queue.as_deref(), Some("fast"));
         }
-    }
-
-    #[test]
-    fn the_summary_table_has_a_line_per_metric_and_a_column_per_class() {
-        let text = render_summary(&summarise(&hand_made(), Some(4)));
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 12);
-        assert_eq!(lines[0], "metric                 all  delay-sensitive  delay-tolerant   none");
-        assert_eq!(lines[3], "makespan_s            20.0             12.0            20.0    9.0");
-        assert_eq!(lines[10], "violation_rate       0.500            0.500               -      -");
-        assert!(lines[11].starts_with("slot_utilisation"), "{}", lines[11]);
+        assert_eq!((records[1].outcome, records[1].submit_s), (JobOutcome::Unfinished, Some(0.25)));
+        assert_eq!(
+            (records[2].id.as_str(), records[2].outcome, records[2].submit_s),
+            ("j9", JobOutcome::Unfinished, None)
+        );
+        assert!(records[3..].iter().all(|r| r.outcome == JobOutcome::NotSubmitted && r.id.is_empty()));
+        assert_eq!(records[3].tasks, plan.jobs[3].spec.total_tasks());
+        // Nothing a live run cannot know is made up.
+        assert!(
+            records.iter().all(|r| r.attempts.is_none() && r.kills.is_none() && r.critical_path_s.is_none())
+        );
     }
 
     #[test]
@@ -348,21 +311,13 @@ mod tests {
         assert_eq!(node_utilisation(&usage[..1], Timestamp(0), Timestamp(1)), (None, None));
         assert_eq!(slots(&usage, ClusterSlots { map_slots: 1, reduce_slots: 1 }), (6, "nodes"));
         assert_eq!(slots(&[], ClusterSlots { map_slots: 6, reduce_slots: 3 }), (9, "workload file"));
+        assert_eq!(stopped_s(&usage, Some(Timestamp(500))), Some(2.5));
+        assert_eq!(stopped_s(&usage, None), None);
     }
 
     #[test]
     fn the_sampling_note_names_the_poll_period() {
         let period = format!("every {} s", crate::workload::run::POLL.as_secs_f64());
         assert!(UTILISATION_SOURCE.contains(&period), "{UTILISATION_SOURCE}");
-    }
-
-    #[test]
-    fn text_cells_are_quoted_only_when_needed() {
-        assert_eq!(csv_text("plain"), "plain");
-        assert_eq!(csv_text("say \"hi\", twice"), "\"say \"\"hi\"\", twice\"");
-        let one = record(1, Some(JobClass::DelayTolerant), (0.0, 0.5, 1.25));
-        assert!(
-            jobs_csv(&[one]).ends_with("j1,w001,delay-tolerant,demo,0.000,0.500,1.250,,,0.500,1.250,3,\n")
-        );
     }
 }

@@ -81,6 +81,11 @@ pub(crate) struct Followed {
 }
 
 impl Followed {
+    /// Job `id`, submitted as plan job `index`, not listed yet.
+    pub(crate) fn new(index: u32, id: JobId) -> Followed {
+        Followed { index, id, last: None, slot_s: 0.0, previous: None }
+    }
+
     /// Whether the job has ended.
     pub(crate) fn ended(&self) -> bool {
         self.last.as_ref().is_some_and(|s| s.state.is_terminal())
@@ -213,7 +218,7 @@ impl Runner<'_> {
             job.spec.name,
             job.spec.total_tasks()
         );
-        self.jobs.push(Followed { index: job.index, id, last: None, slot_s: 0.0, previous: None });
+        self.jobs.push(Followed::new(job.index, id));
         self.next += 1;
         Ok(())
     }
@@ -323,7 +328,7 @@ mod tests {
 
     #[test]
     fn slot_seconds_are_the_trapezoid_of_the_samples() {
-        let mut job = Followed { index: 0, id: JobId(1), last: None, slot_s: 0.0, previous: None };
+        let mut job = Followed::new(0, JobId(1));
         let seen = |running| JobSummary {
             tasks_running: running,
             ..status(JobId(1), "x", JobState::Running).summary

@@ -2,6 +2,7 @@
 //! end, the reports an agent would send, and the slot time used and lost. Durations are
 //! keyed by (seed, job, stage, task) and noise and failures additionally by attempt, so
 //! a task lasts as long under every policy and a re-run attempt draws afresh.
+//! Slot time is kept per kind and per job, so the run summary has both.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -48,12 +49,29 @@ pub(super) struct Agents {
     reports: Vec<(AgentId, ContainerReport)>,
     usage: SlotUsage,
     busy_ms: [u64; 2],
+    /// Slot time per trace job, by trace index.
+    job_busy_ms: Vec<u64>,
     lost_ms: u64,
     failed: u64,
 }
 
+/// What the agents add up over a run.
+pub(super) struct SlotTotals {
+    /// Slot use over time.
+    pub(super) usage: SlotUsage,
+    /// Busy slot time per kind (map, reduce), in milliseconds.
+    pub(super) busy_ms: [u64; 2],
+    /// Busy slot time per trace job, in milliseconds.
+    pub(super) job_busy_ms: Vec<u64>,
+    /// Slot time of attempts that were killed or failed, in milliseconds.
+    pub(super) lost_ms: u64,
+    /// Attempts that failed.
+    pub(super) failed: u64,
+}
+
 impl Agents {
-    pub(super) fn new(seed: u64, noise: f64, fail_prob: f64) -> Agents {
+    /// Agents for a trace of `jobs` jobs.
+    pub(super) fn new(seed: u64, noise: f64, fail_prob: f64, jobs: usize) -> Agents {
         Agents {
             seed,
             noise,
@@ -62,6 +80,7 @@ impl Agents {
             reports: Vec::new(),
             usage: SlotUsage::new(),
             busy_ms: [0; 2],
+            job_busy_ms: vec![0; jobs],
             lost_ms: 0,
             failed: 0,
         }
@@ -152,14 +171,19 @@ impl Agents {
         self.live.is_empty()
     }
 
-    /// Stops the clock: attempts still running count as used up to `now`. Returns slot
-    /// use over time, busy slot time per kind, lost work and failed attempts.
-    pub(super) fn close(mut self, now: Timestamp) -> (SlotUsage, [u64; 2], u64, u64) {
+    /// Stops the clock: attempts still running count as used up to `now`.
+    pub(super) fn close(mut self, now: Timestamp) -> SlotTotals {
         let live: Vec<Attempt> = self.live.drain().map(|(_, a)| a).collect();
         for attempt in &live {
             self.release(attempt, now);
         }
-        (self.usage, self.busy_ms, self.lost_ms, self.failed)
+        SlotTotals {
+            usage: self.usage,
+            busy_ms: self.busy_ms,
+            job_busy_ms: self.job_busy_ms,
+            lost_ms: self.lost_ms,
+            failed: self.failed,
+        }
     }
 
     /// Accounts an attempt's slot time; returns it in milliseconds.
@@ -167,6 +191,9 @@ impl Agents {
         let used = now.0.saturating_sub(attempt.start.0);
         let k = usize::from(attempt.kind == SlotKind::Reduce);
         self.busy_ms[k] += used;
+        if let Some(job) = self.job_busy_ms.get_mut(attempt.ix as usize) {
+            *job += used;
+        }
         self.usage.add(k, attempt.start, now);
         used
     }

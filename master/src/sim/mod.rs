@@ -5,7 +5,8 @@
 //! - [`workload`]: the trace format, reading and checking it, task durations.
 //! - [`generate`]: seeded trace generators (MRM's Table 1 mix, a DRESS-style congested
 //!   mix, DP-style user streams).
-//! - [`report`]: per-job results and run metrics as text, JSON and CSV.
+//! - [`report`]: per-job results, and the run summary (the shared
+//!   [`slotmarket_common::metrics`] plus the simulator's own figures) as text, JSON and CSV.
 //! - [`plot`]: SVG plots from the CSVs.
 //! - [`rng`]: the seeded generators everything random is drawn from.
 //!
@@ -227,7 +228,7 @@ impl<'t> Simulation<'t> {
             arrivals,
             next_arrival: 0,
             followers,
-            agents: Agents::new(config.seed, config.noise, config.fail_prob),
+            agents: Agents::new(config.seed, config.noise, config.fail_prob, trace.len()),
             jobs: (0..trace.len()).map(JobResult::new).collect(),
             job_of: Vec::with_capacity(trace.len()),
             durations: HashMap::default(),
@@ -496,12 +497,13 @@ impl<'t> Simulation<'t> {
     }
 
     fn finish(mut self) -> SimRun {
-        let (usage, busy, lost, failed) = self.agents.close(self.now);
-        self.stats.busy_ms = busy;
-        self.stats.lost_work_ms = lost;
-        self.stats.failed_attempts = failed;
+        let totals = self.agents.close(self.now);
+        self.stats.busy_ms = totals.busy_ms;
+        self.stats.lost_work_ms = totals.lost_ms;
+        self.stats.failed_attempts = totals.failed;
         self.stats.stopped_at = self.now;
         for (ix, result) in self.jobs.iter_mut().enumerate() {
+            result.slot_ms = totals.job_busy_ms.get(ix).copied().unwrap_or(0);
             if result.submitted.is_none() {
                 result.critical_path_ms =
                     report::critical_path_ms(&self.trace.jobs[ix], ix, self.config.seed);
@@ -509,6 +511,6 @@ impl<'t> Simulation<'t> {
                 result.outcome = Outcome::Unfinished;
             }
         }
-        SimRun { jobs: self.jobs, usage, stats: self.stats }
+        SimRun { jobs: self.jobs, usage: totals.usage, stats: self.stats }
     }
 }

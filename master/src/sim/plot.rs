@@ -6,9 +6,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use slotmarket_common::metrics::spread;
 use thiserror::Error;
-
-use super::report::mean_median_p95;
 
 /// A CSV the plots cannot use.
 #[derive(Debug, Error, PartialEq)]
@@ -246,8 +245,7 @@ pub fn wait_by_class(runs: &[RunData]) -> String {
 fn wait_stats(run: &RunData, class: &str) -> (f64, f64) {
     let mut waits: Vec<f64> =
         run.jobs.iter().filter(|j| class == "all" || j.class == class).filter_map(|j| j.wait_s).collect();
-    let (mean, _, p95) = mean_median_p95(&mut waits);
-    (mean, p95)
+    spread(&mut waits).map_or((0.0, 0.0), |s| (s.mean, s.p95))
 }
 
 /// Sorted values as (value, cumulative fraction), at most about 400 points.

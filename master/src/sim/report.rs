@@ -1,54 +1,26 @@
-//! Results of a run: per-job outcomes and times, slot use over time, and the run's
-//! metrics (overall and per class) as a human summary, JSON and CSV.
+//! Results of a simulated run: what happened to each trace job (in virtual milliseconds),
+//! critical paths, slot use over time, and the run's summary.
 //!
-//! Definitions (DRESS §V-A3, MRM §6): waiting time is submit → first task running;
-//! completion time is submit → last task done (completed jobs only); makespan is first
-//! submit → last end; a job with a deadline violates it unless it completed by then;
-//! tardiness is `max(0, end − deadline)`, earliness `max(0, deadline − end)`; slack is
-//! `deadline − submit − critical path`, the critical path being the job's length on an
-//! idle, unbounded cluster (longest chain of stages, each as long as its longest task).
-//! Medians average the middle two values; p95 is the nearest-rank percentile.
+//! The metrics themselves (definitions, statistics, the table, the JSON fields and the
+//! per-job CSV) are [`slotmarket_common::metrics`], shared with `slotmarket workload run`
+//! so that simulated and live runs compare line by line. This module turns results into
+//! its records and adds what only a simulation knows: the cluster's set-up, map and reduce
+//! utilisation, failed attempts, lost work and `slots.csv`. The critical path of a job is
+//! its length on an idle, unbounded cluster: the longest chain of stages, each as long as
+//! its longest task.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 
 use serde::Serialize;
 use slotmarket_common::ids::JobId;
+use slotmarket_common::metrics::{self, JobRecord, RunFacts, round, summarise};
 use slotmarket_common::time::Timestamp;
 
 use super::workload::{Trace, TraceJob, task_key};
 use super::{SimConfig, SimRun};
 
-/// How a trace job ended.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Outcome {
-    /// Never submitted (the job it follows never ended, or the horizon came first).
-    NotSubmitted,
-    /// The core refused the spec.
-    Rejected,
-    /// Submitted, not ended when the run stopped.
-    Unfinished,
-    /// Every task completed.
-    Completed,
-    /// A task failed every attempt.
-    Failed,
-    /// Cancelled.
-    Cancelled,
-}
-
-impl Outcome {
-    /// Lower-case name used in CSV.
-    pub fn name(self) -> &'static str {
-        match self {
-            Outcome::NotSubmitted => "not-submitted",
-            Outcome::Rejected => "rejected",
-            Outcome::Unfinished => "unfinished",
-            Outcome::Completed => "completed",
-            Outcome::Failed => "failed",
-            Outcome::Cancelled => "cancelled",
-        }
-    }
-}
+/// How a trace job ended (the shared metrics' outcome).
+pub use slotmarket_common::metrics::Outcome;
 
 /// What happened to one trace job.
 #[derive(Clone, Debug, PartialEq)]
@@ -71,6 +43,8 @@ pub struct JobResult {
     pub attempts: u32,
     /// Attempts preempted.
     pub kills: u32,
+    /// Slot time its attempts held, lost work included, in milliseconds.
+    pub slot_ms: u64,
 }
 
 impl JobResult {
@@ -85,23 +59,8 @@ impl JobResult {
             critical_path_ms: 0,
             attempts: 0,
             kills: 0,
+            slot_ms: 0,
         }
-    }
-
-    /// Submit → first task running, in seconds.
-    pub fn wait_s(&self) -> Option<f64> {
-        Some(secs(self.started?.0.saturating_sub(self.submitted?.0)))
-    }
-
-    /// Submit → end, in seconds, for completed jobs.
-    pub fn completion_s(&self) -> Option<f64> {
-        let ended = self.ended.filter(|_| self.outcome == Outcome::Completed)?;
-        Some(secs(ended.0.saturating_sub(self.submitted?.0)))
-    }
-
-    /// Whether it missed `deadline`: anything but completing by then.
-    pub fn violates(&self, deadline: Timestamp) -> bool {
-        self.outcome != Outcome::Completed || self.ended.is_none_or(|e| e > deadline)
     }
 }
 
@@ -198,44 +157,8 @@ impl SlotUsage {
     }
 }
 
-/// Metrics over a set of jobs (all of them, or one class).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Metrics {
-    /// Jobs in the set.
-    pub jobs: u64,
-    /// Jobs that completed.
-    pub completed: u64,
-    /// Jobs that failed, were cancelled or rejected.
-    pub failed: u64,
-    /// Jobs not ended when the run stopped (or never submitted).
-    pub unfinished: u64,
-    /// First submit → last end.
-    pub makespan_s: f64,
-    /// Mean waiting time.
-    pub mean_wait_s: f64,
-    /// Median waiting time.
-    pub median_wait_s: f64,
-    /// 95th-percentile waiting time.
-    pub p95_wait_s: f64,
-    /// Mean completion time.
-    pub mean_completion_s: f64,
-    /// Median completion time.
-    pub median_completion_s: f64,
-    /// 95th-percentile completion time.
-    pub p95_completion_s: f64,
-    /// Jobs with a deadline.
-    pub deadline_jobs: u64,
-    /// Share of `deadline_jobs` that missed it (0 when there are none).
-    pub violation_rate: f64,
-    /// Mean tardiness over completed jobs with a deadline.
-    pub mean_tardiness_s: f64,
-    /// Mean earliness over completed jobs with a deadline.
-    pub mean_earliness_s: f64,
-    /// Median slack over jobs with a deadline.
-    pub median_slack_s: f64,
-}
-
-/// A run's summary: how it was set up, metrics overall and per class, cluster use.
+/// A simulated run's summary: how it was set up, what only a simulation measures, then
+/// the shared metrics (overall and per class).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Summary {
     /// Policy name.
@@ -248,43 +171,61 @@ pub struct Summary {
     pub map_slots: u32,
     /// Reduce slots per node.
     pub reduce_slots: u32,
-    /// Metrics over every job.
-    #[serde(flatten)]
-    pub all: Metrics,
     /// Busy share of map slots over the makespan.
     pub map_utilisation: f64,
     /// Busy share of reduce slots over the makespan.
     pub reduce_utilisation: f64,
-    /// Attempts launched.
-    pub attempts: u64,
-    /// Attempts killed while their job ran.
-    pub preemptions: u64,
     /// Attempts that failed.
     pub failed_attempts: u64,
     /// Slot time thrown away by kills and failures.
     pub lost_work_s: f64,
-    /// Metrics per class (`delay-sensitive`, `delay-tolerant`, `none`), classes present only.
-    pub classes: BTreeMap<String, Metrics>,
+    /// The metrics both tools print, overall and per class (`classes`).
+    #[serde(flatten)]
+    pub metrics: metrics::Summary,
 }
 
-/// The class name a job is reported under.
-pub fn class_name(job: &TraceJob) -> &'static str {
-    job.class.map_or("none", |c| c.name())
+/// The shared per-job records of `run` of `trace`, in trace order; times are seconds of
+/// virtual time.
+pub fn records(trace: &Trace, run: &SimRun) -> Vec<JobRecord> {
+    run.jobs.iter().zip(&trace.jobs).map(|(r, job)| record(r, job)).collect()
+}
+
+/// What the summary needs of one job.
+fn record(r: &JobResult, job: &TraceJob) -> JobRecord {
+    let at = |t: Timestamp| secs(t.0);
+    JobRecord {
+        id: job.id.clone(),
+        // The core knows the job by its spec, whose name is the trace id.
+        name: job.id.clone(),
+        account: job.user.clone(),
+        class: job.class,
+        queue: job.queue.clone(),
+        outcome: r.outcome,
+        submit_s: r.submitted.map(at),
+        start_s: r.started.map(at),
+        finish_s: r.ended.map(at),
+        deadline_s: job.deadline().map(at),
+        tasks: job.tasks(),
+        slot_s: Some(secs(r.slot_ms)),
+        critical_path_s: Some(secs(r.critical_path_ms)),
+        attempts: Some(r.attempts),
+        kills: Some(r.kills),
+        price: None,
+    }
 }
 
 impl Summary {
     /// Summarises `run` of `trace` under `config`.
     pub fn new(trace: &Trace, run: &SimRun, config: &SimConfig) -> Summary {
-        let all = metrics(trace, run, |_| true);
-        let mut names: Vec<&str> = trace.jobs.iter().map(class_name).collect();
-        names.sort_unstable();
-        names.dedup();
-        let classes =
-            names.into_iter().map(|c| (c.to_string(), metrics(trace, run, |j| class_name(j) == c))).collect();
-        let span_ms = (all.makespan_s * 1000.0).max(1.0);
+        let facts = RunFacts {
+            slots: Some(config.nodes * (config.map_slots + config.reduce_slots)),
+            stopped_s: Some(secs(run.stats.stopped_at.0)),
+        };
+        let metrics = summarise(&records(trace, run), facts);
+        let span_ms = (metrics.all.makespan_s.unwrap_or(0.0) * 1000.0).max(1.0);
         let util = |k: usize, per_node: u32| {
             let capacity = span_ms * f64::from(config.nodes * per_node);
-            if capacity > 0.0 { round6(run.stats.busy_ms[k] as f64 / capacity) } else { 0.0 }
+            if capacity > 0.0 { round(run.stats.busy_ms[k] as f64 / capacity, 6) } else { 0.0 }
         };
         Summary {
             policy: config.core.policy.name().to_string(),
@@ -294,12 +235,9 @@ impl Summary {
             reduce_slots: config.reduce_slots,
             map_utilisation: util(0, config.map_slots),
             reduce_utilisation: util(1, config.reduce_slots),
-            all,
-            attempts: run.stats.attempts,
-            preemptions: run.stats.preemptions,
             failed_attempts: run.stats.failed_attempts,
-            lost_work_s: round3(secs(run.stats.lost_work_ms)),
-            classes,
+            lost_work_s: round(secs(run.stats.lost_work_ms), 3),
+            metrics,
         }
     }
 
@@ -310,9 +248,10 @@ impl Summary {
         text
     }
 
-    /// A human summary: set-up, a table of metrics per class, cluster use.
+    /// A human summary: the set-up and what only a simulation measures, a blank line, then
+    /// the shared table (one metric per line, a column per class), as `slotmarket
+    /// workload run` prints it.
     pub fn write_text(&self, out: &mut impl Write) -> std::io::Result<()> {
-        let a = &self.all;
         writeln!(
             out,
             "policy {} · seed {} · {} nodes × {} map + {} reduce slots",
@@ -320,171 +259,25 @@ impl Summary {
         )?;
         writeln!(
             out,
-            "jobs {}: {} completed, {} failed, {} unfinished; makespan {:.1} s",
-            a.jobs, a.completed, a.failed, a.unfinished, a.makespan_s
-        )?;
-        writeln!(
-            out,
-            "{:<16} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}",
-            "class",
-            "jobs",
-            "wait mean",
-            "median",
-            "p95",
-            "compl mean",
-            "median",
-            "p95",
-            "deadlines",
-            "violated"
-        )?;
-        let rows = std::iter::once(("all", a)).chain(self.classes.iter().map(|(c, m)| (c.as_str(), m)));
-        for (name, m) in rows {
-            write_row(out, name, m)?;
-        }
-        writeln!(
-            out,
-            "slot use: map {:.1} %, reduce {:.1} %; attempts {}, preemptions {}, failed attempts {}, lost work {:.1} s",
+            "slot use: map {:.1} %, reduce {:.1} %; failed attempts {}, lost work {:.1} s",
             self.map_utilisation * 100.0,
             self.reduce_utilisation * 100.0,
-            self.attempts,
-            self.preemptions,
             self.failed_attempts,
             self.lost_work_s
-        )
+        )?;
+        writeln!(out)?;
+        self.metrics.write_text(out)
     }
-}
-
-/// One line of the summary table.
-fn write_row(out: &mut impl Write, name: &str, m: &Metrics) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "{:<16} {:>8} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>9} {:>8.1}%",
-        name,
-        m.jobs,
-        m.mean_wait_s,
-        m.median_wait_s,
-        m.p95_wait_s,
-        m.mean_completion_s,
-        m.median_completion_s,
-        m.p95_completion_s,
-        m.deadline_jobs,
-        m.violation_rate * 100.0
-    )
-}
-
-/// Metrics over the jobs `keep` accepts.
-fn metrics(trace: &Trace, run: &SimRun, keep: impl Fn(&TraceJob) -> bool) -> Metrics {
-    let mut m = Metrics::default();
-    let (mut waits, mut completions, mut slacks) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut first, mut last) = (u64::MAX, 0u64);
-    let (mut violations, mut tardiness, mut earliness, mut on_time_or_late) = (0u64, 0.0, 0.0, 0u64);
-    for (r, job) in run.jobs.iter().zip(&trace.jobs).filter(|(_, j)| keep(j)) {
-        m.jobs += 1;
-        match r.outcome {
-            Outcome::Completed => m.completed += 1,
-            Outcome::Failed | Outcome::Cancelled | Outcome::Rejected => m.failed += 1,
-            Outcome::Unfinished | Outcome::NotSubmitted => m.unfinished += 1,
-        }
-        if let Some(s) = r.submitted {
-            first = first.min(s.0);
-        }
-        let end = if r.outcome == Outcome::Unfinished { Some(run.stats.stopped_at) } else { r.ended };
-        last = last.max(end.map_or(0, |e| e.0));
-        waits.extend(r.wait_s());
-        completions.extend(r.completion_s());
-        let Some(deadline) = job.deadline() else { continue };
-        m.deadline_jobs += 1;
-        violations += u64::from(r.violates(deadline));
-        if let (Outcome::Completed, Some(end)) = (r.outcome, r.ended) {
-            on_time_or_late += 1;
-            tardiness += secs(end.0.saturating_sub(deadline.0));
-            earliness += secs(deadline.0.saturating_sub(end.0));
-        }
-        if let Some(s) = r.submitted {
-            slacks.push((deadline.0 as f64 - s.0 as f64 - r.critical_path_ms as f64) / 1000.0);
-        }
-    }
-    m.makespan_s = if first == u64::MAX { 0.0 } else { round3(secs(last.saturating_sub(first))) };
-    (m.mean_wait_s, m.median_wait_s, m.p95_wait_s) = mean_median_p95(&mut waits);
-    (m.mean_completion_s, m.median_completion_s, m.p95_completion_s) = mean_median_p95(&mut completions);
-    m.median_slack_s = mean_median_p95(&mut slacks).1;
-    if m.deadline_jobs > 0 {
-        m.violation_rate = round6(violations as f64 / m.deadline_jobs as f64);
-    }
-    if on_time_or_late > 0 {
-        m.mean_tardiness_s = round3(tardiness / on_time_or_late as f64);
-        m.mean_earliness_s = round3(earliness / on_time_or_late as f64);
-    }
-    m
-}
-
-/// Mean, median and nearest-rank p95, rounded to milliseconds; zeros for no values.
-pub fn mean_median_p95(values: &mut [f64]) -> (f64, f64, f64) {
-    if values.is_empty() {
-        return (0.0, 0.0, 0.0);
-    }
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    let mean = values.iter().sum::<f64>() / n as f64;
-    let median = if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 };
-    let rank = (0.95 * n as f64).ceil() as usize;
-    let p95 = values[rank.clamp(1, n) - 1];
-    (round3(mean), round3(median), round3(p95))
 }
 
 fn secs(ms: u64) -> f64 {
     ms as f64 / 1000.0
 }
 
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
-fn round6(x: f64) -> f64 {
-    (x * 1e6).round() / 1e6
-}
-
-/// Column names of the per-job CSV.
-pub const JOBS_CSV_HEADER: &str = "id,user,class,queue,state,submit_s,start_s,end_s,wait_s,completion_s,\
-deadline_s,tardiness_s,earliness_s,slack_s,critical_path_s,tasks,attempts,kills";
-
-/// One line per trace job, in trace order; empty cells for what does not apply.
+/// One line per trace job, in trace order, with the columns both tools write
+/// ([`metrics::JOB_COLUMNS`]).
 pub fn write_jobs_csv(trace: &Trace, run: &SimRun, out: &mut impl Write) -> std::io::Result<()> {
-    writeln!(out, "{JOBS_CSV_HEADER}")?;
-    let t = |ts: Option<Timestamp>| ts.map(|t| format!("{:.3}", secs(t.0))).unwrap_or_default();
-    let f = |x: Option<f64>| x.map(|x| format!("{x:.3}")).unwrap_or_default();
-    for (r, job) in run.jobs.iter().zip(&trace.jobs) {
-        let deadline = job.deadline();
-        let ended = r.ended.filter(|_| r.outcome == Outcome::Completed);
-        let late = deadline.zip(ended).map(|(d, e)| secs(e.0.saturating_sub(d.0)));
-        let early = deadline.zip(ended).map(|(d, e)| secs(d.0.saturating_sub(e.0)));
-        let slack = deadline
-            .zip(r.submitted)
-            .map(|(d, s)| (d.0 as f64 - s.0 as f64 - r.critical_path_ms as f64) / 1000.0);
-        writeln!(
-            out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{}",
-            csv_field(&job.id),
-            csv_field(&job.user),
-            class_name(job),
-            csv_field(job.queue.as_deref().unwrap_or("default")),
-            r.outcome.name(),
-            t(r.submitted),
-            t(r.started),
-            t(r.ended),
-            f(r.wait_s()),
-            f(r.completion_s()),
-            t(deadline),
-            f(late),
-            f(early),
-            f(slack),
-            secs(r.critical_path_ms),
-            job.tasks(),
-            r.attempts,
-            r.kills
-        )?;
-    }
-    Ok(())
+    metrics::write_jobs_csv(&records(trace, run), out)
 }
 
 /// Slot use over time: per bucket its start, width, mean busy slots and utilisation.
@@ -509,27 +302,9 @@ pub fn write_slots_csv(run: &SimRun, config: &SimConfig, out: &mut impl Write) -
     Ok(())
 }
 
-/// Quotes a CSV cell if it holds a comma, quote or line break (RFC 4180).
-pub fn csv_field(text: &str) -> std::borrow::Cow<'_, str> {
-    if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\"")).into()
-    } else {
-        text.into()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percentiles_follow_the_documented_definitions() {
-        let mut v = vec![4.0, 1.0, 3.0, 2.0];
-        assert_eq!(mean_median_p95(&mut v), (2.5, 2.5, 4.0));
-        let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(mean_median_p95(&mut v), (50.5, 50.5, 95.0));
-        assert_eq!(mean_median_p95(&mut []), (0.0, 0.0, 0.0));
-    }
 
     #[test]
     fn slot_usage_splits_intervals_over_buckets_and_coarsens() {
@@ -541,12 +316,5 @@ mod tests {
         assert_eq!(u.buckets[0], [1500, 2000]);
         let total: u64 = u.buckets.iter().map(|b| b[0] + b[1]).sum();
         assert_eq!(total, 2000 + MAX_BUCKETS as u64 * 1000 + 1);
-    }
-
-    #[test]
-    fn csv_fields_are_quoted_only_when_needed() {
-        assert_eq!(csv_field("plain"), "plain");
-        assert_eq!(csv_field("a,b"), "\"a,b\"");
-        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
     }
 }
