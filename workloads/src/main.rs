@@ -47,7 +47,7 @@ enum Command {
         #[command(flatten)]
         gen_args: GenArgs,
     },
-    /// Count words: map writes word<TAB>count per reducer, reduce sums them sorted by word.
+    /// Count words: map writes `word<TAB>count` per reducer, reduce sums them sorted by word.
     Wordcount {
         #[command(subcommand)]
         side: Side<MapArgs>,

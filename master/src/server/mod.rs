@@ -1,5 +1,5 @@
 //! The master server: one actor task owns the [`Core`] and the [`Store`]; agent and
-//! client sessions decode what they receive into [`Input`]s for it and carry its
+//! client sessions decode what they receive into `Input`s for it and carry its
 //! commands out. No locks around scheduling state: only the actor touches it.
 //!
 //! ```text

@@ -60,7 +60,7 @@ pub(crate) struct GenArgs {
     /// mrm: reduce slots of the cluster the deadlines assume.
     #[arg(long, default_value_t = 80)]
     cluster_reduce_slots: u32,
-    /// mrm, dp: number of users [10].
+    /// mrm, dp: number of users (default 10).
     #[arg(long, default_value_t = 10)]
     users: u32,
     /// dress: share of small-demand jobs.
