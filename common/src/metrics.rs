@@ -45,7 +45,7 @@ use serde::Serialize;
 
 use crate::spec::JobClass;
 
-pub use self::csv::{CsvError, JOB_COLUMNS, csv_field, read_jobs_csv, write_jobs_csv};
+pub use self::csv::{CsvError, JOB_COLUMNS, csv_field, parse_csv, read_jobs_csv, write_jobs_csv};
 
 /// The class key of jobs without a class.
 pub const NO_CLASS: &str = "none";

@@ -85,7 +85,7 @@ pub fn write_jobs_csv<'a>(
 
 /// Reads a per-job CSV written by [`write_jobs_csv`].
 pub fn read_jobs_csv(text: &str) -> Result<Vec<JobRecord>, CsvError> {
-    let mut rows = csv_rows(text)?.into_iter();
+    let mut rows = parse_csv(text)?.into_iter();
     let Some((_, header)) = rows.next() else { return Ok(Vec::new()) };
     let columns = Columns::locate(&header)?;
     rows.map(|(line, cells)| columns.record(&Row { line, cells: &cells })).collect()
@@ -102,7 +102,7 @@ pub fn csv_field(text: &str) -> Cow<'_, str> {
 
 /// The non-blank rows of `text` with the line each starts on, quoting undone (RFC 4180:
 /// a quoted cell may hold commas, doubled quotes and line breaks).
-fn csv_rows(text: &str) -> Result<Vec<(usize, Vec<String>)>, CsvError> {
+pub fn parse_csv(text: &str) -> Result<Vec<(usize, Vec<String>)>, CsvError> {
     let (mut rows, mut cells, mut cell) = (Vec::new(), Vec::new(), String::new());
     let (mut quoted, mut line, mut start) = (false, 1, 1);
     let mut chars = text.chars().peekable();
@@ -321,7 +321,7 @@ mod tests {
         assert_eq!(csv_field("plain"), "plain");
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
-        let rows = csv_rows("a,\"b,c\",\"d\"\"e\",,f\r\n\n\"x\ny\",z\n").expect("parses");
+        let rows = parse_csv("a,\"b,c\",\"d\"\"e\",,f\r\n\n\"x\ny\",z\n").expect("parses");
         assert_eq!(rows[0], (1, vec!["a", "b,c", "d\"e", "", "f"].into_iter().map(String::from).collect()));
         assert_eq!(rows[1], (3, vec!["x\ny".to_string(), "z".to_string()]));
     }

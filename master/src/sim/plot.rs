@@ -6,12 +6,15 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use slotmarket_common::metrics::spread;
+use slotmarket_common::metrics::{CsvError, parse_csv, spread};
 use thiserror::Error;
 
 /// A CSV the plots cannot use.
 #[derive(Debug, Error, PartialEq)]
 pub enum PlotError {
+    /// The file is not valid CSV.
+    #[error(transparent)]
+    Csv(#[from] CsvError),
     /// A column the plot needs is missing.
     #[error("no column \"{0}\" in the header; is this a slotmarket-sim CSV?")]
     MissingColumn(String),
@@ -60,32 +63,13 @@ pub struct RunData {
     pub slots: Vec<SlotRow>,
 }
 
-/// Splits one CSV line into cells, undoing RFC 4180 quoting.
-fn cells(line: &str) -> Vec<String> {
-    let (mut out, mut cell, mut quoted, mut chars) =
-        (Vec::new(), String::new(), false, line.chars().peekable());
-    while let Some(c) = chars.next() {
-        match (c, quoted) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                cell.push('"');
-                chars.next();
-            }
-            ('"', _) => quoted = !quoted,
-            (',', false) => out.push(std::mem::take(&mut cell)),
-            _ => cell.push(c),
-        }
-    }
-    out.push(cell);
-    out
-}
-
 /// CSV rows: line number and the named columns' cells.
 type Rows<'a> = Vec<(usize, BTreeMap<&'a str, String>)>;
 
 /// Rows of a CSV as maps from the named columns to cells.
 fn table<'a>(text: &str, columns: &[&'a str]) -> Result<Rows<'a>, PlotError> {
-    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
-    let header = lines.next().map(|(_, h)| cells(h)).unwrap_or_default();
+    let mut lines = parse_csv(text)?.into_iter();
+    let header = lines.next().map(|(_, h)| h).unwrap_or_default();
     let positions: Vec<(&str, usize)> = columns
         .iter()
         .map(|&c| {
@@ -93,11 +77,10 @@ fn table<'a>(text: &str, columns: &[&'a str]) -> Result<Rows<'a>, PlotError> {
         })
         .collect::<Result<_, _>>()?;
     Ok(lines
-        .map(|(n, line)| {
-            let row = cells(line);
+        .map(|(n, row)| {
             let picked =
                 positions.iter().map(|&(c, p)| (c, row.get(p).cloned().unwrap_or_default())).collect();
-            (n + 1, picked)
+            (n, picked)
         })
         .collect())
 }
@@ -439,11 +422,6 @@ mod tests {
     const JOBS: &str = "id,user,class,queue,state,submit_s,start_s,end_s,wait_s,completion_s\n\
         \"a,1\",u,delay-sensitive,default,completed,0,0,10,0.000,10.000\n\
         b,u,none,default,unfinished,1,,,,\n";
-
-    #[test]
-    fn csv_cells_undo_quoting() {
-        assert_eq!(cells(r#"a,"b,c","d""e",,f"#), vec!["a", "b,c", "d\"e", "", "f"]);
-    }
 
     #[test]
     fn job_and_slot_csvs_are_read_by_column_name() {
