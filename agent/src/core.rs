@@ -410,15 +410,8 @@ impl Container {
         exit_code: Option<i32>,
         message: Option<String>,
     ) -> ContainerReport {
-        ContainerReport {
-            container: self.last.container,
-            task: self.task,
-            attempt: self.attempt,
-            state,
-            at,
-            exit_code,
-            message,
-        }
+        // Same container, task and attempt as its last report; only the transition is new.
+        ContainerReport { state, at, exit_code, message, ..self.last.clone() }
     }
 }
 

@@ -3,6 +3,8 @@
 //! repeat exactly for a seed; and seeded random workloads keep the core's invariants
 //! after every step.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -17,17 +19,14 @@ use slotmarket_master::sim::{self, SimConfig};
 /// 200 jobs of the MRM mix at about 90 % map load (a job every 65 s on 10 nodes), with noise and
 /// failures, queues by class so `capacity` has something to divide.
 fn golden_trace() -> Trace {
-    let mrm =
-        Mrm { jobs: 200, interarrival_s: 65.0, map_slots: 20, reduce_slots: 20, seed: 11, ..Mrm::default() };
-    let mut jobs = Vec::new();
-    mrm.generate(|mut job| {
-        job.queue =
-            Some(if job.class == Some(JobClass::DelaySensitive) { "sensitive" } else { "tolerant" }.into());
-        jobs.push(job);
-        Ok::<(), ()>(())
+    support::mrm_trace_queued_by_class(Mrm {
+        jobs: 200,
+        interarrival_s: 65.0,
+        map_slots: 20,
+        reduce_slots: 20,
+        seed: 11,
+        ..Mrm::default()
     })
-    .expect("generates");
-    Trace::new(jobs).expect("valid trace")
 }
 
 fn golden_config(policy: PolicyName, preemption: bool) -> SimConfig {

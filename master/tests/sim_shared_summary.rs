@@ -4,11 +4,12 @@
 //! depends on the per-job records alone, and the live runner, which writes the same
 //! columns and renders through the same code, prints lines that compare one for one.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::process::Command;
 
 use slotmarket_common::metrics::{RunFacts, read_jobs_csv, summarise};
-use slotmarket_common::spec::JobClass;
 use slotmarket_common::time::Timestamp;
 use slotmarket_master::core::{CoreConfig, PolicyName};
 use slotmarket_master::sim::generate::Mrm;
@@ -18,17 +19,14 @@ use slotmarket_master::sim::{self, SimConfig};
 
 /// 120 jobs of the MRM mix on 6 nodes, queued by class, with noise and failures.
 fn trace() -> Trace {
-    let mrm =
-        Mrm { jobs: 120, interarrival_s: 40.0, map_slots: 12, reduce_slots: 12, seed: 3, ..Mrm::default() };
-    let mut jobs = Vec::new();
-    mrm.generate(|mut job| {
-        job.queue =
-            Some(if job.class == Some(JobClass::DelaySensitive) { "sensitive" } else { "tolerant" }.into());
-        jobs.push(job);
-        Ok::<(), ()>(())
+    support::mrm_trace_queued_by_class(Mrm {
+        jobs: 120,
+        interarrival_s: 40.0,
+        map_slots: 12,
+        reduce_slots: 12,
+        seed: 3,
+        ..Mrm::default()
     })
-    .expect("generates");
-    Trace::new(jobs).expect("valid trace")
 }
 
 fn config(policy: PolicyName, horizon_s: Option<u64>) -> SimConfig {
