@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
 use slotmarket_common::container::ContainerState;
-use slotmarket_common::ids::{AgentId, AttemptId, ContainerId, TaskId};
+use slotmarket_common::ids::{AgentId, ContainerId};
 use slotmarket_common::protocol::{ContainerReport, Launch};
 use slotmarket_common::spec::SlotKind;
 use slotmarket_common::time::Timestamp;
@@ -124,8 +124,6 @@ impl fmt::Debug for Phase {
 /// One live container.
 #[derive(Clone, Debug)]
 struct Container {
-    task: TaskId,
-    attempt: AttemptId,
     slot: SlotKind,
     phase: Phase,
     /// The last report sent, re-sent in `Register` after a reconnect.
@@ -257,16 +255,7 @@ impl AgentCore {
         debug!(container = %id, task = %launch.task, slot = %launch.slot, "launch accepted");
         let last = report(&launch, ContainerState::Acquired, now, None, None);
         out.push(AgentAction::Report(last.clone()));
-        self.live.insert(
-            id,
-            Container {
-                task: launch.task,
-                attempt: launch.attempt,
-                slot: launch.slot,
-                phase: Phase::Acquired,
-                last,
-            },
-        );
+        self.live.insert(id, Container { slot: launch.slot, phase: Phase::Acquired, last });
         out.push(AgentAction::Spawn(launch));
     }
 
