@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use slotmarket_common::spec::{JobClass, SlotKind};
+use slotmarket_common::spec::JobClass;
 use slotmarket_master::core::{CoreConfig, PolicyName};
 use slotmarket_master::sim::report::{Outcome, Summary};
 use slotmarket_master::sim::workload::{Durations, Trace, TraceJob, TraceStage};
@@ -13,22 +13,7 @@ use slotmarket_master::sim::{self, SimConfig, SimRun};
 /// A job of `maps` map tasks of `map_s` seconds (and `reduces` reduce tasks of
 /// `reduce_s` behind a barrier if `reduces > 0`) arriving at `at`.
 fn job(id: &str, at: f64, maps: u32, map_s: f64, reduces: u32, reduce_s: f64) -> TraceJob {
-    let mut stages = vec![TraceStage {
-        name: "map".into(),
-        slot: SlotKind::Map,
-        tasks: maps,
-        after: vec![],
-        duration_s: Durations::Fixed(map_s),
-    }];
-    if reduces > 0 {
-        stages.push(TraceStage {
-            name: "reduce".into(),
-            slot: SlotKind::Reduce,
-            tasks: reduces,
-            after: vec!["map".into()],
-            duration_s: Durations::Fixed(reduce_s),
-        });
-    }
+    let stages = TraceStage::map_reduce(maps, Durations::Fixed(map_s), reduces, Durations::Fixed(reduce_s));
     TraceJob {
         id: id.into(),
         arrival_s: at,

@@ -13,7 +13,7 @@
 //! is a flag. A job's tasks within a stage share a mean (DRESS §III: tasks of a phase run
 //! alike), drawn per job between half and one and a half times the base length.
 
-use slotmarket_common::spec::{JobClass, SlotKind};
+use slotmarket_common::spec::JobClass;
 
 use super::rng::Rng;
 use super::workload::{Dist, Durations, TraceJob, TraceStage};
@@ -266,23 +266,7 @@ fn map_reduce(maps: u32, reduces: u32, map_mean: f64, reduce_mean: f64, cv: f64)
             Durations::Fixed(mean)
         }
     };
-    let mut stages = vec![TraceStage {
-        name: "map".into(),
-        slot: SlotKind::Map,
-        tasks: maps,
-        after: vec![],
-        duration_s: dist(map_mean),
-    }];
-    if reduces > 0 {
-        stages.push(TraceStage {
-            name: "reduce".into(),
-            slot: SlotKind::Reduce,
-            tasks: reduces,
-            after: vec!["map".into()],
-            duration_s: dist(reduce_mean),
-        });
-    }
-    stages
+    TraceStage::map_reduce(maps, dist(map_mean), reduces, dist(reduce_mean))
 }
 
 fn job(

@@ -111,6 +111,30 @@ pub struct TraceStage {
     pub duration_s: Durations,
 }
 
+impl TraceStage {
+    /// A MapReduce job's stages: `maps` map tasks and, if `reduces > 0`, a reduce stage
+    /// behind the maps' barrier.
+    pub fn map_reduce(maps: u32, map: Durations, reduces: u32, reduce: Durations) -> Vec<TraceStage> {
+        let mut stages = vec![TraceStage {
+            name: "map".into(),
+            slot: SlotKind::Map,
+            tasks: maps,
+            after: vec![],
+            duration_s: map,
+        }];
+        if reduces > 0 {
+            stages.push(TraceStage {
+                name: "reduce".into(),
+                slot: SlotKind::Reduce,
+                tasks: reduces,
+                after: vec!["map".into()],
+                duration_s: reduce,
+            });
+        }
+        stages
+    }
+}
+
 /// Task durations of a stage, in seconds.
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
 #[serde(untagged)]
