@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::ops::{Add, Sub};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +33,15 @@ impl Timestamp {
     /// Time elapsed from `earlier` to `self`, zero if `earlier` is later.
     pub fn saturating_since(self, earlier: Timestamp) -> Duration {
         Duration::from_millis(self.0.saturating_sub(earlier.0))
+    }
+}
+
+impl From<SystemTime> for Timestamp {
+    /// The time a driver read from the system clock (the core never reads it itself).
+    /// Times before the epoch become the epoch.
+    fn from(time: SystemTime) -> Timestamp {
+        let since_epoch = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+        Timestamp(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
     }
 }
 
@@ -75,5 +84,7 @@ mod tests {
         assert_eq!(Timestamp(10) - Duration::from_secs(1), Timestamp::ZERO);
         assert_eq!(Timestamp(10).saturating_since(Timestamp(20)), Duration::ZERO);
         assert_eq!(Timestamp(3500).to_string(), "3.500s");
+        assert_eq!(Timestamp::from(UNIX_EPOCH + Duration::from_millis(1234)), Timestamp(1234));
+        assert_eq!(Timestamp::from(UNIX_EPOCH - Duration::from_secs(1)), Timestamp::ZERO);
     }
 }
