@@ -36,6 +36,18 @@ pub enum ContainerState {
 }
 
 impl ContainerState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [ContainerState; 8] = [
+        ContainerState::New,
+        ContainerState::Reserved,
+        ContainerState::Allocated,
+        ContainerState::Acquired,
+        ContainerState::Running,
+        ContainerState::Completed,
+        ContainerState::Failed,
+        ContainerState::Killed,
+    ];
+
     /// Whether nothing can follow this state.
     pub fn is_terminal(self) -> bool {
         matches!(self, ContainerState::Completed | ContainerState::Failed | ContainerState::Killed)
@@ -67,6 +79,12 @@ impl ContainerState {
             ContainerState::Killed => "killed",
         }
     }
+
+    /// The state whose [`name`](ContainerState::name) is `name`, if any (e.g. read back
+    /// from the store).
+    pub fn from_name(name: &str) -> Option<ContainerState> {
+        ContainerState::ALL.into_iter().find(|s| s.name() == name)
+    }
 }
 
 impl fmt::Display for ContainerState {
@@ -77,7 +95,28 @@ impl fmt::Display for ContainerState {
 
 #[cfg(test)]
 mod tests {
-    use super::ContainerState::*;
+    use super::ContainerState::{self, *};
+
+    #[test]
+    fn every_state_is_listed_once_and_its_name_round_trips() {
+        // Exhaustive on purpose: a new variant fails to compile here until it is in `ALL`.
+        let position = |s: ContainerState| match s {
+            New => 0,
+            Reserved => 1,
+            Allocated => 2,
+            Acquired => 3,
+            Running => 4,
+            Completed => 5,
+            Failed => 6,
+            Killed => 7,
+        };
+        for (i, state) in ContainerState::ALL.into_iter().enumerate() {
+            assert_eq!(position(state), i, "{state} is out of place in ALL");
+            assert_eq!(ContainerState::from_name(state.name()), Some(state));
+        }
+        assert_eq!(ContainerState::from_name("Running"), None);
+        assert_eq!(ContainerState::from_name(""), None);
+    }
 
     #[test]
     fn the_happy_path_is_allowed() {
@@ -89,10 +128,9 @@ mod tests {
 
     #[test]
     fn terminal_states_have_no_successors() {
-        let all = [New, Reserved, Allocated, Acquired, Running, Completed, Failed, Killed];
         for from in [Completed, Failed, Killed] {
             assert!(from.is_terminal());
-            assert!(all.iter().all(|&to| !from.can_become(to)));
+            assert!(ContainerState::ALL.iter().all(|&to| !from.can_become(to)));
         }
     }
 

@@ -6,14 +6,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
+use slotmarket_common::config::{ConfigFileError, DEFAULT_CERT_DIR, DEFAULT_MASTER_ADDR, load_toml};
 use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
 use thiserror::Error;
 
 use crate::core::policy::check_queue_shares;
 use crate::core::{CoreConfig, PolicyName};
 
-/// Address the master listens on when nothing else is said.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:7400";
+/// Address the master listens on when nothing else is said: where agents and clients look
+/// for it by default.
+pub const DEFAULT_LISTEN: &str = DEFAULT_MASTER_ADDR;
 
 /// The contents of `master.toml`.
 #[derive(Clone, Default, Debug, Deserialize)]
@@ -43,14 +45,9 @@ pub struct MasterFile {
 /// A setting that cannot work.
 #[derive(Debug, Error)]
 pub enum ConfigError {
-    /// The file could not be parsed.
-    #[error("{path}: {message}")]
-    File {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        message: String,
-    },
+    /// The file could not be read or parsed.
+    #[error(transparent)]
+    File(#[from] ConfigFileError),
     /// A value is out of range or inconsistent with another.
     #[error("{field}: {problem}")]
     Invalid {
@@ -64,10 +61,7 @@ pub enum ConfigError {
 impl MasterFile {
     /// Reads and parses a `master.toml`.
     pub fn load(path: &std::path::Path) -> Result<MasterFile, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::File { path: path.to_path_buf(), message: e.to_string() })?;
-        toml::from_str(&text)
-            .map_err(|e| ConfigError::File { path: path.to_path_buf(), message: e.to_string() })
+        Ok(load_toml(path)?)
     }
 }
 
@@ -82,6 +76,8 @@ pub struct MasterConfig {
     pub cert_dir: PathBuf,
     /// The core's settings.
     pub core: CoreConfig,
+    /// How often agents must send heartbeats.
+    pub heartbeat_interval: Duration,
     /// Largest accepted frame, in bytes.
     pub max_frame: usize,
 }
@@ -99,8 +95,9 @@ impl TryFrom<MasterFile> for MasterConfig {
             None => defaults.policy,
         };
         let agent_timeout = file.agent_timeout_ms.map_or(defaults.agent_timeout, Duration::from_millis);
-        let heartbeat_interval =
-            file.heartbeat_interval_ms.map_or(defaults.heartbeat_interval, Duration::from_millis);
+        let heartbeat_interval = file
+            .heartbeat_interval_ms
+            .map_or(crate::server::DEFAULT_HEARTBEAT_INTERVAL, Duration::from_millis);
         if heartbeat_interval.is_zero() || agent_timeout < heartbeat_interval * 2 {
             return Err(ConfigError::Invalid {
                 field: "agent_timeout_ms",
@@ -124,15 +121,15 @@ impl TryFrom<MasterFile> for MasterConfig {
         Ok(MasterConfig {
             listen: file.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
             data_dir: file.data_dir.unwrap_or_else(|| PathBuf::from("slotmarket-data/master")),
-            cert_dir: file.cert_dir.unwrap_or_else(|| PathBuf::from("pki")),
+            cert_dir: file.cert_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_CERT_DIR)),
             core: CoreConfig {
                 policy,
                 agent_timeout,
-                heartbeat_interval,
                 capacity_queues,
                 preemption: file.preemption.unwrap_or(defaults.preemption),
                 ..defaults
             },
+            heartbeat_interval,
             max_frame,
         })
     }

@@ -181,6 +181,13 @@ pub enum Response {
     Error(ErrorReply),
 }
 
+impl Response {
+    /// A failed request's answer: `Error` with `kind` and `message`.
+    pub fn error(kind: ErrorKind, message: impl Into<String>) -> Response {
+        Response::Error(ErrorReply::new(kind, message))
+    }
+}
+
 /// Why a request failed.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, thiserror::Error)]
 #[error("{kind:?}: {message}")]
@@ -189,6 +196,13 @@ pub struct ErrorReply {
     pub kind: ErrorKind,
     /// A sentence for the user.
     pub message: String,
+}
+
+impl ErrorReply {
+    /// A failure of class `kind`, explained by `message`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> ErrorReply {
+        ErrorReply { kind, message: message.into() }
+    }
 }
 
 /// Classes of request failure.
@@ -228,6 +242,10 @@ pub enum JobState {
 }
 
 impl JobState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [JobState; 5] =
+        [JobState::Pending, JobState::Running, JobState::Completed, JobState::Failed, JobState::Cancelled];
+
     /// Whether the job has ended.
     pub fn is_terminal(self) -> bool {
         matches!(self, JobState::Completed | JobState::Failed | JobState::Cancelled)
@@ -242,6 +260,12 @@ impl JobState {
             JobState::Failed => "failed",
             JobState::Cancelled => "cancelled",
         }
+    }
+
+    /// The state whose [`name`](JobState::name) is `name`, if any (e.g. read back from
+    /// the store).
+    pub fn from_name(name: &str) -> Option<JobState> {
+        JobState::ALL.into_iter().find(|s| s.name() == name)
     }
 }
 
@@ -346,5 +370,33 @@ mod tests {
         let msg = AgentToMaster::Reports(vec![report]);
         let bytes = postcard::to_allocvec(&msg).unwrap();
         assert_eq!(postcard::from_bytes::<AgentToMaster>(&bytes).unwrap(), msg);
+    }
+
+    #[test]
+    fn every_job_state_is_listed_once_and_its_name_round_trips() {
+        // Exhaustive on purpose: a new variant fails to compile here until it is in `ALL`.
+        let position = |s: JobState| match s {
+            JobState::Pending => 0,
+            JobState::Running => 1,
+            JobState::Completed => 2,
+            JobState::Failed => 3,
+            JobState::Cancelled => 4,
+        };
+        for (i, state) in JobState::ALL.into_iter().enumerate() {
+            assert_eq!(position(state), i, "{state} is out of place in ALL");
+            assert_eq!(JobState::from_name(state.name()), Some(state));
+        }
+        assert_eq!(JobState::from_name("Pending"), None);
+        assert_eq!(JobState::from_name("canceled"), None);
+    }
+
+    #[test]
+    fn error_responses_carry_their_kind_and_message() {
+        let response = Response::error(ErrorKind::NotFound, "no job j1");
+        assert_eq!(
+            response,
+            Response::Error(ErrorReply { kind: ErrorKind::NotFound, message: "no job j1".into() })
+        );
+        assert_eq!(ErrorReply::new(ErrorKind::Internal, String::from("down")).message, "down");
     }
 }

@@ -1,17 +1,15 @@
-//! `slotmarket-master`: parses flags and `master.toml`, opens the store, replays stored
-//! jobs into the core and serves agents and clients until Ctrl-C or SIGTERM.
+//! `slotmarket-master`: parses flags and `master.toml`, opens the store and serves agents
+//! and clients (after the server replays the stored jobs) until Ctrl-C or SIGTERM.
 
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use slotmarket_common::pki::TlsFiles;
-use slotmarket_common::time::Timestamp;
 use slotmarket_common::transport;
 use slotmarket_master::config::{MasterConfig, MasterFile};
 use slotmarket_master::core::Core;
@@ -90,8 +88,7 @@ async fn run(config: MasterConfig) -> Result<()> {
     let _lock = lock_data_dir(&config.data_dir)?;
     let store = Store::open(&config.data_dir)
         .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
-    let mut core = Core::new(config.core.clone());
-    let recovered = server::recover(&mut core, &store, wall_clock()).context("recovering stored jobs")?;
+    let core = Core::new(config.core.clone());
 
     let tls = TlsFiles::in_dir(&config.cert_dir, "master");
     let listen =
@@ -105,11 +102,11 @@ async fn run(config: MasterConfig) -> Result<()> {
     info!(
         address = %bound,
         policy = config.core.policy.name(),
-        recovered,
         database = %store.path().display(),
         "master listening"
     );
-    let options = ServerOptions { max_frame: config.max_frame };
+    let options =
+        ServerOptions { max_frame: config.max_frame, heartbeat_interval: config.heartbeat_interval };
     server::run(endpoint, core, store, options, shutdown_signal()).await?;
     Ok(())
 }
@@ -159,11 +156,6 @@ fn write_addr_file(data_dir: &Path, addr: &str) -> Result<()> {
     std::fs::write(&tmp, format!("{addr}\n")).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
-}
-
-fn wall_clock() -> Timestamp {
-    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    Timestamp(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
 }
 
 async fn shutdown_signal() {

@@ -2,7 +2,9 @@
 //! the order returned; in particular a `Persist` precedes the `Reply` that depends on
 //! it, so a submit is acknowledged only once it is durable.
 
+use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use slotmarket_common::ids::{AccountId, AgentId, ContainerId, JobId};
 use slotmarket_common::protocol::{ContainerReport, JobState, Launch, Response};
@@ -10,6 +12,7 @@ use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
 
 use super::RequestId;
+use super::policy::PolicyName;
 
 /// An instruction for the driver.
 #[derive(Clone, PartialEq, Debug)]
@@ -28,8 +31,9 @@ pub enum Command {
         agent: AgentId,
         /// Which.
         container: ContainerId,
-        /// Why (logged and echoed in the agent's `Killed` report).
-        reason: String,
+        /// Why; its text is sent to the agent, which logs it and echoes it in the
+        /// `Killed` report.
+        reason: KillReason,
     },
     /// Write to the durable store before carrying out any later command.
     Persist(Persist),
@@ -52,6 +56,57 @@ pub enum Command {
         /// Why, sent to the agent as `Refused`.
         reason: String,
     },
+}
+
+/// Why the core kills a container. Drivers that count outcomes (the simulator) match on
+/// it; [`Display`](fmt::Display) gives the text sent to the agent.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum KillReason {
+    /// A policy takes the slot back for a job or queue below its share.
+    Preempted {
+        /// The policy that decided it.
+        policy: PolicyName,
+        /// The rule it applied, e.g. "its job is over its fair share".
+        why: &'static str,
+    },
+    /// Its job was cancelled.
+    Cancelled,
+    /// Its job failed: a task used up its attempts, or its stored spec no longer validates.
+    JobFailed,
+    /// Its job ended otherwise: its agent reconnected listing it after its job ended.
+    /// (A job that completes has no live containers left to kill.)
+    JobEnded,
+    /// Its agent was silent for longer than the timeout; it is killed in case the agent
+    /// is still alive, since its task now runs elsewhere.
+    AgentSilent {
+        /// The registration.
+        agent: AgentId,
+        /// The timeout it exceeded.
+        timeout: Duration,
+    },
+    /// A reconnecting agent listed a container the master does not know (or no longer
+    /// runs for that task and attempt).
+    Unknown,
+    /// A reconnecting agent listed it but offers no free slot of its kind to adopt it into.
+    NoSlotToAdopt,
+}
+
+impl fmt::Display for KillReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KillReason::Preempted { policy, why } => write!(f, "preempted by {policy}: {why}"),
+            KillReason::Cancelled => f.write_str("cancelled"),
+            KillReason::JobFailed => f.write_str("job failed"),
+            KillReason::JobEnded => f.write_str("its job has ended"),
+            KillReason::AgentSilent { agent, timeout } => {
+                write!(f, "agent {agent} silent for more than {} ms", timeout.as_millis())
+            }
+            KillReason::Unknown => f.write_str("unknown to the master"),
+            KillReason::NoSlotToAdopt => {
+                f.write_str("no free slot to adopt it into; the agent offers fewer slots than before")
+            }
+        }
+    }
 }
 
 /// A durable write.
@@ -87,4 +142,34 @@ pub enum Persist {
         /// The transition.
         report: ContainerReport,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kill_reasons_read_as_the_agent_sees_them() {
+        let cases = [
+            (
+                KillReason::Preempted { policy: PolicyName::Fair, why: "its job is over its fair share" },
+                "preempted by fair: its job is over its fair share",
+            ),
+            (KillReason::Cancelled, "cancelled"),
+            (KillReason::JobFailed, "job failed"),
+            (KillReason::JobEnded, "its job has ended"),
+            (
+                KillReason::AgentSilent { agent: AgentId(3), timeout: Duration::from_secs(10) },
+                "agent n3 silent for more than 10000 ms",
+            ),
+            (KillReason::Unknown, "unknown to the master"),
+            (
+                KillReason::NoSlotToAdopt,
+                "no free slot to adopt it into; the agent offers fewer slots than before",
+            ),
+        ];
+        for (reason, text) in cases {
+            assert_eq!(reason.to_string(), text, "{reason:?}");
+        }
+    }
 }

@@ -86,7 +86,8 @@ pub struct RecoveredJob {
     pub finished: Option<slotmarket_common::time::Timestamp>,
     /// Why it failed or was cancelled.
     pub message: Option<String>,
-    /// Every container the store knows for this job with its last recorded report and
-    /// the node it was on; completed tasks stay completed, live ones wait to be adopted.
+    /// Every container the store knows for this job, **one row per container** (its
+    /// last recorded report and the node it was on), in container id order; completed
+    /// tasks stay completed, live ones wait to be adopted.
     pub containers: Vec<(String, ContainerReport)>,
 }

@@ -3,7 +3,7 @@
 //! exactly one holder and its task's current attempt, counters match the tasks, and
 //! ended jobs have nothing live. Costs O(tasks + containers); not for the hot path.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use slotmarket_common::ids::{AgentId, AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::JobState;
@@ -24,15 +24,18 @@ pub fn check(core: &Core) -> Result<(), String> {
 }
 
 fn check_agents(state: &State) -> Result<(), String> {
-    for (&id, agent) in &state.agents {
-        let mut used = [0u32; KINDS];
-        let mut held = BTreeSet::new();
-        for (&c, rec) in &state.containers {
-            if rec.holder == Holder::Agent(id) {
-                used[kind_ix(rec.kind)] += 1;
-                held.insert(c);
-            }
+    // One pass over the containers collects what each agent holds; the agents are then
+    // compared against it, so the check costs O(agents + containers).
+    let mut holdings: BTreeMap<AgentId, ([u32; KINDS], BTreeSet<ContainerId>)> = BTreeMap::new();
+    for (&c, rec) in &state.containers {
+        if let Holder::Agent(a) = rec.holder {
+            let (used, held) = holdings.entry(a).or_default();
+            used[kind_ix(rec.kind)] += 1;
+            held.insert(c);
         }
+    }
+    for (&id, agent) in &state.agents {
+        let (mut used, held) = holdings.remove(&id).unwrap_or_default();
         for &kind in agent.strays.values() {
             used[kind_ix(kind)] += 1;
         }

@@ -20,7 +20,7 @@ use slotmarket_common::identity::Identity;
 use slotmarket_common::ids::JobId;
 use slotmarket_common::time::Timestamp;
 
-pub use command::{Command, Persist};
+pub use command::{Command, KillReason, Persist};
 pub use event::{Event, RecoveredJob};
 pub use policy::PolicyName;
 pub use view::CoreView;
@@ -48,9 +48,6 @@ pub struct CoreConfig {
     /// this is lost: its tasks run again elsewhere. [`Duration::MAX`] turns loss by
     /// silence off for agents (the simulator's agents never fall silent).
     pub agent_timeout: Duration,
-    /// How often agents are told to send a heartbeat; the driver passes it on in
-    /// `Registered`. It should be well below `agent_timeout`.
-    pub heartbeat_interval: Duration,
     /// Guaranteed share (0 < share <= 1, summing to at most 1) of each `capacity` queue,
     /// by queue name. Empty: every queue with active jobs gets an equal share. Jobs in a
     /// queue not listed here get no guarantee and run on lent capacity only.
@@ -69,7 +66,6 @@ impl Default for CoreConfig {
         CoreConfig {
             policy: PolicyName::Fifo,
             agent_timeout: Duration::from_secs(10),
-            heartbeat_interval: Duration::from_secs(1),
             capacity_queues: BTreeMap::new(),
             preemption: false,
             retain_finished_jobs: true,
@@ -144,20 +140,12 @@ impl Core {
     /// or the policy's own next interval. `None` when nothing is waiting on time.
     pub fn next_wakeup(&self) -> Option<Timestamp> {
         let silence = reactor::next_deadline(&self.state, self.config.agent_timeout);
-        match (silence, self.policy.next_wakeup()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        silence.into_iter().chain(self.policy.next_wakeup()).min()
     }
 
     /// Read-only queries for status, listings and the console.
     pub fn view(&self) -> CoreView<'_> {
         CoreView::new(&self.state)
-    }
-
-    /// The configuration the core was built with.
-    pub fn config(&self) -> &CoreConfig {
-        &self.config
     }
 
     pub(crate) fn state(&self) -> &State {

@@ -34,8 +34,8 @@ pub(crate) struct State {
     pub(crate) active: BTreeSet<JobId>,
     /// Containers holding (or about to release) a slot: live task attempts, plus
     /// containers of ended jobs whose kill has not been confirmed yet. Hashed, not
-    /// ordered: every report looks one up, and only preemption walks them (sorted then,
-    /// see `SchedView::live_containers`).
+    /// ordered: every report looks one up, and only preemption walks them (sorting just
+    /// the containers it picks from, see `SchedView::live_unordered`).
     pub(crate) containers: HashMap<ContainerId, ContainerRec, BuildHasherDefault<IdHasher>>,
     /// Registrations, connected or not.
     pub(crate) agents: BTreeMap<AgentId, Agent>,
@@ -152,6 +152,20 @@ pub(crate) struct ContainerRec {
     pub(crate) draining: bool,
     /// A kill was sent (preemption or job end); do not ask twice.
     pub(crate) kill_sent: bool,
+}
+
+impl ContainerRec {
+    /// A live container of `task`'s `attempt` in `state`, held by `holder`: neither
+    /// draining nor sent a kill yet.
+    pub(crate) fn new(
+        task: TaskId,
+        attempt: AttemptId,
+        kind: SlotKind,
+        holder: Holder,
+        state: ContainerState,
+    ) -> ContainerRec {
+        ContainerRec { task, attempt, kind, holder, state, draining: false, kill_sent: false }
+    }
 }
 
 /// Who holds a container.

@@ -2,9 +2,9 @@
 //! rule that users see only their own jobs and admins see every job.
 
 use slotmarket_common::ids::JobId;
-use slotmarket_common::protocol::{
-    ErrorKind, ErrorReply, JobState, JobStatus, JobSummary, NodeSummary, StageStatus,
-};
+#[cfg(test)]
+use slotmarket_common::protocol::JobState;
+use slotmarket_common::protocol::{ErrorKind, ErrorReply, JobStatus, JobSummary, NodeSummary, StageStatus};
 
 use super::Caller;
 use super::state::{Job, State, kind_ix};
@@ -28,12 +28,10 @@ impl<'a> CoreView<'a> {
             .state
             .jobs
             .get(&job)
-            .ok_or_else(|| ErrorReply { kind: ErrorKind::NotFound, message: format!("no job {job}") })?;
+            .ok_or_else(|| ErrorReply::new(ErrorKind::NotFound, format!("no job {job}")))?;
         if !caller.may_act_for(&j.account) {
-            return Err(ErrorReply {
-                kind: ErrorKind::Forbidden,
-                message: format!("{caller} may not see {job}, which belongs to {}", j.account),
-            });
+            let message = format!("{caller} may not see {job}, which belongs to {}", j.account);
+            return Err(ErrorReply::new(ErrorKind::Forbidden, message));
         }
         Ok(status(j))
     }
@@ -63,13 +61,14 @@ impl<'a> CoreView<'a> {
             .collect()
     }
 
-    /// A job's state, without access checks (for the driver's watch streams).
-    pub fn job_state(&self, job: JobId) -> Option<JobState> {
+    /// A job's state, without access checks.
+    #[cfg(test)]
+    pub(crate) fn job_state(&self, job: JobId) -> Option<JobState> {
         self.state.jobs.get(&job).map(|j| j.state)
     }
 
     /// Container reports dropped by fencing since start (wrong agent, stale attempt,
-    /// unknown container, refused transition); the driver may log or export it.
+    /// unknown container, refused transition); the server logs it when it grows.
     pub fn ignored_reports(&self) -> u64 {
         self.state.ignored_reports
     }

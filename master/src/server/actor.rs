@@ -2,20 +2,18 @@
 //! until the core's next wakeup, and executes the commands the core returns, in order.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use slotmarket_common::identity::Identity;
-use slotmarket_common::ids::{AgentId, JobId};
-use slotmarket_common::protocol::{
-    ContainerReport, ErrorKind, ErrorReply, Launch, MasterToAgent, Request, Response,
-};
+use slotmarket_common::ids::{AgentId, ContainerId, JobId};
+use slotmarket_common::protocol::{ContainerReport, ErrorKind, Launch, MasterToAgent, Request, Response};
 use slotmarket_common::time::Timestamp;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, error, warn};
 
 use super::ServerError;
-use crate::core::{Command, Core, Event, Persist, RequestId};
-use crate::store::Store;
+use crate::core::{Command, Core, Event, KillReason, Persist, RequestId};
+use crate::store::{Store, StoreError};
 
 /// What sessions tell the actor.
 pub(crate) enum Input {
@@ -49,11 +47,46 @@ const MAX_BATCH: usize = 256;
 /// messages far below the frame limit for any realistic job.
 const MAX_LAUNCHES_PER_MESSAGE: usize = 32;
 
+/// A command other than a store write: what is left to do once a batch's writes are
+/// split off and committed.
+enum Action {
+    Launch { agent: AgentId, launch: Launch },
+    Kill { agent: AgentId, container: ContainerId, reason: KillReason },
+    Reply { request: RequestId, response: Response },
+    JobChanged { job: JobId },
+    DropAgent { agent: AgentId, reason: String },
+}
+
+/// Splits `commands` into the store writes and the rest, each in the order given.
+fn split(commands: Vec<Command>) -> (Vec<Persist>, Vec<Action>) {
+    let mut persist = Vec::new();
+    let mut actions = Vec::with_capacity(commands.len());
+    for command in commands {
+        let action = match command {
+            Command::Persist(op) => {
+                persist.push(op);
+                continue;
+            }
+            Command::Launch { agent, launch } => Action::Launch { agent, launch },
+            Command::Kill { agent, container, reason } => Action::Kill { agent, container, reason },
+            Command::Reply { request, response } => Action::Reply { request, response },
+            Command::JobChanged { job } => Action::JobChanged { job },
+            Command::DropAgent { agent, reason } => Action::DropAgent { agent, reason },
+        };
+        actions.push(action);
+    }
+    (persist, actions)
+}
+
 /// The single owner of scheduling state.
 pub(super) struct Actor {
     core: Core,
     store: Store,
     clock: Clock,
+    /// Sent to agents in `Registered`.
+    heartbeat_interval: Duration,
+    /// The core's count of ignored reports when it was last logged.
+    ignored_reports: u64,
     agents: BTreeMap<AgentId, mpsc::UnboundedSender<MasterToAgent>>,
     next_agent: u32,
     replies: HashMap<RequestId, oneshot::Sender<Response>>,
@@ -62,17 +95,34 @@ pub(super) struct Actor {
 }
 
 impl Actor {
-    pub(super) fn new(core: Core, store: Store) -> Actor {
+    pub(super) fn new(core: Core, store: Store, heartbeat_interval: Duration) -> Actor {
         Actor {
             core,
             store,
             clock: Clock::new(),
+            heartbeat_interval,
+            ignored_reports: 0,
             agents: BTreeMap::new(),
             next_agent: 1,
             replies: HashMap::new(),
             next_request: 1,
             watchers: BTreeMap::new(),
         }
+    }
+
+    /// Replays every stored job into the core at the actor's current time; returns how
+    /// many there were. Call it once, before `run`, so the jobs are in place before any
+    /// agent joins.
+    pub(super) fn recover(&mut self) -> Result<usize, StoreError> {
+        let jobs = self.store.recover()?;
+        let count = jobs.len();
+        let now = self.clock.now();
+        for job in jobs {
+            // Recovery only rebuilds state; nothing can be launched before agents join.
+            let commands = self.core.handle(now, Event::JobRecovered(job));
+            debug!(commands = commands.len(), "replayed a stored job");
+        }
+        Ok(count)
     }
 
     /// Runs until every session and the server have dropped their inbox senders, or the
@@ -107,7 +157,7 @@ impl Actor {
             Input::AgentRegistered { node, map_slots, reduce_slots, live_containers, outbound, assigned } => {
                 let agent = AgentId(self.next_agent);
                 self.next_agent += 1;
-                let heartbeat_interval_ms = millis(self.core.config().heartbeat_interval);
+                let heartbeat_interval_ms = millis(self.heartbeat_interval);
                 // If the session is already gone the agent will simply be lost later.
                 let _ = outbound.send(MasterToAgent::Registered { agent, heartbeat_interval_ms });
                 let _ = assigned.send(agent);
@@ -148,8 +198,8 @@ impl Actor {
             Request::Jobs => return answer(reply, Response::Jobs(view.jobs(&caller))),
             Request::Nodes => return answer(reply, Response::Nodes(view.nodes())),
             Request::Watch { .. } => {
-                let message = "watch is a streaming request".to_string();
-                return answer(reply, Response::Error(ErrorReply { kind: ErrorKind::BadRequest, message }));
+                let response = Response::error(ErrorKind::BadRequest, "watch is a streaming request");
+                return answer(reply, response);
             }
             Request::Submit { spec } => Event::JobSubmitted { request: id, caller, spec },
             Request::Cancel { job } => Event::JobCancelRequested { request: id, caller, job },
@@ -177,38 +227,30 @@ impl Actor {
     /// rest in order. Committing early is always safe, and it means no reply, launch or
     /// kill can get ahead of the state it announces.
     fn execute(&mut self, commands: Vec<Command>) -> Result<(), ServerError> {
-        let mut persist: Vec<Persist> = Vec::new();
-        let mut actions: Vec<Command> = Vec::new();
-        for command in commands {
-            match command {
-                Command::Persist(op) => persist.push(op),
-                action => actions.push(action),
-            }
-        }
+        let (persist, actions) = split(commands);
         self.commit(&persist)?;
         let mut launches: BTreeMap<AgentId, Vec<Launch>> = BTreeMap::new();
         let mut changed: BTreeSet<JobId> = BTreeSet::new();
-        for command in actions {
-            match command {
-                Command::Persist(_) => {} // committed above
-                Command::Launch { agent, launch } => launches.entry(agent).or_default().push(launch),
-                Command::Kill { agent, container, reason } => {
+        for action in actions {
+            match action {
+                Action::Launch { agent, launch } => launches.entry(agent).or_default().push(launch),
+                Action::Kill { agent, container, reason } => {
                     // Keep this agent's launches and kills in the order the core decided them.
                     if let Some(batch) = launches.remove(&agent) {
                         self.send_launches(agent, batch);
                     }
-                    self.send(agent, MasterToAgent::Kill { container, reason });
+                    self.send(agent, MasterToAgent::Kill { container, reason: reason.to_string() });
                 }
-                Command::Reply { request, response } => match self.replies.remove(&request) {
+                Action::Reply { request, response } => match self.replies.remove(&request) {
                     Some(reply) => {
                         let _ = reply.send(response);
                     }
                     None => warn!(request = request.0, "reply for an unknown request"),
                 },
-                Command::JobChanged { job } => {
+                Action::JobChanged { job } => {
                     changed.insert(job);
                 }
-                Command::DropAgent { agent, reason } => {
+                Action::DropAgent { agent, reason } => {
                     self.send(agent, MasterToAgent::Refused { reason });
                     // Dropping the queue ends the session's writer, which closes the connection.
                     self.agents.remove(&agent);
@@ -219,17 +261,30 @@ impl Actor {
             self.send_launches(agent, batch);
         }
         self.notify_watchers(changed);
+        self.log_ignored_reports();
         Ok(())
+    }
+
+    /// Logs the core's count of reports dropped by fencing when a batch raised it: late
+    /// or duplicate reports are expected around reconnects, a steady climb is not.
+    fn log_ignored_reports(&mut self) {
+        let ignored = self.core.view().ignored_reports();
+        if ignored != self.ignored_reports {
+            debug!(
+                ignored,
+                new = ignored.saturating_sub(self.ignored_reports),
+                "container reports ignored by fencing"
+            );
+            self.ignored_reports = ignored;
+        }
     }
 
     fn commit(&mut self, persist: &[Persist]) -> Result<(), ServerError> {
         if let Err(err) = self.store.apply(persist) {
             error!(error = %err, "store write failed");
             for (_, reply) in self.replies.drain() {
-                let _ = reply.send(Response::Error(ErrorReply {
-                    kind: ErrorKind::Internal,
-                    message: "the master could not store the change and is stopping".into(),
-                }));
+                let message = "the master could not store the change and is stopping";
+                let _ = reply.send(Response::error(ErrorKind::Internal, message));
             }
             return Err(err.into());
         }
@@ -282,9 +337,7 @@ struct Clock {
 
 impl Clock {
     fn new() -> Clock {
-        let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-        let wall_at_start = Timestamp(u64::try_from(wall.as_millis()).unwrap_or(u64::MAX));
-        Clock { wall_at_start, started: std::time::Instant::now() }
+        Clock { wall_at_start: Timestamp::from(SystemTime::now()), started: std::time::Instant::now() }
     }
 
     fn now(&self) -> Timestamp {
@@ -313,4 +366,87 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use slotmarket_common::container::ContainerState;
+    use slotmarket_common::ids::{AccountId, AttemptId, StageId, TaskId};
+    use slotmarket_common::protocol::JobState;
+    use slotmarket_common::spec::JobSpec;
+
+    use super::*;
+    use crate::core::CoreConfig;
+    use crate::server::DEFAULT_HEARTBEAT_INTERVAL;
+
+    const SPEC: &str =
+        "name = \"wc\"\n[[stage]]\nname = \"map\"\ntasks = 1\nslot = \"map\"\ncommand = \"true\"\n";
+
+    fn actor_on(dir: &Path, heartbeat_interval: Duration) -> Actor {
+        let store = Store::open(dir).unwrap();
+        Actor::new(Core::new(CoreConfig::default()), store, heartbeat_interval)
+    }
+
+    #[test]
+    fn stored_jobs_are_replayed_at_the_actors_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let running = ContainerReport {
+            container: ContainerId(1),
+            task: TaskId { job: JobId(4), stage: StageId(0), index: 0 },
+            attempt: AttemptId(1),
+            state: ContainerState::Running,
+            at: Timestamp(110),
+            exit_code: None,
+            message: None,
+        };
+        Store::open(dir.path())
+            .unwrap()
+            .apply(&[
+                Persist::JobAdmitted {
+                    job: JobId(4),
+                    account: AccountId("alice".into()),
+                    spec: JobSpec::from_toml(SPEC).unwrap(),
+                    submitted: Timestamp(100),
+                },
+                Persist::Container { node: "n1".into(), report: running },
+            ])
+            .unwrap();
+
+        let mut actor = actor_on(dir.path(), DEFAULT_HEARTBEAT_INTERVAL);
+        let before = Timestamp::from(SystemTime::now());
+        assert_eq!(actor.recover().unwrap(), 1);
+        let after = actor.clock.now();
+        assert_eq!(actor.core.view().job_state(JobId(4)), Some(JobState::Pending));
+        // The running container waits for its node until the agent timeout, counted from
+        // the moment of recovery on the actor's (wall-clock based) time.
+        let timeout = CoreConfig::default().agent_timeout;
+        let wakeup = actor.core.next_wakeup().expect("the orphan has a deadline");
+        assert!(
+            before + timeout < wakeup && wakeup <= after + timeout + Duration::from_millis(1),
+            "{wakeup}"
+        );
+    }
+
+    #[test]
+    fn agents_are_told_the_servers_heartbeat_interval() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut actor = actor_on(dir.path(), Duration::from_millis(250));
+        let (outbound, mut outbound_rx) = mpsc::unbounded_channel();
+        let (assigned, mut assigned_rx) = oneshot::channel();
+        let input = Input::AgentRegistered {
+            node: "n1".into(),
+            map_slots: 1,
+            reduce_slots: 0,
+            live_containers: Vec::new(),
+            outbound,
+            assigned,
+        };
+        let commands = actor.on_input(input);
+        assert!(commands.is_empty(), "{commands:?}");
+        let agent = assigned_rx.try_recv().unwrap();
+        let registered = MasterToAgent::Registered { agent, heartbeat_interval_ms: 250 };
+        assert_eq!(outbound_rx.try_recv().unwrap(), registered);
+    }
 }

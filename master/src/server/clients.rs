@@ -4,9 +4,7 @@
 //! and every other stream keep working.
 
 use slotmarket_common::identity::Identity;
-use slotmarket_common::protocol::{
-    ClientRequest, ErrorKind, ErrorReply, PROTOCOL_VERSION, Request, Response,
-};
+use slotmarket_common::protocol::{ClientRequest, ErrorKind, PROTOCOL_VERSION, Request, Response};
 use slotmarket_common::transport::{FRAME_ERROR_CODE, StreamError, read_frame, write_frame};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{Instrument, debug, info_span, warn};
@@ -61,7 +59,7 @@ async fn serve_stream(
             warn!(%error, "rejected a bad request frame");
             let _ = recv.stop(FRAME_ERROR_CODE);
             let message = format!("rejected request: {error}");
-            return finish(send, &error_response(ErrorKind::BadRequest, message), max_frame).await;
+            return finish(send, &Response::error(ErrorKind::BadRequest, message), max_frame).await;
         }
         Err(error) => {
             debug!(%error, "request stream failed");
@@ -73,7 +71,7 @@ async fn serve_stream(
             "client speaks protocol version {}, this master speaks {PROTOCOL_VERSION}; use a matching slotmarket",
             request.version
         );
-        return finish(send, &error_response(ErrorKind::VersionMismatch, message), max_frame).await;
+        return finish(send, &Response::error(ErrorKind::VersionMismatch, message), max_frame).await;
     }
     if let Request::Watch { job } = request.body {
         return stream_watch(send, caller, job, inbox, max_frame).await;
@@ -120,10 +118,6 @@ async fn finish(mut send: quinn::SendStream, response: &Response, max_frame: usi
     let _ = send.finish();
 }
 
-fn error_response(kind: ErrorKind, message: String) -> Response {
-    Response::Error(ErrorReply { kind, message })
-}
-
 fn shutting_down() -> Response {
-    error_response(ErrorKind::Internal, "the master is shutting down".into())
+    Response::error(ErrorKind::Internal, "the master is shutting down")
 }

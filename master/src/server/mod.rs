@@ -13,6 +13,7 @@ mod agents;
 mod clients;
 
 use std::future::Future;
+use std::time::Duration;
 
 use slotmarket_common::identity::Role;
 use slotmarket_common::transport;
@@ -20,7 +21,7 @@ use thiserror::Error;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use crate::core::{Core, Event};
+use crate::core::Core;
 use crate::store::{Store, StoreError};
 
 pub(crate) use actor::Input;
@@ -28,21 +29,31 @@ pub(crate) use actor::Input;
 /// Why the server stopped with an error.
 #[derive(Debug, Error)]
 pub enum ServerError {
+    /// The stored jobs could not be read back at start.
+    #[error("recovering stored jobs: {0}")]
+    Recover(#[source] StoreError),
     /// The store failed; the master stops rather than acknowledge what it cannot keep.
     #[error("store failed, stopping: {0}")]
     Store(#[from] StoreError),
 }
+
+/// How often agents are asked to send a heartbeat when nothing else is said.
+pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Limits and timings of the server (the core's own settings live in its config).
 #[derive(Clone, Copy, Debug)]
 pub struct ServerOptions {
     /// Largest frame accepted from any peer, in bytes.
     pub max_frame: usize,
+    /// How often agents are told to send a heartbeat (in `Registered`). It should be
+    /// well below the core's `agent_timeout`; the master's config checks it is at most half.
+    pub heartbeat_interval: Duration,
 }
 
 /// Serves agents and clients on `endpoint` until `shutdown` completes or the store fails.
 ///
-/// `core` should already hold the jobs recovered from `store` (see [`recover`]).
+/// First replays every job stored in `store` into `core` (which should be fresh), at the
+/// time of the clock the server then runs on, before any agent can join.
 pub async fn run(
     endpoint: quinn::Endpoint,
     core: Core,
@@ -50,8 +61,11 @@ pub async fn run(
     options: ServerOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
+    let mut actor = actor::Actor::new(core, store, options.heartbeat_interval);
+    let recovered = actor.recover().map_err(ServerError::Recover)?;
+    info!(recovered, "recovered {recovered} jobs");
     let (inbox, inbox_rx) = mpsc::unbounded_channel();
-    let actor = tokio::spawn(actor::Actor::new(core, store).run(inbox_rx));
+    let actor = tokio::spawn(actor.run(inbox_rx));
     let accept = accept_loop(endpoint.clone(), inbox, options);
     let result = tokio::select! {
         () = shutdown => {
@@ -66,22 +80,6 @@ pub async fn run(
     };
     endpoint.close(0u32.into(), b"master shutting down");
     result
-}
-
-/// Replays every stored job into a fresh core; returns how many were recovered.
-pub fn recover(
-    core: &mut Core,
-    store: &Store,
-    now: slotmarket_common::time::Timestamp,
-) -> Result<usize, StoreError> {
-    let jobs = store.recover()?;
-    let count = jobs.len();
-    for job in jobs {
-        // Recovery only rebuilds state; nothing can be launched before agents join.
-        let commands = core.handle(now, Event::JobRecovered(job));
-        debug!(commands = commands.len(), "replayed a stored job");
-    }
-    Ok(count)
 }
 
 async fn accept_loop(endpoint: quinn::Endpoint, inbox: mpsc::UnboundedSender<Input>, options: ServerOptions) {

@@ -7,7 +7,7 @@ mod schema;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rusqlite::{Connection, Transaction, params};
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, JobState};
@@ -77,7 +77,8 @@ impl Store {
         Ok(())
     }
 
-    /// Every stored job with its containers' last states, oldest job first.
+    /// Every stored job with its containers' last states (one row per container, by id:
+    /// the table is keyed by container), oldest job first.
     pub fn recover(&self) -> Result<Vec<RecoveredJob>, StoreError> {
         let mut containers = self.containers_by_job()?;
         let mut stmt = self.conn.prepare(
@@ -106,7 +107,7 @@ impl Store {
                 account: AccountId(account),
                 spec,
                 submitted: Timestamp(to_u64(submitted)?),
-                state: job_state_from_name(&state)?,
+                state: JobState::from_name(&state).ok_or_else(|| unknown("job state", &state))?,
                 started: started.map(to_u64).transpose()?.map(Timestamp),
                 finished: finished.map(to_u64).transpose()?.map(Timestamp),
                 message,
@@ -116,13 +117,15 @@ impl Store {
         Ok(jobs)
     }
 
-    /// The stored state of one job, if any (used by tests and tools).
-    pub fn job_state(&self, job: JobId) -> Result<Option<JobState>, StoreError> {
+    /// The stored state of one job, if any.
+    #[cfg(test)]
+    pub(crate) fn job_state(&self, job: JobId) -> Result<Option<JobState>, StoreError> {
+        use rusqlite::OptionalExtension;
         let state: Option<String> = self
             .conn
             .query_row("SELECT state FROM jobs WHERE id = ?1", params![to_i64(job.0)], |row| row.get(0))
             .optional()?;
-        state.map(|s| job_state_from_name(&s)).transpose()
+        state.map(|s| JobState::from_name(&s).ok_or_else(|| unknown("job state", &s))).transpose()
     }
 
     fn containers_by_job(&self) -> Result<BTreeMap<JobId, Vec<(String, ContainerReport)>>, StoreError> {
@@ -147,7 +150,7 @@ impl Store {
                 container: ContainerId(to_u64(id)?),
                 task: TaskId { job, stage: StageId(to_u32(stage)?), index: to_u32(task)? },
                 attempt: AttemptId(to_u32(attempt)?),
-                state: container_state_from_name(&state)?,
+                state: ContainerState::from_name(&state).ok_or_else(|| unknown("container state", &state))?,
                 at: Timestamp(to_u64(at)?),
                 exit_code,
                 message,
@@ -158,14 +161,23 @@ impl Store {
     }
 }
 
+/// Executes one write. The statements are prepared once per connection and reused: a
+/// batch of reports runs the same few statements many times.
 fn apply_one(tx: &Transaction<'_>, op: &Persist) -> Result<(), StoreError> {
     match op {
         Persist::JobAdmitted { job, account, spec, submitted } => {
             let spec_json = serde_json::to_string(spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO jobs (id, account, name, spec_json, submitted_ms, state) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![to_i64(job.0), account.0, spec.name, spec_json, to_i64(submitted.0), JobState::Pending.name()],
-            )?;
+            )?
+            .execute(params![
+                to_i64(job.0),
+                account.0,
+                spec.name,
+                spec_json,
+                to_i64(submitted.0),
+                JobState::Pending.name()
+            ])?;
         }
         Persist::JobState { job, state, at, message } => {
             let at = to_i64(at.0);
@@ -174,54 +186,42 @@ fn apply_one(tx: &Transaction<'_>, op: &Persist) -> Result<(), StoreError> {
                 s if s.is_terminal() => (None, Some(at)),
                 _ => (None, None),
             };
-            tx.execute(
+            tx.prepare_cached(
                 "UPDATE jobs SET state = ?2, started_ms = COALESCE(started_ms, ?3),
                  finished_ms = COALESCE(?4, finished_ms), message = COALESCE(?5, message) WHERE id = ?1",
-                params![to_i64(job.0), state.name(), started, finished, message],
-            )?;
+            )?
+            .execute(params![to_i64(job.0), state.name(), started, finished, message])?;
         }
         Persist::Container { node, report } => {
             let r = report;
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO containers (id, job, stage, task, attempt, node, state, at_ms, exit_code, message)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
                  ON CONFLICT(id) DO UPDATE SET node = ?6, state = ?7, at_ms = ?8,
                      exit_code = COALESCE(?9, exit_code), message = COALESCE(?10, message)",
-                params![
-                    to_i64(r.container.0),
-                    to_i64(r.task.job.0),
-                    r.task.stage.0,
-                    r.task.index,
-                    r.attempt.0,
-                    node,
-                    r.state.name(),
-                    to_i64(r.at.0),
-                    r.exit_code,
-                    r.message,
-                ],
-            )?;
-            tx.execute(
-                "INSERT INTO transitions (container, state, at_ms) VALUES (?1, ?2, ?3)",
-                params![to_i64(r.container.0), r.state.name(), to_i64(r.at.0)],
-            )?;
+            )?
+            .execute(params![
+                to_i64(r.container.0),
+                to_i64(r.task.job.0),
+                r.task.stage.0,
+                r.task.index,
+                r.attempt.0,
+                node,
+                r.state.name(),
+                to_i64(r.at.0),
+                r.exit_code,
+                r.message,
+            ])?;
+            tx.prepare_cached("INSERT INTO transitions (container, state, at_ms) VALUES (?1, ?2, ?3)")?
+                .execute(params![to_i64(r.container.0), r.state.name(), to_i64(r.at.0)])?;
         }
     }
     Ok(())
 }
 
-fn job_state_from_name(name: &str) -> Result<JobState, StoreError> {
-    [JobState::Pending, JobState::Running, JobState::Completed, JobState::Failed, JobState::Cancelled]
-        .into_iter()
-        .find(|s| s.name() == name)
-        .ok_or_else(|| StoreError::Corrupt(format!("unknown job state \"{name}\"")))
-}
-
-fn container_state_from_name(name: &str) -> Result<ContainerState, StoreError> {
-    use ContainerState::*;
-    [New, Reserved, Allocated, Acquired, Running, Completed, Failed, Killed]
-        .into_iter()
-        .find(|s| s.name() == name)
-        .ok_or_else(|| StoreError::Corrupt(format!("unknown container state \"{name}\"")))
+/// A stored state name this build does not know, e.g. `unknown job state "paused"`.
+fn unknown(what: &str, name: &str) -> StoreError {
+    StoreError::Corrupt(format!("unknown {what} \"{name}\""))
 }
 
 // SQLite integers are i64; ids and times are u64 that stay far below 2^63 in practice,

@@ -126,3 +126,29 @@ fn an_ended_job_comes_back_with_its_finish_time_and_reason() {
     assert_eq!((jobs[0].state, jobs[0].finished), (JobState::Cancelled, Some(Timestamp(20))));
     assert_eq!(jobs[0].message.as_deref(), Some("cancelled by bob"));
 }
+
+#[test]
+fn an_unknown_state_name_is_reported_as_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let admitted = Persist::JobAdmitted {
+        job: JobId(1),
+        account: AccountId("alice".into()),
+        spec: JobSpec::from_toml(SPEC).unwrap(),
+        submitted: Timestamp(1),
+    };
+    let container =
+        Persist::Container { node: "n1".into(), report: report(1, 0, ContainerState::Running, 2) };
+    store.apply(&[admitted, container]).unwrap();
+    drop(store);
+    let conn = rusqlite::Connection::open(dir.path().join(super::DATABASE_FILE)).unwrap();
+    conn.execute("UPDATE containers SET state = 'paused'", []).unwrap();
+    drop(conn);
+    let store = Store::open(dir.path()).unwrap();
+    let err = store.recover().unwrap_err();
+    assert_eq!(err.to_string(), "stored row is unreadable: unknown container state \"paused\"");
+    store.conn.execute("UPDATE jobs SET state = 'paused'", []).unwrap();
+    assert!(
+        matches!(store.job_state(JobId(1)), Err(StoreError::Corrupt(m)) if m == "unknown job state \"paused\"")
+    );
+}

@@ -12,7 +12,7 @@ use slotmarket_common::time::Timestamp;
 
 use super::preempt::{deficit, excess, kills_in_flight, newest_of};
 use super::slots::FreeSlots;
-use super::{Assignment, Decisions, Policy, PolicyName, Preemption, SchedView};
+use super::{Assignment, Decisions, KillReason, Policy, PolicyName, Preemption, SchedView};
 
 /// The queue-share policy.
 #[derive(Clone, Debug, Default)]
@@ -141,6 +141,9 @@ fn fill(
 fn take_back(view: &SchedView<'_>, kind: SlotKind, queues: &BTreeMap<&str, QueueUse>) -> Vec<Preemption> {
     let owed: u32 =
         queues.values().map(|q| deficit(q.guaranteed, q.used, q.ready.iter().map(|&(_, n)| n).sum())).sum();
+    if owed == 0 {
+        return Vec::new();
+    }
     let budget = owed.saturating_sub(kills_in_flight(view, kind));
     if budget == 0 {
         return Vec::new();
@@ -154,7 +157,9 @@ fn take_back(view: &SchedView<'_>, kind: SlotKind, queues: &BTreeMap<&str, Queue
     victims.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let names: Vec<&str> = queues.keys().copied().collect();
     let group = |job: JobId| view.job(job).and_then(|j| names.iter().position(|n| *n == j.queue()));
-    newest_of(view, kind, &victims, group, budget, "preempted by capacity: its queue is over its guarantee")
+    let reason =
+        KillReason::Preempted { policy: PolicyName::Capacity, why: "its queue is over its guarantee" };
+    newest_of(view, kind, &victims, group, budget, reason)
 }
 
 #[cfg(test)]

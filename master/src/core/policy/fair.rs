@@ -13,7 +13,7 @@ use slotmarket_common::time::Timestamp;
 
 use super::preempt::{deficit, excess, kills_in_flight, max_min_shares, newest_of};
 use super::slots::FreeSlots;
-use super::{Assignment, Decisions, Policy, PolicyName, Preemption, SchedView};
+use super::{Assignment, Decisions, KillReason, Policy, PolicyName, Preemption, SchedView};
 
 /// The equal-share policy.
 #[derive(Clone, Copy, Debug, Default)]
@@ -83,6 +83,9 @@ fn take_back(view: &SchedView<'_>, kind: SlotKind) -> Vec<Preemption> {
     let demands: Vec<u32> = jobs.iter().map(|&(_, running, ready)| running + ready).collect();
     let shares = max_min_shares(f64::from(view.total_slots(kind)), &demands);
     let owed: u32 = jobs.iter().zip(&shares).map(|(&(_, run, ready), &s)| deficit(s, run, ready)).sum();
+    if owed == 0 {
+        return Vec::new();
+    }
     let budget = owed.saturating_sub(kills_in_flight(view, kind));
     let mut victims: Vec<(JobId, u32)> = jobs
         .iter()
@@ -92,5 +95,6 @@ fn take_back(view: &SchedView<'_>, kind: SlotKind) -> Vec<Preemption> {
         .collect();
     // Most over first; among equals the youngest job, which has the least sunk work.
     victims.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
-    newest_of(view, kind, &victims, Some, budget, "preempted by fair: its job is over its fair share")
+    let reason = KillReason::Preempted { policy: PolicyName::Fair, why: "its job is over its fair share" };
+    newest_of(view, kind, &victims, Some, budget, reason)
 }

@@ -16,12 +16,12 @@ mod slots;
 use std::fmt;
 use std::str::FromStr;
 
-use slotmarket_common::container::ContainerState;
-use slotmarket_common::ids::{AccountId, AgentId, ContainerId, JobId, TaskId};
-use slotmarket_common::spec::{JobClass, JobSpec, SlotKind};
+use slotmarket_common::ids::{AgentId, ContainerId, JobId, TaskId};
+use slotmarket_common::spec::{JobClass, SlotKind};
 use slotmarket_common::time::Timestamp;
 
 use super::CoreConfig;
+use super::command::KillReason;
 use super::state::{Agent, Holder, Job, State, kind_ix};
 
 pub use capacity::{Capacity, check_queue_shares};
@@ -139,7 +139,7 @@ pub struct Preemption {
     /// The container.
     pub container: ContainerId,
     /// Why, sent with the kill and echoed in the agent's report.
-    pub reason: String,
+    pub reason: KillReason,
 }
 
 /// The read-only picture a policy decides from. Iterators walk indexes the core keeps up
@@ -208,15 +208,10 @@ impl<'a> SchedView<'a> {
         self.agents().map(|a| a.offered(kind)).sum()
     }
 
-    /// Containers running a current task attempt, by id (containers of ended jobs,
-    /// which are only waiting for their kill, are left out).
-    pub fn live_containers(&self) -> impl Iterator<Item = ContainerInfo> + use<'a> {
-        let mut live: Vec<ContainerInfo> = self.live_unordered().collect();
-        live.sort_unstable_by_key(|c| c.container);
-        live.into_iter()
-    }
-
-    /// `live_containers` in the container table's own order, for counting.
+    /// Containers running a current task attempt (containers of ended jobs, which are
+    /// only waiting for their kill, are left out), in the container table's own order:
+    /// hashed, so a policy that turns some of them into decisions must sort those first
+    /// for runs to stay deterministic.
     pub(super) fn live_unordered(&self) -> impl Iterator<Item = ContainerInfo> + use<'a> {
         self.state.containers.iter().filter(|(_, c)| !c.draining).map(|(&id, c)| ContainerInfo {
             container: id,
@@ -226,7 +221,6 @@ impl<'a> SchedView<'a> {
                 Holder::Orphan { .. } => None,
             },
             kind: c.kind,
-            state: c.state,
             kill_sent: c.kill_sent,
         })
     }
@@ -242,21 +236,6 @@ impl<'a> JobInfo<'a> {
     /// Its id; ids grow in admission order.
     pub fn id(&self) -> JobId {
         self.job.id
-    }
-
-    /// Who submitted it.
-    pub fn account(&self) -> &'a AccountId {
-        &self.job.account
-    }
-
-    /// When it was admitted.
-    pub fn submitted(&self) -> Timestamp {
-        self.job.submitted
-    }
-
-    /// Its spec.
-    pub fn spec(&self) -> &'a JobSpec {
-        &self.job.spec
     }
 
     /// Tasks of `kind` ready to run now (barrier passed, no live container).
@@ -277,16 +256,6 @@ impl<'a> JobInfo<'a> {
     /// Its `capacity` queue: the spec's, or `default`.
     pub fn queue(&self) -> &'a str {
         self.job.spec.queue.as_deref().unwrap_or(DEFAULT_QUEUE)
-    }
-
-    /// Tasks over all stages.
-    pub fn total_tasks(&self) -> u64 {
-        self.job.total()
-    }
-
-    /// Tasks completed.
-    pub fn completed_tasks(&self) -> u64 {
-        self.job.completed
     }
 }
 
@@ -331,8 +300,6 @@ pub struct ContainerInfo {
     pub agent: Option<AgentId>,
     /// The slot kind it occupies.
     pub kind: SlotKind,
-    /// Its last reported state.
-    pub state: ContainerState,
     /// A kill was already sent; preempting it again does nothing.
     pub kill_sent: bool,
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use slotmarket_common::ids::{ContainerId, JobId};
 use slotmarket_common::spec::SlotKind;
 
-use super::{Preemption, SchedView};
+use super::{KillReason, Preemption, SchedView};
 
 /// Slack for float shares, so 2.9999999 slots count as 3.
 const EPSILON: f64 = 1e-9;
@@ -56,13 +56,14 @@ pub(super) fn newest_of<K: Ord + Copy>(
     victims: &[(K, u32)],
     group: impl Fn(JobId) -> Option<K>,
     mut budget: u32,
-    reason: &str,
+    reason: KillReason,
 ) -> Vec<Preemption> {
-    let mut by_group: BTreeMap<K, Vec<ContainerId>> = BTreeMap::new();
     if budget == 0 || victims.is_empty() {
         return Vec::new();
     }
-    for c in view.live_containers().filter(|c| c.kind == kind && !c.kill_sent && c.agent.is_some()) {
+    // Walked in the table's own (hash) order: only each victim group is sorted below.
+    let mut by_group: BTreeMap<K, Vec<ContainerId>> = BTreeMap::new();
+    for c in view.live_unordered().filter(|c| c.kind == kind && !c.kill_sent && c.agent.is_some()) {
         if let Some(k) = group(c.task.job) {
             by_group.entry(k).or_default().push(c.container);
         }
@@ -73,7 +74,7 @@ pub(super) fn newest_of<K: Ord + Copy>(
         // Container ids grow with launch order, so the highest is the newest.
         containers.sort_unstable_by(|a, b| b.cmp(a));
         for &container in containers.iter().take(quota.min(budget) as usize) {
-            out.push(Preemption { container, reason: reason.to_string() });
+            out.push(Preemption { container, reason });
             budget -= 1;
         }
         if budget == 0 {

@@ -10,7 +10,7 @@ use slotmarket_common::time::Timestamp;
 
 use super::Ctx;
 use super::reports::{apply_transition, lose_container};
-use crate::core::command::Command;
+use crate::core::command::{Command, KillReason};
 use crate::core::state::{Agent, Holder, State, kind_ix};
 
 /// The fields of `Event::AgentJoined`.
@@ -39,11 +39,11 @@ pub(super) fn on_agent_joined(state: &mut State, cx: &mut Ctx, join: Join) {
         adopt(state, cx, agent, old, &node, report);
     }
     if let Some(old) = old {
-        retire(state, cx, old, &format!("replaced by a new registration {agent} of node {node}"), false);
+        retire(state, cx, old, &format!("replaced by a new registration {agent} of node {node}"), None);
     }
     let unlisted: Vec<ContainerId> = state.orphans.get(&node).into_iter().flatten().copied().collect();
     for container in unlisted {
-        lose_container(state, cx, container, "not running on its node after the master restarted", false);
+        lose_container(state, cx, container, "not running on its node after the master restarted", None);
     }
 }
 
@@ -69,8 +69,7 @@ fn adopt(
     let Some(rec) = known.cloned() else {
         if !report.state.is_terminal() {
             hold_stray(state, agent, &report);
-            let reason = "unknown to the master".to_string();
-            cx.push(Command::Kill { agent, container, reason });
+            cx.push(Command::Kill { agent, container, reason: KillReason::Unknown });
         }
         return;
     };
@@ -86,9 +85,9 @@ fn adopt(
     if rec.holder != Holder::Agent(agent) {
         let has_slot = state.agents.get(&agent).is_some_and(|a| a.free(rec.kind) > 0);
         if !has_slot {
-            let why = "no free slot to adopt it into; the agent offers fewer slots than before";
-            lose_container(state, cx, container, why, false);
-            return cx.push(Command::Kill { agent, container, reason: why.to_string() });
+            let reason = KillReason::NoSlotToAdopt;
+            lose_container(state, cx, container, &reason.to_string(), None);
+            return cx.push(Command::Kill { agent, container, reason });
         }
         let Some(mut moved) = state.detach(container) else { return };
         moved.holder = Holder::Agent(agent);
@@ -104,7 +103,7 @@ fn adopt(
     if let Some(rec) = state.containers.get_mut(&container) {
         if rec.draining && !rec.kill_sent {
             rec.kill_sent = true;
-            cx.push(Command::Kill { agent, container, reason: "its job has ended".to_string() });
+            cx.push(Command::Kill { agent, container, reason: KillReason::JobEnded });
         }
     }
 }
@@ -163,8 +162,8 @@ pub(crate) fn on_tick(state: &mut State, cx: &mut Ctx) {
         .map(|(&id, _)| id)
         .collect();
     for agent in silent {
-        let why = format!("agent {agent} silent for more than {} ms", timeout.as_millis());
-        retire(state, cx, agent, &why, true);
+        let reason = KillReason::AgentSilent { agent, timeout };
+        retire(state, cx, agent, &reason.to_string(), Some(reason));
     }
     let expired: Vec<ContainerId> = state
         .orphans
@@ -174,7 +173,7 @@ pub(crate) fn on_tick(state: &mut State, cx: &mut Ctx) {
         .copied()
         .collect();
     for container in expired {
-        lose_container(state, cx, container, "its node did not return after the master restarted", false);
+        lose_container(state, cx, container, "its node did not return after the master restarted", None);
     }
 }
 
@@ -188,10 +187,7 @@ pub(crate) fn next_deadline(state: &State, timeout: Duration) -> Option<Timestam
         state.agents.values().map(|a| silence_deadline(a.last_seen, timeout)).min()
     };
     let orphans = state.orphans.values().flatten().filter_map(|&c| orphan_deadline(state, c)).min();
-    match (agents, orphans) {
-        (Some(a), Some(o)) => Some(a.min(o)),
-        (a, o) => a.or(o),
-    }
+    agents.into_iter().chain(orphans).min()
 }
 
 /// The first instant at which an agent last heard from at `last_seen` has been silent
@@ -207,9 +203,9 @@ fn orphan_deadline(state: &State, container: ContainerId) -> Option<Timestamp> {
     }
 }
 
-/// Removes a registration. Its containers are lost (killed first if `kill` is set and
-/// it is still connected) and a connected agent is dropped.
-fn retire(state: &mut State, cx: &mut Ctx, agent: AgentId, why: &str, kill: bool) {
+/// Removes a registration. Its containers are lost with `why` (killed for `kill`'s
+/// reason first, if given and it is still connected) and a connected agent is dropped.
+fn retire(state: &mut State, cx: &mut Ctx, agent: AgentId, why: &str, kill: Option<KillReason>) {
     let Some(a) = state.agents.get(&agent) else { return };
     let (connected, node) = (a.connected, a.node.clone());
     let containers: Vec<ContainerId> = a.containers.iter().copied().collect();

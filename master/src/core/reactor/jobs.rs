@@ -3,11 +3,11 @@
 
 use slotmarket_common::identity::Role;
 use slotmarket_common::ids::{ContainerId, JobId, StageId, TaskId};
-use slotmarket_common::protocol::{ErrorKind, ErrorReply, JobState, Response};
+use slotmarket_common::protocol::{ErrorKind, JobState, Response};
 use slotmarket_common::spec::{JobSpec, validate};
 
 use super::Ctx;
-use crate::core::command::{Command, Persist};
+use crate::core::command::{Command, KillReason, Persist};
 use crate::core::state::{Holder, Job, State, TaskPhase};
 use crate::core::{Caller, RequestId};
 
@@ -53,14 +53,14 @@ pub(super) fn on_job_cancel_requested(
     }
     if !j.state.is_terminal() {
         let message = format!("cancelled by {caller}");
-        end_job(state, cx, job, JobState::Cancelled, Some(message), "cancelled");
+        end_job(state, cx, job, JobState::Cancelled, Some(message), KillReason::Cancelled);
     }
     let now_state = state.jobs.get(&job).map_or(JobState::Cancelled, |j| j.state);
     cx.push(Command::Reply { request, response: Response::Cancelled { job, state: now_state } });
 }
 
 fn reply_error(cx: &mut Ctx, request: RequestId, kind: ErrorKind, message: String) {
-    cx.push(Command::Reply { request, response: Response::Error(ErrorReply { kind, message }) });
+    cx.push(Command::Reply { request, response: Response::error(kind, message) });
 }
 
 /// Records that a task of `job` started running (the first time only).
@@ -79,7 +79,8 @@ pub(super) fn mark_started(state: &mut State, cx: &mut Ctx, job: JobId) {
 pub(super) fn complete_if_done(state: &mut State, cx: &mut Ctx, job: JobId) {
     let Some(j) = state.jobs.get(&job) else { return };
     if !j.state.is_terminal() && j.completed == j.total() {
-        end_job(state, cx, job, JobState::Completed, None, "job completed");
+        // Every task completed, so nothing is live and the kill reason goes unused.
+        end_job(state, cx, job, JobState::Completed, None, KillReason::JobEnded);
     }
 }
 
@@ -93,7 +94,7 @@ pub(super) fn end_job(
     job: JobId,
     to: JobState,
     message: Option<String>,
-    kill_reason: &str,
+    kill_reason: KillReason,
 ) {
     let Some(j) = state.jobs.get(&job) else { return };
     for (task, container) in live_tasks(j) {
@@ -135,7 +136,7 @@ fn live_tasks(job: &Job) -> Vec<(TaskId, ContainerId)> {
 
 /// Turns a live container into a draining one (kill sent if its agent is connected) or,
 /// for an unadopted orphan, forgets it.
-pub(super) fn drain(state: &mut State, cx: &mut Ctx, container: ContainerId, reason: &str) {
+pub(super) fn drain(state: &mut State, cx: &mut Ctx, container: ContainerId, reason: KillReason) {
     let Some(rec) = state.containers.get_mut(&container) else { return };
     match rec.holder {
         Holder::Agent(agent) => {
@@ -143,7 +144,7 @@ pub(super) fn drain(state: &mut State, cx: &mut Ctx, container: ContainerId, rea
             let connected = state.agents.get(&agent).is_some_and(|a| a.connected);
             if connected && !rec.kill_sent {
                 rec.kill_sent = true;
-                cx.push(Command::Kill { agent, container, reason: reason.to_string() });
+                cx.push(Command::Kill { agent, container, reason });
             }
         }
         Holder::Orphan { .. } => {

@@ -51,15 +51,8 @@ fn launch(state: &mut State, cx: &mut Ctx, a: Assignment) {
     let Some(launch) = build_launch(job, task, attempt, container) else { return };
     job.set_phase(task, TaskPhase::Live(container));
     cx.changed(a.job);
-    let rec = ContainerRec {
-        task,
-        attempt,
-        kind: launch.slot,
-        holder: Holder::Agent(a.agent),
-        state: ContainerState::Allocated,
-        draining: false,
-        kill_sent: false,
-    };
+    let rec =
+        ContainerRec::new(task, attempt, launch.slot, Holder::Agent(a.agent), ContainerState::Allocated);
     state.attach(container, rec);
     let report = ContainerReport {
         container,

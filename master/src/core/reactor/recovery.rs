@@ -12,6 +12,7 @@ use slotmarket_common::time::Timestamp;
 
 use super::agents::silence_deadline;
 use super::{Ctx, jobs};
+use crate::core::command::KillReason;
 use crate::core::event::RecoveredJob;
 use crate::core::state::{ContainerRec, Holder, Job, State, TaskPhase};
 
@@ -36,7 +37,7 @@ pub(super) fn on_job_recovered(state: &mut State, cx: &mut Ctx, stored: Recovere
         ended => ended,
     };
     let deadline = silence_deadline(cx.now, cx.agent_timeout);
-    let live = restore_tasks(&mut job, latest_reports(stored.containers));
+    let live = restore_tasks(&mut job, stored.containers);
     let orphans = orphans(&mut job, live, deadline);
     let spec_problem = validate(&job.spec).err();
     state.insert_job(job);
@@ -51,30 +52,16 @@ pub(super) fn on_job_recovered(state: &mut State, cx: &mut Ctx, stored: Recovere
     settle(state, cx, id);
 }
 
-/// The furthest-along report of each container (the store should keep one; this copes
-/// with a history).
-fn latest_reports(
-    containers: Vec<(String, ContainerReport)>,
-) -> BTreeMap<ContainerId, (String, ContainerReport)> {
-    let mut latest: BTreeMap<ContainerId, (String, ContainerReport)> = BTreeMap::new();
-    for (node, report) in containers {
-        let newer = latest.get(&report.container).is_none_or(|(_, seen)| report.state >= seen.state);
-        if newer {
-            latest.insert(report.container, (node, report));
-        }
-    }
-    latest
-}
-
 /// A container that was live when the master stopped: its node and last report.
 type LiveAtStop = BTreeMap<TaskId, (ContainerId, String, ContainerReport)>;
 
-/// Replays container outcomes onto the job's tasks (completions, failures, attempt
+/// Replays container outcomes (one last report per container, see
+/// [`RecoveredJob::containers`]) onto the job's tasks (completions, failures, attempt
 /// numbers) and returns the containers that were still live, per task.
-fn restore_tasks(job: &mut Job, latest: BTreeMap<ContainerId, (String, ContainerReport)>) -> LiveAtStop {
-    let mut live: BTreeMap<TaskId, (ContainerId, String, ContainerReport)> = BTreeMap::new();
-    for (container, (node, report)) in latest {
-        let task = report.task;
+fn restore_tasks(job: &mut Job, containers: Vec<(String, ContainerReport)>) -> LiveAtStop {
+    let mut live: LiveAtStop = BTreeMap::new();
+    for (node, report) in containers {
+        let (container, task) = (report.container, report.task);
         if task.job != job.id {
             continue;
         }
@@ -115,16 +102,7 @@ fn orphans(job: &mut Job, live: LiveAtStop, deadline: Timestamp) -> Vec<(Contain
         let Some(kind) = job.stages.get(task.stage.0 as usize).map(|s| s.kind) else { continue };
         job.set_phase(task, TaskPhase::Live(container));
         let holder = Holder::Orphan { node, deadline };
-        let rec = ContainerRec {
-            task,
-            attempt: report.attempt,
-            kind,
-            holder,
-            state: report.state,
-            draining: false,
-            kill_sent: false,
-        };
-        orphans.push((container, rec));
+        orphans.push((container, ContainerRec::new(task, report.attempt, kind, holder, report.state)));
     }
     orphans
 }
@@ -153,6 +131,6 @@ fn settle(state: &mut State, cx: &mut Ctx, id: JobId) {
 
 fn fail_unless_ended(state: &mut State, cx: &mut Ctx, id: JobId, message: String) {
     if state.jobs.get(&id).is_some_and(|j| !j.state.is_terminal()) {
-        jobs::end_job(state, cx, id, JobState::Failed, Some(message), "job failed");
+        jobs::end_job(state, cx, id, JobState::Failed, Some(message), KillReason::JobFailed);
     }
 }

@@ -9,7 +9,7 @@ use slotmarket_common::protocol::{ContainerReport, JobState};
 
 use super::agents::release_stray;
 use super::{Ctx, jobs};
-use crate::core::command::{Command, Persist};
+use crate::core::command::{Command, KillReason, Persist};
 use crate::core::state::{Holder, State, TaskPhase};
 
 /// Applies the reports an agent sent, oldest first, ignoring any that fail the fence.
@@ -75,10 +75,16 @@ pub(super) fn apply_transition(state: &mut State, cx: &mut Ctx, report: Containe
 }
 
 /// Gives up on a container the core can no longer reach (its agent was lost or replaced,
-/// or it was recovered and nobody adopted it): records it as killed, kills it if its
-/// agent is still connected and `kill` is set, and re-runs its task without counting an
-/// attempt against `max_attempts`.
-pub(super) fn lose_container(state: &mut State, cx: &mut Ctx, container: ContainerId, why: &str, kill: bool) {
+/// or it was recovered and nobody adopted it): records it as killed with `why`, kills it
+/// (for `kill`'s reason) if that is given and its agent is still connected, and re-runs
+/// its task without counting an attempt against `max_attempts`.
+pub(super) fn lose_container(
+    state: &mut State,
+    cx: &mut Ctx,
+    container: ContainerId,
+    why: &str,
+    kill: Option<KillReason>,
+) {
     let Some(rec) = state.containers.get(&container) else { return };
     let node = state.holder_node(&rec.holder);
     let Some(rec) = state.detach(container) else { return };
@@ -92,9 +98,9 @@ pub(super) fn lose_container(state: &mut State, cx: &mut Ctx, container: Contain
         message: Some(why.to_string()),
     };
     cx.persist(Persist::Container { node, report });
-    if let Holder::Agent(agent) = rec.holder {
-        if kill && state.agents.get(&agent).is_some_and(|a| a.connected) {
-            cx.push(Command::Kill { agent, container, reason: why.to_string() });
+    if let (Holder::Agent(agent), Some(reason)) = (&rec.holder, kill) {
+        if state.agents.get(agent).is_some_and(|a| a.connected) {
+            cx.push(Command::Kill { agent: *agent, container, reason });
         }
     }
     if !rec.draining && owns(state, rec.task, container) {
@@ -142,7 +148,7 @@ fn task_failed(state: &mut State, cx: &mut Ctx, task: TaskId, report: &Container
         (None, None) => "no exit code".to_string(),
     };
     let message = format!("task {task} failed {failures} of {max} attempts; the last ended with {how}");
-    jobs::end_job(state, cx, task.job, JobState::Failed, Some(message), "job failed");
+    jobs::end_job(state, cx, task.job, JobState::Failed, Some(message), KillReason::JobFailed);
 }
 
 /// Killed or lost: the task runs again; the attempt is recorded but not held against it.

@@ -285,7 +285,7 @@ impl TestEnv {
     /// Takes every pending kill as (agent, container, reason); there must be exactly `n`.
     pub(super) fn take_kills(&mut self, n: usize) -> Vec<(AgentId, ContainerId, String)> {
         self.take(n, "kills", |c| match c {
-            Command::Kill { agent, container, reason } => Some((*agent, *container, reason.clone())),
+            Command::Kill { agent, container, reason } => Some((*agent, *container, reason.to_string())),
             _ => None,
         })
     }
@@ -341,7 +341,7 @@ fn round_trip_command(command: &Command) {
     match command {
         Command::Launch { launch, .. } => round_trip(&MasterToAgent::Launch(vec![launch.clone()])),
         Command::Kill { container, reason, .. } => {
-            round_trip(&MasterToAgent::Kill { container: *container, reason: reason.clone() });
+            round_trip(&MasterToAgent::Kill { container: *container, reason: reason.to_string() });
         }
         Command::DropAgent { reason, .. } => round_trip(&MasterToAgent::Refused { reason: reason.clone() }),
         Command::Reply { response, .. } => round_trip(response),
