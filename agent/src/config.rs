@@ -2,24 +2,23 @@
 //! [`AgentConfig`] is the resolved whole, with defaults filled in from the machine
 //! (hostname, CPU count) and paths made absolute.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use slotmarket_common::config::{
+    ConfigFileError, DEFAULT_CERT_DIR, DEFAULT_MASTER_ADDR, DEFAULT_SERVER_NAME, load_toml,
+};
 use slotmarket_common::pki::{PkiError, TlsFiles, check_name};
 use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
 use thiserror::Error;
+use tracing::warn;
 
 use crate::process::ProcessConfig;
 use crate::session::{BackoffConfig, SessionConfig};
 
-/// The master's address when none is given.
-pub const DEFAULT_MASTER: &str = "127.0.0.1:7400";
-/// The TLS name expected in the master's certificate when none is given.
-pub const DEFAULT_SERVER_NAME: &str = "localhost";
-/// Where certificates are looked for when no directory is given.
-pub const DEFAULT_CERT_DIR: &str = "./pki";
 /// The shared data directory when none is given.
 pub const DEFAULT_DATA_DIR: &str = "./slotmarket-data/shared";
 /// Time between SIGTERM and SIGKILL when none is given.
@@ -45,7 +44,7 @@ pub struct AgentFile {
     pub master: Option<String>,
     /// The TLS name of the master (default localhost).
     pub server_name: Option<String>,
-    /// Directory with `ca.pem`, `{name}.pem` and `{name}.key` (default ./pki).
+    /// Directory with `ca.pem`, `{name}.pem` and `{name}.key` (default pki).
     pub cert_dir: Option<PathBuf>,
     /// The node name; must equal the certificate's principal (default: the hostname).
     pub name: Option<String>,
@@ -64,22 +63,9 @@ pub struct AgentFile {
 /// Why the configuration is unusable.
 #[derive(Debug, Error)]
 pub enum ConfigError {
-    /// The config file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The config file is not valid TOML for `agent.toml`.
-    #[error("{path}: {message}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong, naming the field.
-        message: String,
-    },
+    /// The config file could not be read, or is not valid TOML for `agent.toml`.
+    #[error(transparent)]
+    File(#[from] ConfigFileError),
     /// No name was given and the hostname is unknown.
     #[error("cannot determine the hostname; set the node name with --name or `name`")]
     NoHostname,
@@ -107,9 +93,7 @@ pub enum ConfigError {
 impl AgentFile {
     /// Reads and parses `path`.
     pub fn load(path: &Path) -> Result<AgentFile, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
-        AgentFile::parse(&text).map_err(|message| ConfigError::Parse { path: path.to_path_buf(), message })
+        Ok(load_toml(path)?)
     }
 
     /// Parses TOML text; the error names the offending field.
@@ -148,7 +132,7 @@ impl AgentFile {
         let work_dir = self.work_dir.unwrap_or_else(|| PathBuf::from(format!("./slotmarket-agent-{name}")));
         let data_dir = self.data_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
         Ok(AgentConfig {
-            master: self.master.unwrap_or_else(|| DEFAULT_MASTER.to_string()),
+            master: self.master.unwrap_or_else(|| DEFAULT_MASTER_ADDR.to_string()),
             server_name: self.server_name.unwrap_or_else(|| DEFAULT_SERVER_NAME.to_string()),
             cert_dir: self.cert_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_CERT_DIR)),
             map_slots,
@@ -199,13 +183,14 @@ impl AgentConfig {
         TlsFiles::in_dir(&self.cert_dir, &self.name)
     }
 
-    /// What `process` needs.
+    /// What `process` needs, built once for every task: the directories as resolved
+    /// (absolute) and the tasks' `PATH`.
     pub fn process_config(&self) -> Arc<ProcessConfig> {
         Arc::new(ProcessConfig {
             work_dir: self.work_dir.clone(),
             data_dir: self.data_dir.clone(),
             kill_grace: self.kill_grace,
-            path_prefix: self.path_prefix.clone(),
+            task_path: self.path_prefix.as_deref().and_then(task_path),
         })
     }
 
@@ -246,6 +231,20 @@ fn absolute(path: PathBuf) -> Result<PathBuf, ConfigError> {
     std::path::absolute(&path).map_err(|source| ConfigError::Path { path, source })
 }
 
+/// The inherited `PATH` with `prefix` in front, or `None` (logged) if that cannot be a
+/// `PATH`, which leaves the tasks' `PATH` alone.
+pub(crate) fn task_path(prefix: &Path) -> Option<OsString> {
+    let current = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::iter::once(prefix.to_path_buf()).chain(std::env::split_paths(&current));
+    match std::env::join_paths(dirs) {
+        Ok(path) => Some(path),
+        Err(err) => {
+            warn!(prefix = %prefix.display(), error = %err, "cannot add the agent's directory to tasks' PATH");
+            None
+        }
+    }
+}
+
 /// The directory of the running executable, so tools installed beside the agent
 /// (`slotmarket-task`) are on tasks' `PATH`.
 fn own_directory() -> Option<PathBuf> {
@@ -284,7 +283,7 @@ mod tests {
         let config = file.merge(flags).resolve().unwrap();
         assert_eq!((config.name.as_str(), config.map_slots), ("node3", 2));
         assert_eq!(config.kill_grace, Duration::from_millis(100));
-        assert_eq!(config.master, DEFAULT_MASTER);
+        assert_eq!(config.master, DEFAULT_MASTER_ADDR);
         assert_eq!(config.server_name, DEFAULT_SERVER_NAME);
         assert!(config.work_dir.is_absolute() && config.work_dir.ends_with("slotmarket-agent-node3"));
         assert!(config.data_dir.is_absolute() && config.data_dir.ends_with("slotmarket-data/shared"));

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
 use slotmarket_common::container::ContainerState;
-use slotmarket_common::ids::{AgentId, ContainerId};
+use slotmarket_common::ids::ContainerId;
 use slotmarket_common::protocol::{ContainerReport, Launch};
 use slotmarket_common::spec::SlotKind;
 use slotmarket_common::time::Timestamp;
@@ -21,16 +21,11 @@ pub const RECENT_FINISHES: std::time::Duration = std::time::Duration::from_secs(
 /// recognised as a duplicate instead of being run again.
 const REMEMBERED_FINISHED: usize = 4096;
 
-/// A fact the core is told about, from the master or from a task process.
+/// A fact the core is told about, from the master or from a task process. Connection
+/// changes are not among them: tasks keep running either way and reports queue up in
+/// the session, which also logs them.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum AgentEvent {
-    /// The session registered with the master.
-    Connected {
-        /// The id the master gave this registration.
-        agent: AgentId,
-    },
-    /// The connection to the master is lost; tasks keep running, reports queue up.
-    Disconnected,
     /// The master asks to start these containers.
     Launch(Vec<Launch>),
     /// The master asks to terminate a container.
@@ -105,18 +100,17 @@ enum Phase {
     /// The slot is taken and the spawn requested; no process yet.
     Acquired,
     /// The process is running.
-    Running { pid: u32 },
-    /// The kill sequence is under way; `pid` is known once the process started.
-    Killing { reason: String, pid: Option<u32> },
+    Running,
+    /// The kill sequence is under way (the process may not have started yet).
+    Killing { reason: String },
 }
 
 impl fmt::Debug for Phase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Phase::Acquired => f.write_str("acquired"),
-            Phase::Running { pid } => write!(f, "running(pid {pid})"),
-            Phase::Killing { reason, pid: Some(pid) } => write!(f, "killing(pid {pid}: {reason})"),
-            Phase::Killing { reason, pid: None } => write!(f, "killing(unstarted: {reason})"),
+            Phase::Running => f.write_str("running"),
+            Phase::Killing { reason } => write!(f, "killing({reason})"),
         }
     }
 }
@@ -144,7 +138,6 @@ pub struct AgentCore {
     /// Last reports of finished containers, oldest first in `finished_order`.
     finished: BTreeMap<ContainerId, ContainerReport>,
     finished_order: VecDeque<ContainerId>,
-    connection: Option<AgentId>,
     shutting_down: bool,
 }
 
@@ -156,7 +149,6 @@ impl AgentCore {
             live: BTreeMap::new(),
             finished: BTreeMap::new(),
             finished_order: VecDeque::new(),
-            connection: None,
             shutting_down: false,
         }
     }
@@ -166,8 +158,6 @@ impl AgentCore {
     pub fn handle(&mut self, now: Timestamp, event: AgentEvent) -> Vec<AgentAction> {
         let mut out = Vec::new();
         match event {
-            AgentEvent::Connected { agent } => self.on_connected(agent),
-            AgentEvent::Disconnected => self.on_disconnected(),
             AgentEvent::Launch(launches) => {
                 for launch in launches {
                     self.on_launch(now, launch, &mut out);
@@ -212,23 +202,6 @@ impl AgentCore {
         &self.slots
     }
 
-    /// The current registration, if connected.
-    pub fn connection(&self) -> Option<AgentId> {
-        self.connection
-    }
-
-    fn on_connected(&mut self, agent: AgentId) {
-        info!(%agent, live = self.live.len(), "registered with the master");
-        self.connection = Some(agent);
-    }
-
-    fn on_disconnected(&mut self) {
-        // Tasks keep running: the master adopts them from `Register` when we are back.
-        if let Some(agent) = self.connection.take() {
-            warn!(%agent, live = self.live.len(), "lost the master; tasks keep running");
-        }
-    }
-
     fn on_launch(&mut self, now: Timestamp, launch: Launch, out: &mut Vec<AgentAction>) {
         let id = launch.container;
         // A repeated launch (e.g. resent around a reconnect) must not run the task twice,
@@ -265,16 +238,12 @@ impl AgentCore {
             debug!(container = %id, %reason, "kill for a container that is not live ignored");
             return;
         };
-        let pid = match &container.phase {
-            Phase::Acquired => None,
-            Phase::Running { pid } => Some(*pid),
-            Phase::Killing { .. } => {
-                debug!(container = %id, "already being killed");
-                return;
-            }
-        };
+        if let Phase::Killing { .. } = container.phase {
+            debug!(container = %id, "already being killed");
+            return;
+        }
         info!(container = %id, %reason, "killing");
-        container.phase = Phase::Killing { reason, pid };
+        container.phase = Phase::Killing { reason };
         out.push(AgentAction::KillGroup { container: id });
     }
 
@@ -283,18 +252,18 @@ impl AgentCore {
             warn!(container = %id, pid, "start of an unknown container ignored");
             return;
         };
-        match &mut container.phase {
+        match &container.phase {
             Phase::Acquired => {
                 debug!(container = %id, pid, "running");
-                container.phase = Phase::Running { pid };
+                container.phase = Phase::Running;
                 let running = container.report(ContainerState::Running, now, None, None);
                 container.last = running.clone();
                 out.push(AgentAction::Report(running));
             }
             // Killed before it started: the kill sequence already covers this process,
             // and `Acquired → Killed` needs no `Running` in between.
-            Phase::Killing { pid: slot @ None, .. } => *slot = Some(pid),
-            phase => warn!(container = %id, pid, ?phase, "second start ignored"),
+            Phase::Killing { .. } => debug!(container = %id, pid, "started while being killed"),
+            Phase::Running => warn!(container = %id, pid, "second start ignored"),
         }
     }
 
@@ -310,7 +279,7 @@ impl AgentCore {
             return;
         };
         let report = match &container.phase {
-            Phase::Killing { reason, .. } => {
+            Phase::Killing { reason } => {
                 container.report(ContainerState::Killed, now, None, Some(reason.clone()))
             }
             _ => {
@@ -331,7 +300,7 @@ impl AgentCore {
             _ => None,
         };
         let report = match (&container.phase, &exit) {
-            (Phase::Killing { reason, .. }, _) => {
+            (Phase::Killing { reason }, _) => {
                 container.report(ContainerState::Killed, now, code, Some(reason.clone()))
             }
             (_, TaskExit::Code(0)) => container.report(ContainerState::Completed, now, Some(0), None),

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use slotmarket_common::container::ContainerState::{self, *};
-use slotmarket_common::ids::{AgentId, AttemptId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::ids::{AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, Launch};
 use slotmarket_common::spec::{SlotKind, TaskVars};
 use slotmarket_common::time::Timestamp;
@@ -262,11 +262,6 @@ fn live_containers_carry_the_last_report_of_each_live_container() {
     h.exited(3, TaskExit::Code(0));
     let live: Vec<_> = h.core.live_containers().iter().map(|r| (r.container.0, r.state)).collect();
     assert_eq!(live, [(1, Running), (2, Acquired)]);
-    // Connection changes do not touch the containers: tasks outlive the master link.
-    h.handle(AgentEvent::Connected { agent: AgentId(4) });
-    assert_eq!(h.core.connection(), Some(AgentId(4)));
-    h.handle(AgentEvent::Disconnected);
-    assert_eq!(h.core.connection(), None);
     assert_eq!(h.core.live_count(), 2);
 }
 

@@ -1,23 +1,24 @@
-//! The agent's event loop: one task owns [`AgentCore`], takes master messages, connection
-//! changes and process events from one channel, feeds them to the core with the current
-//! time and carries out the returned actions in order. It also runs graceful shutdown.
+//! The agent's event loop: one task owns [`AgentCore`], takes master messages and process
+//! events from one channel, feeds them to the core with the current time and carries out
+//! the returned actions in order. Between steps it answers the session's requests for
+//! what `Register` carries. It also runs graceful shutdown.
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use slotmarket_common::ids::ContainerId;
 use slotmarket_common::protocol::ContainerReport;
 use slotmarket_common::time::Timestamp;
 use thiserror::Error;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::config::AgentConfig;
 use crate::core::{AgentAction, AgentCore, AgentEvent};
 use crate::process::{self, ProcessConfig, ProcessEvent, TaskHandle};
-use crate::session::{self, SessionLinks};
+use crate::session::{self, SessionLinks, SnapshotReply};
 
 /// Time allowed after the kill grace for killed tasks to be reaped during shutdown.
 const SHUTDOWN_MARGIN: Duration = Duration::from_secs(5);
@@ -54,11 +55,13 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
         data_dir = %config.data_dir.display(),
         "agent starting"
     );
-    let (events_tx, mut events_rx) = mpsc::unbounded_channel();
+    let (events_tx, events) = mpsc::unbounded_channel();
     let (reports_tx, reports_rx) = mpsc::unbounded_channel();
-    let (live_tx, live_rx) = watch::channel(Vec::new());
-    let links = SessionLinks { events: events_tx.clone(), reports: reports_rx, live: live_rx };
+    // One registration at a time asks; a slot for one request is all it needs.
+    let (snapshot_tx, snapshots) = mpsc::channel(1);
+    let links = SessionLinks { events: events_tx.clone(), reports: reports_rx, snapshot: snapshot_tx };
     let session = tokio::spawn(session::run(config.session_config(), links));
+    let mut inbox = Inbox { events, snapshots };
 
     let mut driver = Driver {
         core: AgentCore::new(config.map_slots, config.reduce_slots),
@@ -66,11 +69,10 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
         process: config.process_config(),
         events: events_tx,
         reports: reports_tx,
-        live: live_tx,
         clock: Timestamp::ZERO,
     };
-    driver.serve(&mut events_rx, shutdown).await;
-    driver.stop(&mut events_rx, config.kill_grace + SHUTDOWN_MARGIN).await;
+    driver.serve(&mut inbox, shutdown).await;
+    driver.stop(&mut inbox, config.kill_grace + SHUTDOWN_MARGIN).await;
     // Dropping the driver drops the report sender: the session sends what is left and ends.
     drop(driver);
     match tokio::time::timeout(SESSION_DRAIN, session).await {
@@ -78,6 +80,12 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
         Err(_) => warn!("the session did not finish delivering reports in time"),
     }
     Ok(())
+}
+
+/// What the loop takes in: events for the core, and the session's snapshot requests.
+struct Inbox {
+    events: mpsc::UnboundedReceiver<AgentEvent>,
+    snapshots: mpsc::Receiver<SnapshotReply>,
 }
 
 /// The loop's state: the core, a handle per task process, and the channels out.
@@ -88,37 +96,43 @@ struct Driver {
     /// Cloned into every process supervisor so its events come back here.
     events: mpsc::UnboundedSender<AgentEvent>,
     reports: mpsc::UnboundedSender<ContainerReport>,
-    live: watch::Sender<Vec<ContainerReport>>,
     /// The last time given to the core, so it never goes backwards.
     clock: Timestamp,
 }
 
 impl Driver {
-    /// Handles events until `shutdown` completes.
-    async fn serve(
-        &mut self,
-        events: &mut mpsc::UnboundedReceiver<AgentEvent>,
-        shutdown: impl Future<Output = ()>,
-    ) {
+    /// Handles events and snapshot requests until `shutdown` completes.
+    async fn serve(&mut self, inbox: &mut Inbox, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
-                // The driver holds a sender itself, so the channel never closes here.
-                Some(event) = events.recv() => self.step(event),
+                // The driver holds an event sender itself, so that channel never closes here.
+                Some(event) = inbox.events.recv() => self.step(event),
+                // A closed channel (the session ended) only disables this branch.
+                Some(reply) = inbox.snapshots.recv() => self.answer_snapshot(reply),
                 () = &mut shutdown => return,
             }
         }
     }
 
-    /// Kills every task and handles events until none is live or `limit` passes.
-    async fn stop(&mut self, events: &mut mpsc::UnboundedReceiver<AgentEvent>, limit: Duration) {
+    /// Kills every task and handles events (and snapshot requests) until none is live or
+    /// `limit` passes.
+    async fn stop(&mut self, inbox: &mut Inbox, limit: Duration) {
         info!(live = self.core.live_count(), "shutting down");
         self.step(AgentEvent::Shutdown);
         let deadline = tokio::time::Instant::now() + limit;
         while self.core.live_count() > 0 {
-            match tokio::time::timeout_at(deadline, events.recv()).await {
-                Ok(Some(event)) => self.step(event),
-                Ok(None) | Err(_) => {
+            let next = tokio::select! {
+                event = inbox.events.recv() => event,
+                Some(reply) = inbox.snapshots.recv() => {
+                    self.answer_snapshot(reply);
+                    continue;
+                }
+                () = tokio::time::sleep_until(deadline) => None,
+            };
+            match next {
+                Some(event) => self.step(event),
+                None => {
                     // kill_on_drop and PDEATHSIG still take the leaders down with us.
                     warn!(live = self.core.live_count(), "tasks still live at the shutdown deadline");
                     return;
@@ -140,7 +154,6 @@ impl Driver {
         if let Some(container) = finished {
             self.tasks.remove(&container);
         }
-        let mut reported = false;
         for action in actions {
             match action {
                 AgentAction::Spawn(launch) => {
@@ -157,25 +170,25 @@ impl Driver {
                     None => warn!(%container, "kill for a container without a process handle"),
                 },
                 AgentAction::Report(report) => {
-                    reported = true;
                     // The session only goes away after the driver; nothing to do if it has.
                     let _ = self.reports.send(report);
                 }
             }
         }
-        // Published after the reports are queued, so a `Register` built from this snapshot
-        // never claims less than the reports already handed to the session.
-        if reported {
-            let now = self.now();
-            self.live.send_replace(self.core.registration_reports(now));
-        }
+    }
+
+    /// Answers the session's request for what `Register` carries. Only called between
+    /// steps, so every report of the earlier steps is already queued for the session and
+    /// the snapshot is at least as new as any of them.
+    fn answer_snapshot(&mut self, reply: SnapshotReply) {
+        let now = self.now();
+        // The session may have given up on this registration meanwhile; nothing to do then.
+        let _ = reply.send(self.core.registration_reports(now));
     }
 
     /// Wall-clock time, held monotonic for the core.
     fn now(&mut self) -> Timestamp {
-        let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-        let wall = Timestamp(u64::try_from(wall.as_millis()).unwrap_or(u64::MAX));
-        self.clock = self.clock.max(wall);
+        self.clock = self.clock.max(Timestamp::from(SystemTime::now()));
         self.clock
     }
 }

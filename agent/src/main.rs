@@ -26,7 +26,7 @@ struct Args {
     #[arg(long, value_name = "NAME", env = "SLOTMARKET_SERVER_NAME")]
     server_name: Option<String>,
 
-    /// Directory holding ca.pem, NODE.pem and NODE.key [default: ./pki]
+    /// Directory holding ca.pem, NODE.pem and NODE.key [default: pki]
     #[arg(long, value_name = "DIR", env = "SLOTMARKET_CERT_DIR")]
     cert_dir: Option<PathBuf>,
 

@@ -11,6 +11,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use slotmarket_common::process_group::ProcessGroup;
 use slotmarket_common::protocol::Launch;
 use slotmarket_common::spec::{TemplateError, render};
 use thiserror::Error;
@@ -20,27 +21,31 @@ use tracing::{debug, info, warn};
 
 use crate::core::TaskExit;
 
-/// Where and how task processes run.
+/// Where and how task processes run; built once (see `AgentConfig::process_config`) and
+/// shared by every task.
 #[derive(Clone, Debug)]
 pub struct ProcessConfig {
-    /// The agent's own directory; containers get `{work_dir}/containers/{container}`.
+    /// The agent's own directory, absolute (tasks run in their container directory, so a
+    /// relative path would point elsewhere); containers get
+    /// `{work_dir}/containers/{container}`.
     pub work_dir: PathBuf,
-    /// The data directory shared by the agents; jobs get `{data_dir}/jobs/{job}`.
+    /// The data directory shared by the agents, absolute; jobs get `{data_dir}/jobs/{job}`.
     pub data_dir: PathBuf,
     /// How long a process group has between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
-    /// Put in front of `PATH`: the agent's own directory, so `slotmarket-task` installed
-    /// beside `slotmarket-agent` is found.
-    pub path_prefix: Option<PathBuf>,
+    /// The tasks' `PATH`: the agent's own directory in front of the inherited one, so
+    /// `slotmarket-task` installed beside `slotmarket-agent` is found. `None` leaves
+    /// `PATH` alone.
+    pub task_path: Option<OsString>,
 }
 
 impl ProcessConfig {
-    /// The working directory of `container`.
+    /// The working directory of `container` (absolute, like `work_dir`).
     pub fn container_dir(&self, container: impl std::fmt::Display) -> PathBuf {
         self.work_dir.join("containers").join(container.to_string())
     }
 
-    /// The directory of `job` under the shared data directory.
+    /// The directory of `job` under the shared data directory (absolute, like `data_dir`).
     pub fn job_dir(&self, job: impl std::fmt::Display) -> PathBuf {
         self.data_dir.join("jobs").join(job.to_string())
     }
@@ -122,7 +127,7 @@ async fn supervise(
     mut on_event: impl FnMut(ProcessEvent),
 ) {
     let container = launch.container;
-    let mut command = match prepare(&config, &launch).await {
+    let mut command = match prepare(Arc::clone(&config), launch).await {
         Ok(command) => command,
         Err(err) => return on_event(ProcessEvent::SpawnFailed(err)),
     };
@@ -135,19 +140,19 @@ async fn supervise(
     };
     // `id` is only `None` once the child has been waited for, which has not happened.
     let pid = child.id().unwrap_or_default();
-    let pgid = process_group_of(pid);
+    let group = ProcessGroup::led_by(pid);
     debug!(%container, pid, "task started");
     on_event(ProcessEvent::Started { pid });
 
     let status = tokio::select! {
         status = child.wait() => status,
         // A dropped handle (Err) is not a kill request: the branch is then disabled.
-        Ok(()) = &mut kill => terminate(&mut child, pgid, config.kill_grace).await,
+        Ok(()) = &mut kill => terminate(&mut child, group, config.kill_grace).await,
     };
     // The leader is gone, but children it left behind may not be; no task process may
     // outlive its container.
-    if let Some(pgid) = pgid {
-        signal_group(pgid, libc::SIGKILL);
+    if let Some(group) = group {
+        signal_group(group, libc::SIGKILL);
     }
     let exit = match status {
         Ok(status) => exit_of(status),
@@ -160,16 +165,15 @@ async fn supervise(
 /// Creates the job and container directories and the output files, renders the command
 /// and builds (but does not spawn) the process. The file system work is one blocking
 /// call: a trivial task's launch cost is mostly these few system calls.
-async fn prepare(config: &Arc<ProcessConfig>, launch: &Launch) -> Result<Command, SpawnError> {
-    let (config, launch) = (Arc::clone(config), launch.clone());
+async fn prepare(config: Arc<ProcessConfig>, launch: Launch) -> Result<Command, SpawnError> {
     tokio::task::spawn_blocking(move || prepare_blocking(&config, &launch)).await.unwrap_or_else(|join| {
         Err(SpawnError::Prepare { path: PathBuf::new(), source: io::Error::other(join) })
     })
 }
 
 fn prepare_blocking(config: &ProcessConfig, launch: &Launch) -> Result<Command, SpawnError> {
-    let job_dir = absolute(config.job_dir(launch.task.job))?;
-    let dir = absolute(config.container_dir(launch.container))?;
+    let job_dir = config.job_dir(launch.task.job);
+    let dir = config.container_dir(launch.container);
     for path in [&job_dir, &dir] {
         std::fs::create_dir_all(path).map_err(|source| SpawnError::Prepare { path: path.clone(), source })?;
     }
@@ -195,7 +199,7 @@ fn prepare_blocking(config: &ProcessConfig, launch: &Launch) -> Result<Command, 
         .process_group(0)
         // Safety net for an agent that dies without running the kill sequence.
         .kill_on_drop(true);
-    if let Some(path) = extended_path(config.path_prefix.as_deref()) {
+    if let Some(path) = &config.task_path {
         command.env("PATH", path);
     }
     die_with_parent(&mut command);
@@ -203,27 +207,8 @@ fn prepare_blocking(config: &ProcessConfig, launch: &Launch) -> Result<Command, 
     Ok(command)
 }
 
-fn absolute(path: PathBuf) -> Result<PathBuf, SpawnError> {
-    // The task runs in its container directory, so relative paths would point elsewhere.
-    std::path::absolute(&path).map_err(|source| SpawnError::Prepare { path, source })
-}
-
 fn output_file(path: &Path) -> Result<std::fs::File, SpawnError> {
     std::fs::File::create(path).map_err(|source| SpawnError::Prepare { path: path.to_path_buf(), source })
-}
-
-/// `PATH` with `prefix` in front, or `None` to leave `PATH` alone.
-fn extended_path(prefix: Option<&Path>) -> Option<OsString> {
-    let prefix = prefix?;
-    let current = std::env::var_os("PATH").unwrap_or_default();
-    let dirs = std::iter::once(prefix.to_path_buf()).chain(std::env::split_paths(&current));
-    match std::env::join_paths(dirs) {
-        Ok(path) => Some(path),
-        Err(err) => {
-            warn!(prefix = %prefix.display(), error = %err, "cannot add the agent's directory to PATH");
-            None
-        }
-    }
 }
 
 /// Makes the kernel SIGKILL the task if the agent dies (Linux only).
@@ -251,40 +236,33 @@ fn die_with_parent(command: &mut Command) {
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent(_command: &mut Command) {}
 
-/// The process group to signal for `pid`, refusing ids where `kill(-id)` would hit
-/// something other than one task's group (0 is our own group, 1 would be everything).
-fn process_group_of(pid: u32) -> Option<i32> {
-    i32::try_from(pid).ok().filter(|&pgid| pgid > 1)
-}
-
-/// SIGTERM to the group, up to `grace` for the leader to exit, then SIGKILL.
-async fn terminate(child: &mut Child, pgid: Option<i32>, grace: Duration) -> io::Result<ExitStatus> {
-    let Some(pgid) = pgid else {
+/// SIGTERM to the group, up to `grace` for the leader to exit, then SIGKILL. Without a
+/// usable group only the leader is killed.
+async fn terminate(
+    child: &mut Child,
+    group: Option<ProcessGroup>,
+    grace: Duration,
+) -> io::Result<ExitStatus> {
+    let Some(group) = group else {
         child.start_kill()?;
         return child.wait().await;
     };
-    signal_group(pgid, libc::SIGTERM);
+    signal_group(group, libc::SIGTERM);
     match tokio::time::timeout(grace, child.wait()).await {
         Ok(status) => status,
         Err(_) => {
-            info!(pgid, grace_ms = grace.as_millis() as u64, "grace period over; sending SIGKILL");
-            signal_group(pgid, libc::SIGKILL);
+            info!(%group, grace_ms = grace.as_millis() as u64, "grace period over; sending SIGKILL");
+            signal_group(group, libc::SIGKILL);
             child.wait().await
         }
     }
 }
 
-/// Sends `signal` to every process in group `pgid`. A group that is already empty
-/// (`ESRCH`) is the normal case after the leader exits.
-fn signal_group(pgid: i32, signal: libc::c_int) {
-    // SAFETY: `kill` has no memory-safety preconditions; `pgid > 1` is checked by
-    // `process_group_of`, so this never signals our own group or every process.
-    let rc = unsafe { libc::kill(-pgid, signal) };
-    if rc != 0 {
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::ESRCH) {
-            warn!(pgid, signal, error = %err, "cannot signal process group");
-        }
+/// Sends `signal` to the task's process group; a failure (other than an already empty
+/// group) is logged, since the kill sequence has nothing better to do with it.
+fn signal_group(group: ProcessGroup, signal: libc::c_int) {
+    if let Err(err) = group.signal(signal) {
+        warn!(%group, signal, error = %err, "cannot signal process group");
     }
 }
 

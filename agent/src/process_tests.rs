@@ -3,6 +3,7 @@
 //! Every wait is bounded.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,7 @@ use slotmarket_common::spec::{SlotKind, TaskVars};
 use tokio::sync::mpsc;
 
 use super::{ProcessConfig, ProcessEvent, SpawnError, TaskHandle, start};
+use crate::config::task_path;
 use crate::core::TaskExit;
 
 /// Upper bound for any single wait in these tests.
@@ -20,18 +22,21 @@ const WAIT: Duration = Duration::from_secs(10);
 struct Fixture {
     _dir: tempfile::TempDir,
     config: Arc<ProcessConfig>,
+    /// What the tasks' `PATH` starts with.
+    path_prefix: PathBuf,
 }
 
 impl Fixture {
     fn new(grace: Duration) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
+        let path_prefix = dir.path().join("bin");
         let config = ProcessConfig {
             work_dir: dir.path().join("work"),
             data_dir: dir.path().join("data"),
             kill_grace: grace,
-            path_prefix: Some(dir.path().join("bin")),
+            task_path: task_path(&path_prefix),
         };
-        Fixture { _dir: dir, config: Arc::new(config) }
+        Fixture { _dir: dir, config: Arc::new(config), path_prefix }
     }
 
     fn start(&self, container: u64, command: &str) -> (TaskHandle, mpsc::UnboundedReceiver<ProcessEvent>) {
@@ -134,7 +139,7 @@ async fn output_environment_and_directories_are_set_up() {
     assert_eq!(lines[1], "j5 j5.s0.t2 c7");
     assert_eq!(std::fs::canonicalize(lines[2]).unwrap(), std::fs::canonicalize(&dir).unwrap());
     assert_eq!(lines[3], job_dir.to_str().unwrap());
-    let prefix = fx.config.path_prefix.as_ref().unwrap();
+    let prefix = &fx.path_prefix;
     assert!(lines[4].starts_with(&format!("{}:", prefix.display())), "PATH is {}", lines[4]);
     assert_eq!(std::fs::read_to_string(dir.join("stderr")).unwrap(), "oops\n");
 }

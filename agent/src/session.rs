@@ -13,7 +13,6 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
 use quinn::{RecvStream, SendStream, VarInt};
-use slotmarket_common::identity::Role;
 use slotmarket_common::ids::{AgentId, ContainerId};
 use slotmarket_common::pki::TlsFiles;
 use slotmarket_common::protocol::{
@@ -21,7 +20,7 @@ use slotmarket_common::protocol::{
 };
 use slotmarket_common::transport::{self, StreamError, TransportError, read_frame, write_frame};
 use thiserror::Error;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tracing::{Instrument, debug, info, info_span, warn};
 
@@ -74,16 +73,22 @@ impl Default for BackoffConfig {
     }
 }
 
+/// The driver's answer to a [`SessionLinks::snapshot`] request: what `Register` carries.
+pub type SnapshotReply = oneshot::Sender<Vec<ContainerReport>>;
+
 /// The session's channels to and from the driver.
 #[derive(Debug)]
 pub struct SessionLinks {
-    /// Master messages and connection changes, for the core.
+    /// Launches and kills from the master, for the core.
     pub events: mpsc::UnboundedSender<AgentEvent>,
     /// Reports from the core, in order. When every sender is gone the session sends what
     /// is left (if connected) and ends.
     pub reports: mpsc::UnboundedReceiver<ContainerReport>,
-    /// The last report of every live container, for `Register`.
-    pub live: watch::Receiver<Vec<ContainerReport>>,
+    /// Asks the driver, on every registration, for the last report of every live (and
+    /// recently finished) container. The driver answers between two steps, after it has
+    /// queued every report of the earlier steps, so a `Register` never claims less than
+    /// the reports already handed to the session.
+    pub snapshot: mpsc::Sender<SnapshotReply>,
 }
 
 /// Why one connection attempt or connection ended.
@@ -92,9 +97,6 @@ pub enum SessionError {
     /// The endpoint could not be built, the master not reached or not identified.
     #[error(transparent)]
     Transport(#[from] TransportError),
-    /// The server's certificate is not the master's.
-    #[error("the server presents a certificate for role {0}, not the master")]
-    NotMaster(Role),
     /// The connection failed.
     #[error("connection lost: {0}")]
     Connection(#[from] quinn::ConnectionError),
@@ -104,9 +106,6 @@ pub enum SessionError {
     /// The master refused the registration.
     #[error("the master refused the registration: {0}")]
     Refused(String),
-    /// The handshake did not complete in time (the master is down or unreachable).
-    #[error("no connection within {0:?}")]
-    ConnectTimeout(Duration),
     /// The master did not answer `Register` in time.
     #[error("no answer to Register within {0:?}")]
     RegisterTimeout(Duration),
@@ -119,6 +118,9 @@ pub enum SessionError {
     /// The master closed the control stream.
     #[error("the master closed the control stream")]
     ClosedByMaster,
+    /// The driver is gone: the agent is stopping.
+    #[error("the agent is stopping")]
+    Stopped,
 }
 
 /// Exponential backoff with jitter from a small seeded generator (SplitMix64), so agents
@@ -194,7 +196,7 @@ pub async fn run(config: SessionConfig, mut links: SessionLinks) {
     let mut queue = VecDeque::new();
     let mut endpoint: Option<(std::net::SocketAddr, quinn::Endpoint)> = None;
     loop {
-        let attempt = connect_and_register(&config, &mut endpoint, &links.live);
+        let attempt = connect_and_register(&config, &mut endpoint, &links.snapshot);
         let Some(attempt) = queue_while(attempt, &mut queue, &mut links.reports).await else {
             info!(unsent = queue.len(), "shutting down while connecting");
             return;
@@ -203,11 +205,7 @@ pub async fn run(config: SessionConfig, mut links: SessionLinks) {
             Ok((connected, recv)) => {
                 backoff.reset();
                 let span = info_span!("session", agent = %connected.agent);
-                let ended = connected.serve(recv, &config, &mut queue, &mut links).instrument(span).await;
-                if links.events.send(AgentEvent::Disconnected).is_err() {
-                    return;
-                }
-                ended
+                connected.serve(recv, &config, &mut queue, &mut links).instrument(span).await
             }
             Err(err) => Ended::Lost(err),
         };
@@ -217,7 +215,10 @@ pub async fn run(config: SessionConfig, mut links: SessionLinks) {
                 warn!(%reason, "registration refused; will retry");
                 backoff.give_up_quick_retries();
             }
-            Ended::Lost(err) => warn!(error = %err, queued = queue.len(), "not connected to the master"),
+            Ended::Lost(err) => {
+                // Tasks keep running: the master adopts them from `Register` when we are back.
+                warn!(error = %err, queued = queue.len(), "not connected to the master; tasks keep running")
+            }
         }
         let delay = backoff.next_delay();
         debug!(delay_ms = delay.as_millis() as u64, "reconnecting after a delay");
@@ -260,7 +261,7 @@ struct Connected {
 async fn connect_and_register(
     config: &SessionConfig,
     endpoint: &mut Option<(std::net::SocketAddr, quinn::Endpoint)>,
-    live: &watch::Receiver<Vec<ContainerReport>>,
+    snapshot: &mpsc::Sender<SnapshotReply>,
 ) -> Result<(Connected, RecvStream), SessionError> {
     let addr = transport::resolve(&config.master).await?;
     // One endpoint (one UDP socket) for as long as the master's address stays the same.
@@ -268,16 +269,10 @@ async fn connect_and_register(
         Some((known, endpoint)) if *known == addr => endpoint,
         slot => &mut slot.insert((addr, transport::client_endpoint(&config.tls, addr)?)).1,
     };
-    // Without a bound, a master that is down costs a whole idle timeout per attempt.
-    let conn = tokio::time::timeout(CONNECT_TIMEOUT, transport::connect(endpoint, addr, &config.server_name))
-        .await
-        .map_err(|_| SessionError::ConnectTimeout(CONNECT_TIMEOUT))??;
-    let server = transport::peer_identity(&conn)?;
-    if server.role != Role::Master {
-        conn.close(VarInt::from_u32(0), b"not the master");
-        return Err(SessionError::NotMaster(server.role));
-    }
-    match register(conn.clone(), config, live).await {
+    let (conn, master) =
+        transport::connect_master(endpoint, addr, &config.server_name, CONNECT_TIMEOUT).await?;
+    debug!(%addr, %master, "connected");
+    match register(conn.clone(), config, snapshot).await {
         Ok(registered) => Ok(registered),
         Err(err) => {
             conn.close(VarInt::from_u32(0), b"registration failed");
@@ -289,10 +284,10 @@ async fn connect_and_register(
 async fn register(
     conn: quinn::Connection,
     config: &SessionConfig,
-    live: &watch::Receiver<Vec<ContainerReport>>,
+    snapshot: &mpsc::Sender<SnapshotReply>,
 ) -> Result<(Connected, RecvStream), SessionError> {
     let (mut send, mut recv) = conn.open_bi().await?;
-    let live = live.borrow().clone();
+    let live = live_snapshot(snapshot).await?;
     let register = Register {
         version: PROTOCOL_VERSION,
         node: config.node.clone(),
@@ -319,6 +314,13 @@ async fn register(
     }
 }
 
+/// Asks the driver for what `Register` carries.
+async fn live_snapshot(snapshot: &mpsc::Sender<SnapshotReply>) -> Result<Vec<ContainerReport>, SessionError> {
+    let (reply, answer) = oneshot::channel();
+    snapshot.send(reply).await.map_err(|_| SessionError::Stopped)?;
+    answer.await.map_err(|_| SessionError::Stopped)
+}
+
 impl Connected {
     /// Serves the control stream until the connection fails or the driver is done.
     async fn serve(
@@ -328,9 +330,6 @@ impl Connected {
         queue: &mut VecDeque<ContainerReport>,
         links: &mut SessionLinks,
     ) -> Ended {
-        if links.events.send(AgentEvent::Connected { agent: self.agent }).is_err() {
-            return Ended::Shutdown;
-        }
         // Reading runs in its own task: a frame read cancelled half-way by `select!` would
         // lose bytes and break the framing.
         let mut reader = tokio::spawn(read_master(recv, links.events.clone(), config.max_frame));
@@ -446,7 +445,7 @@ async fn read_master(
         };
         if events.send(event).is_err() {
             // The driver is gone; the session ends through its report channel.
-            return SessionError::Unexpected("the driver stopped");
+            return SessionError::Stopped;
         }
     }
 }

@@ -1,22 +1,22 @@
 //! Session tests: backoff arithmetic, which queued reports a `Register` supersedes, and
-//! the real session against a fake master over loopback QUIC (register, heartbeat,
-//! reports, launches, reconnect with re-registration, refusal).
+//! the real session against a fake master over loopback QUIC (register with the driver's
+//! snapshot, heartbeat, reports, launches, reconnect with re-registration, refusal).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use slotmarket_common::container::ContainerState::{self, *};
-use slotmarket_common::ids::{AgentId, AttemptId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::ids::{AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::{
     AgentToMaster, ContainerReport, DEFAULT_MAX_FRAME, Launch, MasterToAgent, PROTOCOL_VERSION,
 };
 use slotmarket_common::spec::{SlotKind, TaskVars};
 use slotmarket_common::time::Timestamp;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
-use super::{Backoff, BackoffConfig, SessionConfig, SessionLinks, drop_superseded, run};
+use super::{Backoff, BackoffConfig, SessionConfig, SessionLinks, SnapshotReply, drop_superseded, run};
 use crate::core::AgentEvent;
-use crate::test_support::{FakeMaster, NODE, WAIT};
+use crate::test_support::{AgentLink, FakeMaster, NODE, WAIT};
 
 fn report(container: u64, state: ContainerState) -> ContainerReport {
     ContainerReport {
@@ -83,7 +83,8 @@ fn reports_already_told_by_register_are_dropped_and_the_rest_kept_in_order() {
 struct Harness {
     events: mpsc::UnboundedReceiver<AgentEvent>,
     reports: Option<mpsc::UnboundedSender<ContainerReport>>,
-    live: watch::Sender<Vec<ContainerReport>>,
+    /// The session's requests for what `Register` carries; the test plays the driver.
+    snapshots: mpsc::Receiver<SnapshotReply>,
     session: tokio::task::JoinHandle<()>,
 }
 
@@ -105,10 +106,24 @@ impl Harness {
         };
         let (events_tx, events) = mpsc::unbounded_channel();
         let (reports_tx, reports_rx) = mpsc::unbounded_channel();
-        let (live, live_rx) = watch::channel(Vec::new());
-        let links = SessionLinks { events: events_tx, reports: reports_rx, live: live_rx };
+        let (snapshot, snapshots) = mpsc::channel(1);
+        let links = SessionLinks { events: events_tx, reports: reports_rx, snapshot };
         let session = tokio::spawn(run(config, links));
-        Harness { events, reports: Some(reports_tx), live, session }
+        Harness { events, reports: Some(reports_tx), snapshots, session }
+    }
+
+    /// The session's next request for a snapshot: it is registering.
+    async fn snapshot_request(&mut self) -> SnapshotReply {
+        let request = tokio::time::timeout(WAIT, self.snapshots.recv());
+        request.await.expect("the session did not ask for a snapshot").unwrap()
+    }
+
+    /// Accepts the session's next connection, answering its snapshot request with `live`
+    /// (the handshake only completes while the master accepts, and `Register` waits for
+    /// the snapshot, so both go on at once).
+    async fn connect(&mut self, master: &FakeMaster, live: Vec<ContainerReport>) -> AgentLink {
+        let answer = async { self.snapshot_request().await.send(live).unwrap() };
+        tokio::join!(master.accept(), answer).0
     }
 
     async fn event(&mut self) -> AgentEvent {
@@ -145,7 +160,7 @@ async fn the_session_registers_heartbeats_reports_and_relays_the_master() {
     let master = FakeMaster::start(dir.path());
     let mut h = Harness::start(&master);
 
-    let mut link = master.accept().await;
+    let mut link = h.connect(&master, Vec::new()).await;
     assert_eq!(link.register.version, PROTOCOL_VERSION);
     assert_eq!(
         (link.register.node.as_str(), link.register.map_slots, link.register.reduce_slots),
@@ -153,7 +168,6 @@ async fn the_session_registers_heartbeats_reports_and_relays_the_master() {
     );
     assert!(link.register.live_containers.is_empty());
     link.accept_registration(1, 50).await;
-    assert_eq!(h.event().await, AgentEvent::Connected { agent: AgentId(1) });
 
     assert_eq!(link.next().await, AgentToMaster::Heartbeat);
     h.report(report(1, Acquired));
@@ -179,23 +193,24 @@ async fn after_a_lost_connection_the_session_re_registers_and_flushes_the_queue(
     let dir = tempfile::tempdir().unwrap();
     let master = FakeMaster::start(dir.path());
     let mut h = Harness::start(&master);
-    let mut link = master.accept().await;
+    let mut link = h.connect(&master, Vec::new()).await;
     link.accept_registration(1, 1000).await;
-    assert_eq!(h.event().await, AgentEvent::Connected { agent: AgentId(1) });
 
     link.cut();
-    assert_eq!(h.event().await, AgentEvent::Disconnected);
-    // While disconnected the driver goes on: c1 starts then finishes, c2 starts.
-    for r in [report(1, Running), report(1, Completed), report(2, Acquired), report(2, Running)] {
-        h.report(r);
-    }
-    h.live.send_replace(vec![report(2, Running)]);
-
-    let mut link = master.accept().await;
+    let driver = async {
+        // Asking for a snapshot again means the session noticed and is registering anew.
+        let snapshot = h.snapshot_request().await;
+        // Meanwhile the driver went on: c1 started then finished, c2 started. As the
+        // driver does, the reports are queued before the snapshot is answered.
+        for r in [report(1, Running), report(1, Completed), report(2, Acquired), report(2, Running)] {
+            h.report(r);
+        }
+        snapshot.send(vec![report(2, Running)]).unwrap();
+    };
+    let (mut link, ()) = tokio::join!(master.accept(), driver);
     let live: Vec<_> = link.register.live_containers.iter().map(|r| (r.container.0, r.state)).collect();
     assert_eq!(live, [(2, Running)]);
     link.accept_registration(2, 1000).await;
-    assert_eq!(h.event().await, AgentEvent::Connected { agent: AgentId(2) });
     // c2's reports are superseded by the registration; c1's are not.
     let flushed: Vec<_> = link.reports(2).await.iter().map(|r| (r.container.0, r.state)).collect();
     assert_eq!(flushed, [(1, Running), (1, Completed)]);
@@ -206,12 +221,11 @@ async fn a_refused_registration_is_retried() {
     let dir = tempfile::tempdir().unwrap();
     let master = FakeMaster::start(dir.path());
     let mut h = Harness::start(&master);
-    let mut link = master.accept().await;
+    let mut link = h.connect(&master, Vec::new()).await;
     link.send(MasterToAgent::Refused { reason: "node1 is already connected".into() }).await;
 
-    let mut link = master.accept().await;
+    let mut link = h.connect(&master, Vec::new()).await;
     link.accept_registration(3, 1000).await;
-    assert_eq!(h.event().await, AgentEvent::Connected { agent: AgentId(3) });
     h.report(report(5, Acquired));
     assert_eq!(link.reports(1).await[0].container, ContainerId(5));
 }

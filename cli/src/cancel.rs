@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
 use slotmarket_common::ids::JobId;
-use slotmarket_common::protocol::{JobState, Request, Response};
+use slotmarket_common::protocol::JobState;
 
 use crate::connection::{self, ConnectionArgs};
 use crate::output;
@@ -31,14 +31,9 @@ struct CancelJson {
 /// Runs `cancel`.
 pub(crate) async fn run(conn: &ConnectionArgs, args: CancelArgs, json: bool) -> Result<ExitCode> {
     let client = connection::connect_from_args(conn).await?;
-    let response = connection::call(&client, Request::Cancel { job: args.job })
-        .await
-        .with_context(|| format!("cancelling {}", args.job))?;
+    let job = args.job;
+    let state = connection::bounded(client.cancel(job)).await.with_context(|| format!("cancelling {job}"))?;
     connection::close(client).await;
-    let (job, state) = match response {
-        Response::Cancelled { job, state } => (job, state),
-        other => return Err(connection::unexpected("Cancelled", &other)),
-    };
     if json {
         output::print_json(&CancelJson { job: job.to_string(), state: state.name() })?;
     } else if state == JobState::Cancelled {

@@ -1,7 +1,8 @@
 //! Connection options: flags, environment and an optional TOML file merged into
 //! [`ClientOptions`], certificate checks with errors that say how to make them, connecting
-//! with a bounded wait, and small helpers that turn a [`Response`] into what was asked.
+//! and requests with bounded waits and errors that say what was tried.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -10,24 +11,15 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use serde::Deserialize;
 use slotmarket_common::client::{Client, ClientError};
+use slotmarket_common::config::{DEFAULT_CERT_DIR, DEFAULT_MASTER_ADDR, DEFAULT_SERVER_NAME, load_toml};
 use slotmarket_common::identity::Role;
 use slotmarket_common::ids::JobId;
 use slotmarket_common::pki::TlsFiles;
 use slotmarket_common::protocol::{JobStatus, Request, Response};
-use slotmarket_common::transport;
+use slotmarket_common::transport::{self, TransportError};
 
-/// Master address used when neither flag, environment nor config file names one.
-pub(crate) const DEFAULT_MASTER: &str = "127.0.0.1:7400";
-/// TLS server name used when none is given; `slotmarket pki init` puts it in the master's
-/// certificate.
-pub(crate) const DEFAULT_SERVER_NAME: &str = "localhost";
-/// Certificate directory used when none is given.
-pub(crate) const DEFAULT_CERT_DIR: &str = "./pki";
 /// Identity (certificate file stem) used when none is given.
 pub(crate) const DEFAULT_IDENTITY: &str = "admin";
-/// How long to wait for the QUIC handshake before giving up; QUIC runs over UDP, so a
-/// master that is not running often shows up as silence rather than a refusal.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long to wait for the answer to one request.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long closing a connection may take; by then the answer is printed, so a slow or
@@ -45,7 +37,7 @@ pub(crate) struct ConnectionArgs {
     /// Name the master's certificate must carry [default: localhost].
     #[arg(long, global = true, env = "SLOTMARKET_SERVER_NAME", value_name = "NAME")]
     pub(crate) server_name: Option<String>,
-    /// Directory with ca.pem and NAME.pem/NAME.key [default: ./pki].
+    /// Directory with ca.pem and NAME.pem/NAME.key [default: pki].
     #[arg(long, global = true, env = "SLOTMARKET_CERT_DIR", value_name = "DIR")]
     pub(crate) cert_dir: Option<PathBuf>,
     /// Certificate to present: DIR/NAME.pem and DIR/NAME.key [default: admin].
@@ -74,10 +66,7 @@ pub(crate) struct ConfigFile {
 impl ConfigFile {
     /// Reads and parses `path`, resolving a relative `cert_dir` against its directory.
     fn load(path: &Path) -> Result<ConfigFile> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading config file {}", path.display()))?;
-        let mut file: ConfigFile =
-            toml::from_str(&text).with_context(|| format!("parsing config file {}", path.display()))?;
+        let mut file: ConfigFile = load_toml(path).context("loading config file")?;
         if let (Some(dir), Some(base)) = (&file.cert_dir, path.parent())
             && dir.is_relative()
         {
@@ -113,7 +102,7 @@ impl ClientOptions {
     /// Flag or environment first, then the file, then the built-in default.
     pub(crate) fn merge(args: &ConnectionArgs, file: ConfigFile) -> ClientOptions {
         ClientOptions {
-            master: args.master.clone().or(file.master).unwrap_or_else(|| DEFAULT_MASTER.into()),
+            master: args.master.clone().or(file.master).unwrap_or_else(|| DEFAULT_MASTER_ADDR.into()),
             server_name: args
                 .server_name
                 .clone()
@@ -130,11 +119,11 @@ impl ClientOptions {
         check_tls_files(&files, &self.cert_dir, &self.identity)?;
         check_client_role(&files, &self.identity)?;
         let connected = connect(&self.master, &self.server_name, &files).await;
-        if self.master == DEFAULT_MASTER {
+        if self.master == DEFAULT_MASTER_ADDR {
             // The likeliest mistake: no address configured at all.
             return connected.with_context(|| {
                 format!(
-                    "trying the default master address {DEFAULT_MASTER} \
+                    "trying the default master address {DEFAULT_MASTER_ADDR} \
                      (set another with --master, SLOTMARKET_MASTER or `master` in --config)"
                 )
             });
@@ -187,21 +176,23 @@ fn check_client_role(files: &TlsFiles, identity: &str) -> Result<()> {
     }
 }
 
-/// Resolves `master` and connects with a bounded wait, naming the address on failure.
+/// Resolves `master` and connects (the client bounds the wait), naming the address on
+/// failure.
 pub(crate) async fn connect(master: &str, server_name: &str, files: &TlsFiles) -> Result<Client> {
     let addr: SocketAddr =
         transport::resolve(master).await.with_context(|| format!("resolving master address \"{master}\""))?;
     // Show the resolved address only when it adds something.
     let target = if addr.to_string() == master { master.to_string() } else { format!("{master} ({addr})") };
-    let attempt = Client::connect(addr, server_name, files);
-    match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
-        Ok(Ok(client)) => Ok(client),
-        Ok(Err(err)) => Err(anyhow!(err))
-            .with_context(|| format!("connecting to master at {target} (server name \"{server_name}\")")),
-        Err(_) => bail!(
+    match Client::connect(addr, server_name, files).await {
+        Ok(client) => Ok(client),
+        // QUIC runs over UDP, so a master that is not running often shows up as silence
+        // rather than a refusal.
+        Err(ClientError::Transport(TransportError::ConnectTimeout { timeout, .. })) => bail!(
             "no answer from master at {target} within {}s; is slotmarket-master running there?",
-            CONNECT_TIMEOUT.as_secs()
+            timeout.as_secs()
         ),
+        Err(err) => Err(anyhow!(err))
+            .with_context(|| format!("connecting to master at {target} (server name \"{server_name}\")")),
     }
 }
 
@@ -210,11 +201,11 @@ pub(crate) async fn close(client: Client) {
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, client.close()).await;
 }
 
-/// Sends one request with a bounded wait. A `Response::Error` arrives as an `Err` that
-/// names the master's reason.
-pub(crate) async fn call(client: &Client, request: Request) -> Result<Response> {
-    match tokio::time::timeout(CALL_TIMEOUT, client.call(request)).await {
-        Ok(Ok(response)) => Ok(response),
+/// Waits for one request (a typed [`Client`] call such as `client.jobs()`) with a bounded
+/// wait. A refusal by the master arrives as an `Err` that names the master's reason.
+pub(crate) async fn bounded<T>(call: impl Future<Output = Result<T, ClientError>>) -> Result<T> {
+    match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        Ok(Ok(answer)) => Ok(answer),
         // The master's refusal already reads as a sentence; more context would only repeat it.
         Ok(Err(err @ ClientError::Server(_))) => Err(err.into()),
         Ok(Err(err)) => Err(anyhow!(err).context("request to master failed")),
@@ -222,15 +213,19 @@ pub(crate) async fn call(client: &Client, request: Request) -> Result<Response> 
     }
 }
 
+/// Sends one untyped request with [`bounded`]'s wait.
+// Still used by `workload`; the typed calls on `Client` replace it elsewhere.
+pub(crate) async fn call(client: &Client, request: Request) -> Result<Response> {
+    bounded(client.call(request)).await
+}
+
 /// Asks for one job's status.
 pub(crate) async fn job_status(client: &Client, job: JobId) -> Result<JobStatus> {
-    match call(client, Request::Status { job }).await.with_context(|| format!("status of {job}"))? {
-        Response::Job(status) => Ok(status),
-        other => Err(unexpected("Job", &other)),
-    }
+    bounded(client.status(job)).await.with_context(|| format!("status of {job}"))
 }
 
 /// The error for an answer of the wrong kind (a master/CLI version skew or a bug).
+// Still used by `workload`; the typed calls on `Client` report this themselves.
 pub(crate) fn unexpected(wanted: &str, got: &Response) -> anyhow::Error {
     anyhow!("unexpected answer from master: wanted {wanted}, got {got:?}")
 }
@@ -320,7 +315,7 @@ mod tests {
     #[test]
     fn defaults_apply_when_nothing_is_given() {
         let options = ClientOptions::merge(&ConnectionArgs::default(), ConfigFile::default());
-        assert_eq!(options.master, DEFAULT_MASTER);
+        assert_eq!(options.master, DEFAULT_MASTER_ADDR);
         assert_eq!(options.server_name, DEFAULT_SERVER_NAME);
         assert_eq!(options.identity, DEFAULT_IDENTITY);
     }

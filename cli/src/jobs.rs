@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use slotmarket_common::protocol::{JobSummary, Request, Response};
+use slotmarket_common::protocol::JobSummary;
 
 use crate::connection::{self, ConnectionArgs};
 use crate::output::{self, Align, JobJson, Table};
@@ -19,12 +19,8 @@ struct List {
 /// Runs `jobs`.
 pub(crate) async fn run(conn: &ConnectionArgs, json: bool) -> Result<ExitCode> {
     let client = connection::connect_from_args(conn).await?;
-    let response = connection::call(&client, Request::Jobs).await.context("listing jobs")?;
+    let jobs = connection::bounded(client.jobs()).await.context("listing jobs")?;
     connection::close(client).await;
-    let jobs = match response {
-        Response::Jobs(jobs) => jobs,
-        other => return Err(connection::unexpected("Jobs", &other)),
-    };
     if json {
         output::print_json(&List { jobs: jobs.iter().map(JobJson::from).collect() })?;
     } else if jobs.is_empty() {

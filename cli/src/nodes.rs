@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use slotmarket_common::protocol::{NodeSummary, Request, Response};
+use slotmarket_common::protocol::NodeSummary;
 use slotmarket_common::time::Timestamp;
 
 use crate::connection::{self, ConnectionArgs};
@@ -20,12 +20,8 @@ struct List {
 /// Runs `nodes`.
 pub(crate) async fn run(conn: &ConnectionArgs, json: bool) -> Result<ExitCode> {
     let client = connection::connect_from_args(conn).await?;
-    let response = connection::call(&client, Request::Nodes).await.context("listing nodes")?;
+    let nodes = connection::bounded(client.nodes()).await.context("listing nodes")?;
     connection::close(client).await;
-    let nodes = match response {
-        Response::Nodes(nodes) => nodes,
-        other => return Err(connection::unexpected("Nodes", &other)),
-    };
     if json {
         output::print_json(&List { nodes: nodes.iter().map(NodeJson::from).collect() })?;
     } else if nodes.is_empty() {

@@ -75,8 +75,7 @@ pub(crate) fn print_json<T: Serialize>(value: &T) -> Result<()> {
 /// The wall clock as a [`Timestamp`], comparable with the master's (same machine or
 /// synchronised clocks).
 pub(crate) fn now() -> Timestamp {
-    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    Timestamp(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
+    Timestamp::from(std::time::SystemTime::now())
 }
 
 /// Seconds with one decimal, e.g. `3.2`.
@@ -181,8 +180,9 @@ pub(crate) struct JobStatusJson {
     /// The summary's fields, inline.
     #[serde(flatten)]
     pub(crate) job: JobJson,
-    /// Per stage counts, in spec order.
-    pub(crate) stages: Vec<StageJson>,
+    /// Per stage counts, in spec order. The wire type's own serde shape (`slot` as `map`
+    /// or `reduce`) is the JSON contract; `job_json_has_a_stable_shape` pins it.
+    pub(crate) stages: Vec<StageStatus>,
     /// Why it failed or was cancelled, or null.
     pub(crate) message: Option<String>,
 }
@@ -191,41 +191,8 @@ impl From<&JobStatus> for JobStatusJson {
     fn from(status: &JobStatus) -> JobStatusJson {
         JobStatusJson {
             job: JobJson::from(&status.summary),
-            stages: status.stages.iter().map(StageJson::from).collect(),
+            stages: status.stages.clone(),
             message: status.message.clone(),
-        }
-    }
-}
-
-/// A stage's counts, for JSON.
-#[derive(Debug, Serialize, PartialEq)]
-pub(crate) struct StageJson {
-    /// The stage's name.
-    pub(crate) name: String,
-    /// `map` or `reduce`.
-    pub(crate) slot: &'static str,
-    /// Tasks in the stage.
-    pub(crate) tasks: u32,
-    /// Tasks waiting.
-    pub(crate) pending: u32,
-    /// Tasks with a live container.
-    pub(crate) running: u32,
-    /// Tasks completed.
-    pub(crate) completed: u32,
-    /// Attempts failed, killed or lost.
-    pub(crate) failed_attempts: u32,
-}
-
-impl From<&StageStatus> for StageJson {
-    fn from(stage: &StageStatus) -> StageJson {
-        StageJson {
-            name: stage.name.clone(),
-            slot: stage.slot.name(),
-            tasks: stage.tasks,
-            pending: stage.pending,
-            running: stage.running,
-            completed: stage.completed,
-            failed_attempts: stage.failed_attempts,
         }
     }
 }

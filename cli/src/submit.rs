@@ -10,7 +10,7 @@ use clap::Args;
 use serde::Serialize;
 use slotmarket_common::client::Client;
 use slotmarket_common::ids::JobId;
-use slotmarket_common::protocol::{JobState, JobStatus, Request, Response};
+use slotmarket_common::protocol::{JobState, JobStatus};
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
 
@@ -76,13 +76,7 @@ pub(crate) async fn run(conn: &ConnectionArgs, args: SubmitArgs, json: bool) -> 
 /// Sends the spec; answers the new job's id.
 pub(crate) async fn submit(client: &Client, spec: JobSpec) -> Result<JobId> {
     let name = spec.name.clone();
-    let response = connection::call(client, Request::Submit { spec })
-        .await
-        .with_context(|| format!("submitting job \"{name}\""))?;
-    match response {
-        Response::Submitted { job } => Ok(job),
-        other => Err(connection::unexpected("Submitted", &other)),
-    }
+    connection::bounded(client.submit(spec)).await.with_context(|| format!("submitting job \"{name}\""))
 }
 
 /// Follows `job` over a watch stream, printing a progress line on stderr whenever it
@@ -143,7 +137,7 @@ fn report_end(status: &JobStatus, json: bool) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use slotmarket_common::protocol::JobState;
+    use slotmarket_common::protocol::{JobState, Request, Response};
 
     use super::*;
     use crate::fake_master::{FakeMaster, status};

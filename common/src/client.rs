@@ -1,16 +1,25 @@
 //! The request client used by the CLI, the demo and tests: one QUIC connection to the
-//! master, one bidirectional stream per request, and watch streams for job progress.
+//! master, one bidirectional stream per request, typed calls for each request, and watch
+//! streams for job progress.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use quinn::{RecvStream, VarInt};
 use thiserror::Error;
 
-use crate::identity::{Identity, Role};
+use crate::identity::Identity;
 use crate::ids::JobId;
 use crate::pki::{PkiError, TlsFiles};
-use crate::protocol::{ClientRequest, DEFAULT_MAX_FRAME, ErrorReply, JobStatus, Request, Response};
+use crate::protocol::{
+    ClientRequest, DEFAULT_MAX_FRAME, ErrorReply, JobState, JobStatus, JobSummary, NodeSummary, Request,
+    Response,
+};
+use crate::spec::JobSpec;
 use crate::transport::{self, StreamError, TransportError, read_frame, write_frame};
+
+/// How long [`Client::connect`] waits for the QUIC handshake.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a request could not be made or was refused.
 #[derive(Debug, Error)]
@@ -18,12 +27,10 @@ pub enum ClientError {
     /// The certificate files could not be read.
     #[error(transparent)]
     Files(#[from] PkiError),
-    /// The endpoint could not be built or the connection not made.
+    /// The endpoint could not be built, the connection not made in time, or the server
+    /// is not the master.
     #[error(transparent)]
     Transport(#[from] TransportError),
-    /// The server is not the master (its certificate names another role).
-    #[error("the server presents a certificate for {0}, not the master")]
-    NotMaster(Identity),
     /// The connection to the master was lost.
     #[error("connection to the master lost: {0}")]
     Connection(#[from] quinn::ConnectionError),
@@ -46,20 +53,20 @@ pub enum ClientError {
 
 /// A connection to the master on behalf of the identity in a certificate.
 ///
-/// Cheap to share by reference: every [`Client::call`] opens its own stream, so calls may
-/// run concurrently.
+/// Cheap to share by reference: every call opens its own stream, so calls may run
+/// concurrently.
 #[derive(Debug)]
 pub struct Client {
     endpoint: quinn::Endpoint,
     conn: quinn::Connection,
     identity: Identity,
     server: Identity,
-    max_frame: usize,
 }
 
 impl Client {
     /// Connects to the master at `addr`, verifying its certificate against `files.ca` and
-    /// `server_name`, and presenting `files.cert`. Refuses a server that is not the master.
+    /// `server_name`, and presenting `files.cert`. Refuses a server that is not the master
+    /// and gives up after [`CONNECT_TIMEOUT`].
     pub async fn connect(
         addr: SocketAddr,
         server_name: &str,
@@ -67,24 +74,65 @@ impl Client {
     ) -> Result<Client, ClientError> {
         let identity = files.identity()?;
         let endpoint = transport::client_endpoint(files, addr)?;
-        let conn = transport::connect(&endpoint, addr, server_name).await?;
-        let server = transport::peer_identity(&conn)?;
-        if server.role != Role::Master {
-            conn.close(VarInt::from_u32(0), b"not the master");
-            return Err(ClientError::NotMaster(server));
-        }
-        Ok(Client { endpoint, conn, identity, server, max_frame: DEFAULT_MAX_FRAME })
+        let (conn, server) = transport::connect_master(&endpoint, addr, server_name, CONNECT_TIMEOUT).await?;
+        Ok(Client { endpoint, conn, identity, server })
     }
 
     /// Sends `request` on a new stream and reads the one response.
     /// [`Response::Error`] becomes [`ClientError::Server`].
     pub async fn call(&self, request: Request) -> Result<Response, ClientError> {
         let mut recv = self.send(request).await?;
-        match read_frame::<Response>(&mut recv, self.max_frame).await? {
+        match read_frame::<Response>(&mut recv, DEFAULT_MAX_FRAME).await? {
             None => Err(ClientError::NoResponse),
             Some(Response::Error(reply)) => Err(ClientError::Server(reply)),
             Some(response) => Ok(response),
         }
+    }
+
+    /// Submits a job; answers its id.
+    pub async fn submit(&self, spec: JobSpec) -> Result<JobId, ClientError> {
+        self.expect(Request::Submit { spec }, |response| match response {
+            Response::Submitted { job } => Some(job),
+            _ => None,
+        })
+        .await
+    }
+
+    /// One job's status.
+    pub async fn status(&self, job: JobId) -> Result<JobStatus, ClientError> {
+        self.expect(Request::Status { job }, |response| match response {
+            Response::Job(status) => Some(status),
+            _ => None,
+        })
+        .await
+    }
+
+    /// The caller's jobs (every job for an admin), oldest first.
+    pub async fn jobs(&self) -> Result<Vec<JobSummary>, ClientError> {
+        self.expect(Request::Jobs, |response| match response {
+            Response::Jobs(jobs) => Some(jobs),
+            _ => None,
+        })
+        .await
+    }
+
+    /// The agents the master knows.
+    pub async fn nodes(&self) -> Result<Vec<NodeSummary>, ClientError> {
+        self.expect(Request::Nodes, |response| match response {
+            Response::Nodes(nodes) => Some(nodes),
+            _ => None,
+        })
+        .await
+    }
+
+    /// Cancels a job; answers its state afterwards: `Cancelled`, or how it had already
+    /// ended.
+    pub async fn cancel(&self, job: JobId) -> Result<JobState, ClientError> {
+        self.expect(Request::Cancel { job }, |response| match response {
+            Response::Cancelled { state, .. } => Some(state),
+            _ => None,
+        })
+        .await
     }
 
     /// Starts watching `job`: the returned [`Watch`] yields the job's status now and after
@@ -92,7 +140,7 @@ impl Client {
     /// forbidden) arrive on the first [`Watch::next`].
     pub async fn watch(&self, job: JobId) -> Result<Watch, ClientError> {
         let recv = self.send(Request::Watch { job }).await?;
-        Ok(Watch { recv, max_frame: self.max_frame })
+        Ok(Watch { recv })
     }
 
     /// The identity this client presents (from its own certificate).
@@ -105,31 +153,28 @@ impl Client {
         &self.server
     }
 
-    /// The master's address.
-    pub fn remote_address(&self) -> SocketAddr {
-        self.conn.remote_address()
-    }
-
-    /// The underlying connection, for callers that need raw streams.
-    pub fn connection(&self) -> &quinn::Connection {
-        &self.conn
-    }
-
-    /// Changes the largest frame accepted or sent (default [`DEFAULT_MAX_FRAME`]).
-    pub fn set_max_frame(&mut self, limit: usize) {
-        self.max_frame = limit;
-    }
-
     /// Closes the connection and waits until the master has been told.
     pub async fn close(self) {
         self.conn.close(VarInt::from_u32(0), b"done");
         self.endpoint.wait_idle().await;
     }
 
+    /// Makes `request` and takes the payload out of its answer with `pick`, which answers
+    /// `None` for a response of the wrong kind.
+    async fn expect<T>(
+        &self,
+        request: Request,
+        pick: impl FnOnce(Response) -> Option<T>,
+    ) -> Result<T, ClientError> {
+        let response = self.call(request).await?;
+        let got = response_kind(&response);
+        pick(response).ok_or(ClientError::Unexpected { got })
+    }
+
     /// Opens a stream, writes `request` and finishes the sending half.
     async fn send(&self, request: Request) -> Result<RecvStream, ClientError> {
         let (mut send, recv) = self.conn.open_bi().await?;
-        write_frame(&mut send, &ClientRequest::new(request), self.max_frame).await?;
+        write_frame(&mut send, &ClientRequest::new(request), DEFAULT_MAX_FRAME).await?;
         send.finish().map_err(StreamError::from)?;
         Ok(recv)
     }
@@ -139,13 +184,12 @@ impl Client {
 #[derive(Debug)]
 pub struct Watch {
     recv: RecvStream,
-    max_frame: usize,
 }
 
 impl Watch {
     /// The next status, or `None` once the master has ended the stream (the job ended).
     pub async fn next(&mut self) -> Result<Option<JobStatus>, ClientError> {
-        match read_frame::<Response>(&mut self.recv, self.max_frame).await? {
+        match read_frame::<Response>(&mut self.recv, DEFAULT_MAX_FRAME).await? {
             None => Ok(None),
             Some(Response::Job(status)) => Ok(Some(status)),
             Some(Response::Error(reply)) => Err(ClientError::Server(reply)),

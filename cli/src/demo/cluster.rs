@@ -2,10 +2,9 @@
 //! agents as separate processes, each in its own process group with its output in log
 //! files, and a guard that stops every one of them however the demo ends.
 //!
-//! Stopping is SIGTERM to each process group, a bounded grace period, then SIGKILL. The
-//! async [`Cluster::shutdown`] does it on the normal paths; `Drop` does the same
-//! synchronously for every path that skipped it (errors, panics), so no process is left
-//! behind.
+//! Stopping is SIGTERM to each process group, a bounded grace period, then SIGKILL.
+//! [`Cluster::shutdown`] does it on the normal paths; `Drop` does the same for every path
+//! that skipped it (errors, panics), so no process is left behind.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -17,6 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use slotmarket_common::identity::Role;
 use slotmarket_common::pki::{self, TlsFiles};
+use slotmarket_common::process_group::ProcessGroup;
 use tokio::process::{Child, Command};
 
 /// How long processes get between SIGTERM and SIGKILL.
@@ -33,12 +33,11 @@ pub(crate) const SERVER_NAME: &str = "localhost";
 /// The user the demo submits as.
 pub(crate) const DEMO_USER: &str = "demo";
 
-/// The three programs the demo runs, found next to this executable.
+/// The programs the demo runs, found next to this executable. `slotmarket-task` must be
+/// there too: each agent puts its own directory first on its tasks' `PATH`, so job
+/// commands find the `slotmarket-task` built with this demo.
 #[derive(Debug, Clone)]
 pub(crate) struct Binaries {
-    /// Their directory, put first on the agents' `PATH` so job commands find
-    /// `slotmarket-task`.
-    pub(crate) dir: PathBuf,
     /// `slotmarket-master`.
     pub(crate) master: PathBuf,
     /// `slotmarket-agent`.
@@ -66,11 +65,7 @@ impl Binaries {
                 );
             }
         }
-        Ok(Binaries {
-            dir: dir.to_path_buf(),
-            master: dir.join("slotmarket-master"),
-            agent: dir.join("slotmarket-agent"),
-        })
+        Ok(Binaries { master: dir.join("slotmarket-master"), agent: dir.join("slotmarket-agent") })
     }
 }
 
@@ -162,7 +157,7 @@ impl Cluster {
             self.pki_dir().into(),
         ];
         let program = self.bins.master.clone();
-        self.spawn("master", &program, &args, None)?;
+        self.spawn("master", &program, &args)?;
         self.wait_for_address(&data.join("master.addr")).await
     }
 
@@ -211,21 +206,12 @@ impl Cluster {
             "--data-dir".into(),
             self.root.join("shared").into(),
         ];
-        let path = self.path_with_binaries()?;
         let program = self.bins.agent.clone();
-        self.spawn(&name, &program, &args, Some(path))
-    }
-
-    /// `PATH` with the binaries' directory first, so `slotmarket-task` in job commands is
-    /// the one built with this demo.
-    fn path_with_binaries(&self) -> Result<OsString> {
-        let inherited = std::env::var_os("PATH").unwrap_or_default();
-        let dirs = std::iter::once(self.bins.dir.clone()).chain(std::env::split_paths(&inherited));
-        std::env::join_paths(dirs).context("building PATH for the agents")
+        self.spawn(&name, &program, &args)
     }
 
     /// Spawns `program` in its own process group with stdout and stderr in log files.
-    fn spawn(&mut self, name: &str, program: &Path, args: &[OsString], path: Option<OsString>) -> Result<()> {
+    fn spawn(&mut self, name: &str, program: &Path, args: &[OsString]) -> Result<()> {
         let stdout_log = self.logs_dir().join(format!("{name}.stdout.log"));
         let stderr_log = self.log_path(name);
         let stdout =
@@ -245,9 +231,6 @@ impl Cluster {
         if std::env::var_os("RUST_LOG").is_none() {
             // Logs are only read when something went wrong; make them worth reading.
             command.env("RUST_LOG", "info");
-        }
-        if let Some(path) = path {
-            command.env("PATH", path);
         }
         let child = command.spawn().with_context(|| format!("starting {}", program.display()))?;
         tracing::debug!(name, pid = ?child.id(), "started");
@@ -286,28 +269,22 @@ impl Cluster {
         self.children.iter().all(|c| c.exited.is_some())
     }
 
-    /// Sends `signal` to the process group of every child still running.
+    /// Sends `signal` to the process group of every child still running. The child is not
+    /// reaped yet, so its group id has not been reused.
     fn signal_running(&mut self, signal: libc::c_int) {
         for managed in self.children.iter().filter(|c| c.exited.is_none()) {
-            if let Some(pid) = managed.pid {
-                signal_group(pid, signal);
+            if let Some(group) = managed.pid.and_then(ProcessGroup::led_by) {
+                // Nothing better to do on failure: the SIGKILL and `kill_on_drop` follow.
+                let _ = group.signal(signal);
             }
         }
     }
 
     /// Stops every process: SIGTERM, up to [`STOP_GRACE`] to exit, then SIGKILL.
-    pub(crate) async fn shutdown(&mut self) {
-        self.signal_running(libc::SIGTERM);
-        let deadline = Instant::now() + STOP_GRACE;
-        while !self.reap() && Instant::now() < deadline {
-            tokio::time::sleep(POLL).await;
-        }
-        self.kill_stragglers();
-        self.released = true;
-    }
-
-    /// The blocking twin of [`Cluster::shutdown`], for `Drop`.
-    fn shutdown_blocking(&mut self) {
+    ///
+    /// It polls with blocking sleeps because `Drop` runs it too; on the async paths the
+    /// demo has nothing else to do meanwhile (the children are separate processes).
+    pub(crate) fn shutdown(&mut self) {
         self.signal_running(libc::SIGTERM);
         let deadline = Instant::now() + STOP_GRACE;
         while !self.reap() && Instant::now() < deadline {
@@ -357,7 +334,7 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         if !self.released {
-            self.shutdown_blocking();
+            self.shutdown();
         }
     }
 }
@@ -365,17 +342,6 @@ impl Drop for Cluster {
 /// `node-K`.
 pub(crate) fn node_name(k: u32) -> String {
     format!("node-{k}")
-}
-
-/// Sends `signal` to the process group `pid` leads.
-fn signal_group(pid: u32, signal: libc::c_int) {
-    let Ok(pgid) = libc::pid_t::try_from(pid) else { return };
-    // SAFETY: kill(2) has no memory-safety preconditions. The negative pid addresses the
-    // group created for this child with `process_group(0)`, whose id is the child's pid;
-    // the child is not yet reaped, so the id has not been reused.
-    unsafe {
-        libc::kill(-pgid, signal);
-    }
 }
 
 /// `":\n<last lines>"` of a log, or nothing if it is empty or unreadable.
@@ -421,14 +387,14 @@ mod tests {
 
     #[tokio::test]
     async fn shutdown_stops_children_in_their_own_groups() {
-        let bins = Binaries { dir: "/bin".into(), master: "/bin/sh".into(), agent: "/bin/sh".into() };
+        let bins = Binaries { master: "/bin/sh".into(), agent: "/bin/sh".into() };
         let mut cluster = Cluster::create(bins).unwrap();
         // The signal goes to the group, so it reaches `sleep` even if the shell forked it.
         let args: Vec<OsString> = vec!["-c".into(), "sleep 30".into()];
-        cluster.spawn("sleeper", Path::new("/bin/sh"), &args, None).unwrap();
+        cluster.spawn("sleeper", Path::new("/bin/sh"), &args).unwrap();
         cluster.check_alive().unwrap();
         let started = Instant::now();
-        cluster.shutdown().await;
+        cluster.shutdown();
         assert!(started.elapsed() < STOP_GRACE, "took {:?}", started.elapsed());
         assert!(cluster.reap());
         let root = cluster.root().to_path_buf();
@@ -438,10 +404,10 @@ mod tests {
 
     #[tokio::test]
     async fn detached_children_keep_running_with_their_files() {
-        let bins = Binaries { dir: "/bin".into(), master: "/bin/sh".into(), agent: "/bin/sh".into() };
+        let bins = Binaries { master: "/bin/sh".into(), agent: "/bin/sh".into() };
         let mut cluster = Cluster::create(bins).unwrap();
         let args: Vec<OsString> = vec!["-c".into(), "sleep 30".into()];
-        cluster.spawn("sleeper", Path::new("/bin/sh"), &args, None).unwrap();
+        cluster.spawn("sleeper", Path::new("/bin/sh"), &args).unwrap();
         let root = cluster.root().to_path_buf();
         let running = cluster.detach();
         assert_eq!(running.len(), 1);
@@ -451,16 +417,16 @@ mod tests {
         let alive = |pid: u32| Path::new(&format!("/proc/{pid}")).exists();
         assert!(alive(pid) && root.exists());
         // Clean up what the test left running, the way the printed `kill` line would.
-        signal_group(pid, libc::SIGKILL);
+        ProcessGroup::led_by(pid).unwrap().signal(libc::SIGKILL).unwrap();
         std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[tokio::test]
     async fn an_exited_child_is_reported_with_its_log() {
-        let bins = Binaries { dir: "/bin".into(), master: "/bin/sh".into(), agent: "/bin/sh".into() };
+        let bins = Binaries { master: "/bin/sh".into(), agent: "/bin/sh".into() };
         let mut cluster = Cluster::create(bins).unwrap();
         let args: Vec<OsString> = vec!["-c".into(), "echo boom >&2; exit 3".into()];
-        cluster.spawn("master", Path::new("/bin/sh"), &args, None).unwrap();
+        cluster.spawn("master", Path::new("/bin/sh"), &args).unwrap();
         let err = cluster.wait_for_address(&cluster.root().join("master/master.addr")).await.unwrap_err();
         let text = err.to_string();
         assert!(text.contains("master exited unexpectedly"), "{text}");

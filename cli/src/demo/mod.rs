@@ -63,14 +63,14 @@ pub(crate) async fn run(args: DemoArgs, json: bool) -> Result<ExitCode> {
         ran = drive(&mut cluster, &args, specs) => ran,
         reason = stop_signal() => {
             eprintln!("{reason}: stopping the cluster");
-            cluster.shutdown().await;
+            cluster.shutdown();
             return Ok(ExitCode::from(EXIT_INTERRUPTED));
         }
     };
     let ran = match outcome {
         Ok(ran) => ran,
         Err(err) => {
-            cluster.shutdown().await;
+            cluster.shutdown();
             cluster.keep_files();
             return Err(err.context(format!("demo failed; logs kept in {}", cluster.logs_dir().display())));
         }
@@ -83,7 +83,7 @@ pub(crate) async fn run(args: DemoArgs, json: bool) -> Result<ExitCode> {
     if args.keep {
         print_kept(cluster, ran.master, json);
     } else {
-        cluster.shutdown().await;
+        cluster.shutdown();
         if !ran.report.all_completed {
             cluster.keep_files();
             eprintln!("not every job completed; logs kept in {}", cluster.logs_dir().display());

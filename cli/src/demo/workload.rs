@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use slotmarket_common::client::Client;
 use slotmarket_common::ids::JobId;
-use slotmarket_common::protocol::{JobSummary, Request, Response};
+use slotmarket_common::protocol::JobSummary;
 use slotmarket_common::spec::JobSpec;
 
 use super::cluster::{Cluster, node_name, tail_of};
@@ -47,10 +47,8 @@ pub(crate) async fn wait_for_agents(client: &Client, cluster: &mut Cluster, agen
     let started = Instant::now();
     loop {
         cluster.check_alive()?;
-        let connected = match connection::call(client, Request::Nodes).await.context("listing agents")? {
-            Response::Nodes(nodes) => nodes.iter().filter(|n| n.connected).count(),
-            other => return Err(connection::unexpected("Nodes", &other)),
-        };
+        let nodes = connection::bounded(client.nodes()).await.context("listing agents")?;
+        let connected = nodes.iter().filter(|n| n.connected).count();
         if connected >= agents as usize {
             return Ok(());
         }
@@ -114,10 +112,7 @@ pub(crate) async fn follow(
 
 /// The demo's jobs out of `Jobs`, in submission order.
 async fn our_jobs(client: &Client, ids: &[JobId]) -> Result<Vec<JobSummary>> {
-    let all = match connection::call(client, Request::Jobs).await.context("listing the demo's jobs")? {
-        Response::Jobs(jobs) => jobs,
-        other => return Err(connection::unexpected("Jobs", &other)),
-    };
+    let all = connection::bounded(client.jobs()).await.context("listing the demo's jobs")?;
     let wanted: BTreeSet<JobId> = ids.iter().copied().collect();
     let mut ours: Vec<JobSummary> = all.into_iter().filter(|j| wanted.contains(&j.id)).collect();
     ours.sort_by_key(|j| ids.iter().position(|id| *id == j.id));
@@ -126,7 +121,7 @@ async fn our_jobs(client: &Client, ids: &[JobId]) -> Result<Vec<JobSummary>> {
 
 #[cfg(test)]
 mod tests {
-    use slotmarket_common::protocol::JobState;
+    use slotmarket_common::protocol::{JobState, Response};
     use slotmarket_common::spec::SlotKind;
 
     use super::*;
@@ -166,7 +161,7 @@ mod tests {
         assert_eq!(stage("reduce").after, vec!["map".to_string()]);
         assert_eq!(stage("reduce").slot, SlotKind::Reduce);
         assert_eq!(specs.iter().filter(|s| s.name.starts_with("pi-")).count(), 3);
-        // Every command runs the task program the demo puts on the agents' PATH.
+        // Every command runs the task program each agent puts on its tasks' PATH.
         for spec in &specs {
             for stage in &spec.stages {
                 assert!(stage.command.starts_with("slotmarket-task "), "{}: {}", spec.name, stage.command);

@@ -15,7 +15,7 @@ use rustls::server::danger::ClientCertVerifier;
 use rustls_pki_types::CertificateDer;
 use thiserror::Error;
 
-use crate::identity::Identity;
+use crate::identity::{Identity, Role};
 use crate::pki::{PkiError, TlsFiles, TlsMaterial, identity_from_der};
 
 /// The one application protocol both sides speak.
@@ -80,6 +80,18 @@ pub enum TransportError {
         /// quinn's reason.
         source: quinn::ConnectionError,
     },
+    /// The handshake did not complete in time (the master is down or unreachable: QUIC
+    /// runs over UDP, so nobody answering often looks like silence, not a refusal).
+    #[error("no answer from {addr} within {}s", timeout.as_secs_f64())]
+    ConnectTimeout {
+        /// The server address.
+        addr: SocketAddr,
+        /// How long was waited.
+        timeout: Duration,
+    },
+    /// The server's certificate is valid but not the master's.
+    #[error("the server presents a certificate for {0}, not the master")]
+    NotMaster(Identity),
     /// The peer presented no certificate (never the case once the handshake succeeded).
     #[error("peer presented no certificate")]
     NoPeerCertificate,
@@ -193,6 +205,28 @@ pub async fn connect(
         source,
     })?;
     connecting.await.map_err(|source| TransportError::Handshake { addr, source })
+}
+
+/// Connects to the master at `addr` like [`connect`], waiting at most `timeout` for the
+/// handshake, and checks that the server's certificate is the master's. Answers the
+/// connection and the identity the server presented; a server with another role is
+/// disconnected and refused with [`TransportError::NotMaster`].
+pub async fn connect_master(
+    endpoint: &quinn::Endpoint,
+    addr: SocketAddr,
+    server_name: &str,
+    timeout: Duration,
+) -> Result<(quinn::Connection, Identity), TransportError> {
+    // Without a bound, a master that is down costs a whole idle timeout per attempt.
+    let conn = tokio::time::timeout(timeout, connect(endpoint, addr, server_name))
+        .await
+        .map_err(|_| TransportError::ConnectTimeout { addr, timeout })??;
+    let server = peer_identity(&conn)?;
+    if server.role != Role::Master {
+        conn.close(VarInt::from_u32(0), b"not the master");
+        return Err(TransportError::NotMaster(server));
+    }
+    Ok((conn, server))
 }
 
 /// The role and principal in the certificate the peer presented during the handshake.

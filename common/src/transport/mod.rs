@@ -6,6 +6,6 @@ pub mod stream;
 
 pub use endpoint::{
     ALPN, CLIENT_KEEP_ALIVE, IDLE_TIMEOUT, SERVER_KEEP_ALIVE, TransportError, client_endpoint, connect,
-    host_part, peer_identity, resolve, server_endpoint, server_endpoint_with_secret,
+    connect_master, host_part, peer_identity, resolve, server_endpoint, server_endpoint_with_secret,
 };
 pub use stream::{FRAME_ERROR_CODE, StreamError, abort_stream, read_frame, write_frame};

@@ -2,23 +2,14 @@
 //! re-runs its tasks on the surviving agent; the job still completes.
 
 use crate::support::{
-    TestCluster, agent, assert_completed, connected, status, submit, wait_finished, wait_until,
+    TestCluster, agent, assert_completed, connected, sleepers, status, submit, wait_finished, wait_until,
 };
-
-const SLEEPERS: &str = r#"
-name = "sleepers"
-[[stage]]
-name = "sleep"
-tasks = 8
-slot = "map"
-command = "sleep 1.5"
-"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_of_a_killed_agent_are_rerun_elsewhere() {
     let mut cluster = TestCluster::start(&[agent("node-1", 2, 1), agent("node-2", 2, 1)]).await;
     let client = cluster.client("alice").await;
-    let job = submit(&client, SLEEPERS).await;
+    let job = submit(&client, &sleepers("sleepers", 8, 1.5)).await;
     let admin = cluster.client("admin").await;
     wait_until(
         || async { connected(&admin).await.iter().any(|n| n.node == "node-2" && n.map_used > 0) },

@@ -3,15 +3,12 @@
 
 use slotmarket_common::protocol::JobState;
 
-use crate::support::{TestCluster, agent, assert_completed, status, submit, wait_finished, wait_until};
+use crate::support::{
+    TestCluster, agent, assert_completed, sleepers, status, submit, wait_finished, wait_running,
+};
 
-const SLEEPERS: &str = r#"
-name = "survivors"
-[[stage]]
-name = "sleep"
-tasks = 4
-slot = "map"
-command = "sleep 4"
+/// A second stage, run once every sleeper has completed.
+const AFTER: &str = r#"
 [[stage]]
 name = "after"
 tasks = 1
@@ -26,9 +23,8 @@ async fn a_restarted_master_adopts_running_tasks() {
     // takes a few seconds of backoff.
     let mut cluster = TestCluster::start_with(&[agent("node-1", 2, 1), agent("node-2", 2, 1)], 15_000).await;
     let client = cluster.client("alice").await;
-    let job = submit(&client, SLEEPERS).await;
-    wait_until(|| async { status(&client, job).await.summary.tasks_running == 4 }, "four running tasks")
-        .await;
+    let job = submit(&client, &format!("{}{AFTER}", sleepers("survivors", 4, 4.0))).await;
+    wait_running(&client, job, 4).await;
     client.close().await;
 
     cluster.restart_master().await;

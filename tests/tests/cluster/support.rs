@@ -11,7 +11,8 @@ use slotmarket_common::client::Client;
 use slotmarket_common::identity::Role;
 use slotmarket_common::ids::JobId;
 use slotmarket_common::pki::{self, TlsFiles};
-use slotmarket_common::protocol::{JobState, JobStatus, NodeSummary, Request, Response};
+use slotmarket_common::process_group::ProcessGroup;
+use slotmarket_common::protocol::{JobState, JobStatus, NodeSummary};
 use slotmarket_common::spec::JobSpec;
 
 /// Longest any single wait in these tests may take.
@@ -212,7 +213,9 @@ impl Drop for TestCluster {
         let children = self.agents.values_mut().chain(self.master.as_mut());
         for child in children {
             // Each child leads its own process group: signal the whole group.
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            if let Some(group) = ProcessGroup::led_by(child.id()) {
+                let _ = group.signal(libc::SIGKILL);
+            }
             let _ = child.wait();
         }
         // Task processes of killed agents die through PDEATHSIG; wait for them (bounded).
@@ -264,27 +267,41 @@ where
 
 /// Connected agents as the master reports them.
 pub(crate) async fn connected(client: &Client) -> Vec<NodeSummary> {
-    match client.call(Request::Nodes).await {
-        Ok(Response::Nodes(nodes)) => nodes.into_iter().filter(|n| n.connected).collect(),
-        _ => Vec::new(),
+    match client.nodes().await {
+        Ok(nodes) => nodes.into_iter().filter(|n| n.connected).collect(),
+        Err(_) => Vec::new(),
     }
+}
+
+/// A job spec of one map stage: `tasks` tasks that each sleep `secs` seconds.
+pub(crate) fn sleepers(name: &str, tasks: u32, secs: f64) -> String {
+    format!(
+        r#"
+name = "{name}"
+[[stage]]
+name = "sleep"
+tasks = {tasks}
+slot = "map"
+command = "sleep {secs}"
+"#
+    )
 }
 
 /// Submits a TOML job spec and returns its id.
 pub(crate) async fn submit(client: &Client, toml: &str) -> JobId {
     let spec = JobSpec::from_toml(toml).expect("valid spec");
-    match client.call(Request::Submit { spec }).await.expect("submit") {
-        Response::Submitted { job } => job,
-        other => panic!("unexpected answer to submit: {other:?}"),
-    }
+    client.submit(spec).await.expect("submit")
 }
 
 /// A job's current status.
 pub(crate) async fn status(client: &Client, job: JobId) -> JobStatus {
-    match client.call(Request::Status { job }).await.expect("status") {
-        Response::Job(status) => status,
-        other => panic!("unexpected answer to status: {other:?}"),
-    }
+    client.status(job).await.expect("status")
+}
+
+/// Waits until exactly `n` of the job's tasks are running.
+pub(crate) async fn wait_running(client: &Client, job: JobId, n: u64) {
+    let what = format!("{n} running tasks of {job}");
+    wait_until(|| async { status(client, job).await.summary.tasks_running == n }, &what).await;
 }
 
 /// Waits until the job has ended and returns its final status.
