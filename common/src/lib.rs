@@ -3,7 +3,9 @@
 //!
 //! The pure modules (`ids`, `time`, `spec`, `container`, `protocol`) do no I/O and are
 //! the only parts of this crate the master's sans-IO core may use; `metrics` (run
-//! summaries shared by the simulator and the live workload runner) is pure too.
+//! summaries shared by the simulator and the live workload runner), `rng` (the seeded
+//! generator every tool draws from) and `workload_mix` (MRM's Table 1 and the job-alone
+//! estimate both workload generators use) are pure too.
 #![warn(missing_docs)]
 
 pub mod container;
@@ -11,10 +13,16 @@ pub mod identity;
 pub mod ids;
 pub mod metrics;
 pub mod protocol;
+pub mod rng;
 pub mod spec;
 pub mod time;
+pub mod workload_mix;
 
-// I/O: certificates, QUIC endpoints and streams, the request client.
+// I/O: certificates, QUIC endpoints and streams, the request client, config files,
+// process groups.
 pub mod client;
+pub mod config;
 pub mod pki;
+#[cfg(unix)]
+pub mod process_group;
 pub mod transport;

@@ -43,9 +43,10 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::protocol::JobState;
 use crate::spec::JobClass;
 
-pub use self::csv::{CsvError, JOB_COLUMNS, csv_field, parse_csv, read_jobs_csv, write_jobs_csv};
+pub use self::csv::{CsvError, JOB_COLUMNS, csv_field, parse_csv, read_jobs_csv, secs_cell, write_jobs_csv};
 
 /// The class key of jobs without a class.
 pub const NO_CLASS: &str = "none";
@@ -94,6 +95,19 @@ impl Outcome {
     /// The outcome called `name` (as [`Outcome::name`] writes it).
     pub fn from_name(name: &str) -> Option<Outcome> {
         Outcome::ALL.into_iter().find(|o| o.name() == name)
+    }
+}
+
+impl From<JobState> for Outcome {
+    /// How a job the master knows stands: ended, or [`Outcome::Unfinished`] while it is
+    /// pending or running.
+    fn from(state: JobState) -> Outcome {
+        match state {
+            JobState::Pending | JobState::Running => Outcome::Unfinished,
+            JobState::Completed => Outcome::Completed,
+            JobState::Failed => Outcome::Failed,
+            JobState::Cancelled => Outcome::Cancelled,
+        }
     }
 }
 

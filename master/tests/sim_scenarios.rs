@@ -14,18 +14,7 @@ use slotmarket_master::sim::{self, SimConfig, SimRun};
 /// `reduce_s` behind a barrier if `reduces > 0`) arriving at `at`.
 fn job(id: &str, at: f64, maps: u32, map_s: f64, reduces: u32, reduce_s: f64) -> TraceJob {
     let stages = TraceStage::map_reduce(maps, Durations::Fixed(map_s), reduces, Durations::Fixed(reduce_s));
-    TraceJob {
-        id: id.into(),
-        arrival_s: at,
-        user: "alice".into(),
-        class: None,
-        queue: None,
-        deadline_s: None,
-        follows: None,
-        think_s: None,
-        max_attempts: None,
-        stages,
-    }
+    TraceJob::new(id, at, "alice", stages)
 }
 
 /// One node with the given slots, the given policy, invariants checked after every step.

@@ -13,7 +13,7 @@ use slotmarket_common::metrics::{RunFacts, read_jobs_csv, summarise};
 use slotmarket_common::time::Timestamp;
 use slotmarket_master::core::{CoreConfig, PolicyName};
 use slotmarket_master::sim::generate::Mrm;
-use slotmarket_master::sim::report::{Outcome, Summary, records, write_jobs_csv};
+use slotmarket_master::sim::report::{Outcome, Summary, records, run_facts, write_jobs_csv};
 use slotmarket_master::sim::workload::Trace;
 use slotmarket_master::sim::{self, SimConfig};
 
@@ -65,11 +65,7 @@ fn a_jobs_csv_read_back_prints_the_table_the_simulator_printed() {
 
         let read = read_jobs_csv(std::str::from_utf8(&csv).expect("utf-8")).expect("reads back");
         assert_eq!(read, records(&trace, &run), "{policy:?}: the CSV loses nothing the summary uses");
-        let facts = RunFacts {
-            slots: Some(config.nodes * (config.map_slots + config.reduce_slots)),
-            stopped_s: Some(run.stats.stopped_at.as_secs_f64()),
-        };
-        let again = summarise(&read, facts);
+        let again = summarise(&read, run_facts(&run, &config));
         assert_eq!(again, summary.metrics, "{policy:?}");
         assert_eq!(again.to_string(), table(&printed), "{policy:?}");
         assert!(again.all.preemptions.is_some_and(|p| p > 0) || horizon.is_some(), "{policy:?}: no kills");

@@ -9,12 +9,14 @@
 //! however many tasks write them.
 
 use std::io::Write;
+use std::ops::AddAssign;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
+use anyhow::Result;
+use slotmarket_common::rng::SplitMix64;
 
 use crate::output::AtomicFile;
-use crate::rng::SplitMix64;
+use crate::task::share;
 
 /// Words in the text vocabulary.
 pub const VOCABULARY_WORDS: usize = 1000;
@@ -59,17 +61,9 @@ pub struct GenTask {
 }
 
 impl GenTask {
-    fn check(&self) -> Result<()> {
-        if self.tasks == 0 || self.task >= self.tasks {
-            bail!("--task {} must be below --tasks {}", self.task, self.tasks);
-        }
-        Ok(())
-    }
-
-    /// This task's share `lo..hi` of `0..total`.
-    fn share(&self, total: u64) -> (u64, u64) {
-        let at = |k: u32| (u128::from(total) * u128::from(k) / u128::from(self.tasks)) as u64;
-        (at(self.task), at(self.task + 1))
+    /// This task's share `lo..hi` of `0..total`; refuses a task outside `0..tasks`.
+    fn share(&self, total: u64) -> Result<(u64, u64)> {
+        share(total, self.task, self.tasks)
     }
 
     /// Where this task writes.
@@ -79,7 +73,7 @@ impl GenTask {
 }
 
 /// What a generator wrote.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct GenStats {
     /// Bytes written.
     pub bytes: u64,
@@ -87,17 +81,23 @@ pub struct GenStats {
     pub lines: u64,
 }
 
+impl AddAssign for GenStats {
+    fn add_assign(&mut self, other: GenStats) {
+        self.bytes += other.bytes;
+        self.lines += other.lines;
+    }
+}
+
 /// Writes this task's share of `total_bytes` of random text: whole lines, stopping at the
 /// first line that reaches the share (so a part overshoots by less than one line).
 pub fn text(task: &GenTask, total_bytes: u64) -> Result<GenStats> {
-    task.check()?;
-    let (lo, hi) = task.share(total_bytes);
+    let (lo, hi) = task.share(total_bytes)?;
     let target = hi - lo;
     let words = vocabulary();
     let mut rng = SplitMix64::for_stream(task.seed, u64::from(task.task));
     let mut out = AtomicFile::create(&task.part())?;
     let mut line = Vec::with_capacity(2048);
-    let mut stats = GenStats { bytes: 0, lines: 0 };
+    let mut stats = GenStats::default();
     while stats.bytes < target {
         line.clear();
         let key_words = rng.between(5, 10);
@@ -147,8 +147,7 @@ pub fn record(seed: u64, k: u64, record: &mut [u8; RECORD_BYTES]) {
 
 /// Writes this task's share of records `0..total_records`.
 pub fn records(task: &GenTask, total_records: u64) -> Result<GenStats> {
-    task.check()?;
-    let (lo, hi) = task.share(total_records);
+    let (lo, hi) = task.share(total_records)?;
     let mut out = AtomicFile::create(&task.part())?;
     let mut buf = [0u8; RECORD_BYTES];
     for k in lo..hi {
@@ -159,26 +158,30 @@ pub fn records(task: &GenTask, total_records: u64) -> Result<GenStats> {
     Ok(GenStats { bytes: (hi - lo) * RECORD_BYTES as u64, lines: hi - lo })
 }
 
-/// Convenience for tests and benchmarks: runs all `tasks` text generators into `output`.
-pub fn text_all(output: &Path, total_bytes: u64, seed: u64, tasks: u32) -> Result<GenStats> {
-    let mut stats = GenStats { bytes: 0, lines: 0 };
+/// Convenience for tests and benchmarks: runs all `tasks` tasks of `generator` ([`text`]
+/// or [`records`]) with `total` into `output`, one after another; returns their sums.
+pub fn run_all(
+    generator: fn(&GenTask, u64) -> Result<GenStats>,
+    output: &Path,
+    total: u64,
+    seed: u64,
+    tasks: u32,
+) -> Result<GenStats> {
+    let mut stats = GenStats::default();
     for task in 0..tasks {
-        let s = text(&GenTask { output: output.to_path_buf(), seed, task, tasks }, total_bytes)?;
-        stats.bytes += s.bytes;
-        stats.lines += s.lines;
+        stats += generator(&GenTask { output: output.to_path_buf(), seed, task, tasks }, total)?;
     }
     Ok(stats)
 }
 
-/// Convenience for tests and benchmarks: runs all `tasks` record generators into `output`.
+/// [`run_all`] of [`text`]: all `tasks` text generators into `output`.
+pub fn text_all(output: &Path, total_bytes: u64, seed: u64, tasks: u32) -> Result<GenStats> {
+    run_all(text, output, total_bytes, seed, tasks)
+}
+
+/// [`run_all`] of [`records`]: all `tasks` record generators into `output`.
 pub fn records_all(output: &Path, total_records: u64, seed: u64, tasks: u32) -> Result<GenStats> {
-    let mut stats = GenStats { bytes: 0, lines: 0 };
-    for task in 0..tasks {
-        let s = records(&GenTask { output: output.to_path_buf(), seed, task, tasks }, total_records)?;
-        stats.bytes += s.bytes;
-        stats.lines += s.lines;
-    }
-    Ok(stats)
+    run_all(records, output, total_records, seed, tasks)
 }
 
 #[cfg(test)]

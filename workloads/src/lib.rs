@@ -21,11 +21,14 @@ pub mod merge;
 pub mod output;
 pub mod partition;
 pub mod pi;
-pub mod rng;
 pub mod sort;
 pub mod split;
 pub mod task;
 pub mod wordcount;
+
+/// The seeded generator of the data generators and pi: the shared SplitMix64, so the
+/// task programs draw from the same implementation as the simulator and workload plans.
+pub use slotmarket_common::rng;
 
 /// Memory a map task may use for its in-memory table or buffer before it spills a sorted
 /// run to disk, when the command line does not say (64 MiB).

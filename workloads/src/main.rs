@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::{Args, CommandFactory, Parser, Subcommand, error::ErrorKind};
 use slotmarket_workloads::generate::{self, GenTask};
-use slotmarket_workloads::task::MapTask;
+use slotmarket_workloads::task::{MapTask, share};
 use slotmarket_workloads::{DEFAULT_SPILL_BYTES, grep, pi, sort, wordcount};
 
 #[derive(Parser, Debug)]
@@ -158,10 +158,16 @@ enum PiSide {
 
 /// Refuses `--task` outside `0..--tasks` the way clap refuses other bad arguments (exit 2).
 fn check_task(task: u32, tasks: u32) {
-    if task >= tasks {
-        Cli::command()
-            .error(ErrorKind::ValueValidation, format!("--task {task} must be below --tasks {tasks}"))
-            .exit();
+    if let Err(error) = share(0, task, tasks) {
+        Cli::command().error(ErrorKind::ValueValidation, error).exit();
+    }
+}
+
+impl GenArgs {
+    /// The generator task writing into `output`; exits like clap on a bad `--task`.
+    fn to_task(&self, output: PathBuf) -> GenTask {
+        check_task(self.task, self.tasks);
+        GenTask { output, seed: self.seed, task: self.task, tasks: self.tasks }
     }
 }
 
@@ -188,8 +194,7 @@ fn run(cli: Cli) -> Result<()> {
     let started = Instant::now();
     match cli.command {
         Command::GenText { output, bytes, gen_args } => {
-            check_task(gen_args.task, gen_args.tasks);
-            let task = GenTask { output, seed: gen_args.seed, task: gen_args.task, tasks: gen_args.tasks };
+            let task = gen_args.to_task(output);
             let stats = generate::text(&task, bytes)?;
             println!(
                 "gen-text {}: {} lines, {}",
@@ -199,8 +204,7 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Command::GenRecords { output, records, gen_args } => {
-            check_task(gen_args.task, gen_args.tasks);
-            let task = GenTask { output, seed: gen_args.seed, task: gen_args.task, tasks: gen_args.tasks };
+            let task = gen_args.to_task(output);
             let stats = generate::records(&task, records)?;
             println!(
                 "gen-records {}: {} records, {}",

@@ -13,10 +13,10 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use slotmarket_common::rng::SplitMix64;
 
 use crate::layout::{map_part, map_parts_for, out_part};
 use crate::output::AtomicFile;
-use crate::rng::SplitMix64;
 
 /// Base-3 digits kept: 3^40 < 2^64, so the reversed digits fit a `u64` exactly.
 const BASE3_DIGITS: usize = 40;
@@ -83,7 +83,7 @@ fn radical_inverse2(index: u64) -> f64 {
 /// fall inside the circle of radius 1/2 centred in the unit square.
 pub fn count_inside(first: u64, samples: u64, seed: u64) -> u64 {
     let mut rng = SplitMix64::for_stream(seed, 0x7069);
-    let (shift_x, shift_y) = (rng.unit_f64(), rng.unit_f64());
+    let (shift_x, shift_y) = (rng.unit(), rng.unit());
     let mut y_inverse = RadicalInverse3::starting_at(first);
     let mut inside = 0u64;
     // Both terms are in [0, 1), so their sum wraps into [0, 1) with one subtraction

@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
+use crate::task::share;
+
 /// One input file and its length when the input was listed.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct InputFile {
@@ -120,11 +122,7 @@ impl Input {
     /// The line-aligned ranges of split `task` of `tasks` (`task < tasks`), in input order.
     /// Empty ranges are left out.
     pub fn split(&self, task: u32, tasks: u32) -> Result<Vec<FileRange>> {
-        if tasks == 0 || task >= tasks {
-            bail!("task {task} is not one of {tasks} tasks");
-        }
-        let at = |k: u32| (u128::from(self.total) * u128::from(k) / u128::from(tasks)) as u64;
-        let (split_start, split_end) = (at(task), at(task + 1));
+        let (split_start, split_end) = share(self.total, task, tasks)?;
         let mut ranges = Vec::new();
         let mut base = 0u64;
         for file in &self.files {

@@ -1,5 +1,5 @@
-//! What every input-reading map task (wordcount, grep, sort) is given, and what it
-//! reports.
+//! What every input-reading map task (wordcount, grep, sort) is given, what it reports,
+//! and how `tasks` tasks of a stage share its work ([`share`]).
 
 use std::path::PathBuf;
 
@@ -24,11 +24,20 @@ pub struct MapTask {
     pub spill_bytes: usize,
 }
 
+/// Task `task`'s share `lo..hi` of `0..total` when `tasks` tasks split it evenly: shares
+/// differ by at most one, the first starts at 0 and the last ends at `total`. Refuses a
+/// `task` outside `0..tasks` (so also `tasks == 0`), naming the flags.
+pub fn share(total: u64, task: u32, tasks: u32) -> Result<(u64, u64)> {
+    if task >= tasks {
+        bail!("--task {task} must be below --tasks {tasks}");
+    }
+    let at = |k: u32| (u128::from(total) * u128::from(k) / u128::from(tasks)) as u64;
+    Ok((at(task), at(task + 1)))
+}
+
 impl MapTask {
     pub(crate) fn check(&self) -> Result<()> {
-        if self.tasks == 0 || self.task >= self.tasks {
-            bail!("--task {} must be below --tasks {}", self.task, self.tasks);
-        }
+        share(0, self.task, self.tasks)?;
         if self.reducers == 0 {
             bail!("--reducers must be at least 1");
         }
@@ -43,4 +52,18 @@ pub struct MapStats {
     pub bytes: u64,
     /// Keys written and spills.
     pub counts: CountMapStats,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_cover_the_total_evenly_and_bad_tasks_are_refused() {
+        let shares: Vec<(u64, u64)> = (0..3).map(|t| share(10, t, 3).unwrap()).collect();
+        assert_eq!(shares, [(0, 3), (3, 6), (6, 10)]);
+        assert_eq!(share(u64::MAX, 1, 2).unwrap(), (u64::MAX / 2, u64::MAX));
+        assert_eq!(share(5, 3, 3).unwrap_err().to_string(), "--task 3 must be below --tasks 3");
+        assert!(share(5, 0, 0).is_err());
+    }
 }

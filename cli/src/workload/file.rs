@@ -32,23 +32,10 @@
 
 use serde::{Deserialize, Serialize};
 use slotmarket_common::spec::JobClass;
+use slotmarket_common::workload_mix::MRM_TABLE_1;
 
 /// Most jobs one workload may plan.
 const MAX_JOBS: u32 = 100_000;
-
-/// MRM Table 1: (% of jobs, maps, reduces) per bin, on the paper's 40-node cluster
-/// (80 map slots).
-pub(crate) const MRM_TABLE_1: [(f64, [u32; 2], [u32; 2]); 9] = [
-    (38.0, [1, 1], [0, 0]),
-    (16.0, [2, 6], [0, 0]),
-    (14.0, [7, 30], [0, 0]),
-    (8.0, [31, 60], [6, 6]),
-    (6.0, [61, 120], [12, 12]),
-    (6.0, [121, 180], [15, 15]),
-    (4.0, [181, 240], [18, 18]),
-    (4.0, [241, 360], [24, 24]),
-    (4.0, [361, 480], [30, 30]),
-];
 
 /// A parsed, checked workload file.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -296,10 +283,10 @@ impl WorkloadFile {
         }
         MRM_TABLE_1
             .iter()
-            .map(|&(percent, maps, reduces)| Bin {
-                percent,
-                maps: Count::Range(maps),
-                reduces: Count::Range(reduces),
+            .map(|bin| Bin {
+                percent: f64::from(bin.percent),
+                maps: Count::Range(bin.maps),
+                reduces: Count::Range([bin.reduces; 2]),
             })
             .collect()
     }

@@ -5,7 +5,7 @@
 //! implementation for both tools), so live and simulated runs compare line by line.
 //!
 //! - `file` — the WORKLOAD.toml format;
-//! - `rng` — the seeded generator the plan is drawn with;
+//! - `rng` — the keyed streams the plan is drawn from (the shared SplitMix64);
 //! - `plan` — WORKLOAD.toml → (arrival, job spec) per job;
 //! - `run` — submitting on schedule and following the jobs;
 //! - `report` — the master's listings → the shared per-job records, the plan and usage

@@ -3,9 +3,10 @@
 //! like configs/jobs/*.toml). Pure and seeded: the same file and seed give the same plan.
 
 use slotmarket_common::spec::{JobClass, JobSpec, SlotKind, StageSpec, validate};
+use slotmarket_common::workload_mix::alone_s;
 
 use super::file::{Arrivals, Bin, ClusterSlots, Program, TaskSeconds, WorkloadFile};
-use super::rng::{Draw, Stream};
+use super::rng::{Draw, keyed};
 
 /// The substring grep jobs count (about 6 % of generated lines contain it).
 const GREP_PATTERN: &str = "kaihem";
@@ -73,7 +74,7 @@ pub(crate) fn generate(file: &WorkloadFile, seed: u64) -> Result<Plan, String> {
 fn gap_s(file: &WorkloadFile, seed: u64, index: u32) -> f64 {
     match file.arrivals {
         Arrivals::Poisson => {
-            Stream::keyed(seed, u64::from(index), Draw::Arrival).exponential(file.mean_interarrival_s)
+            keyed(seed, u64::from(index), Draw::Arrival).exponential(file.mean_interarrival_s)
         }
         Arrivals::Fixed => file.mean_interarrival_s,
     }
@@ -82,7 +83,7 @@ fn gap_s(file: &WorkloadFile, seed: u64, index: u32) -> f64 {
 /// One job's draws and spec.
 fn plan_job(file: &WorkloadFile, bins: &[Bin], seed: u64, index: u32, arrival_s: f64) -> PlannedJob {
     let key = u64::from(index);
-    let mut size = Stream::keyed(seed, key, Draw::Size);
+    let mut size = keyed(seed, key, Draw::Size);
     let bin = pick_bin(bins, size.unit());
     let (maps_lo, maps_hi) = bins[bin].maps.bounds();
     let (reduces_lo, reduces_hi) = bins[bin].reduces.bounds();
@@ -93,8 +94,8 @@ fn plan_job(file: &WorkloadFile, bins: &[Bin], seed: u64, index: u32, arrival_s:
         // `pi reduce` combines every map's count into one estimate: one task at most.
         reduces = reduces.min(1);
     }
-    let class = pick_class(file, Stream::keyed(seed, key, Draw::Class).unit());
-    let data_seed = Stream::keyed(seed, key, Draw::DataSeed).next_u64() >> 16;
+    let class = pick_class(file, keyed(seed, key, Draw::Class).unit());
+    let data_seed = keyed(seed, key, Draw::DataSeed).next_u64() >> 16;
     let input_bytes = match program {
         Program::Pi => 0,
         _ => (f64::from(maps) * file.input_mib_per_map * MIB).round() as u64,
@@ -221,27 +222,24 @@ fn stage(name: &str, tasks: u32, slot: SlotKind, command: String, after: &[&str]
     StageSpec { name: name.into(), tasks, slot, command, after: after.iter().map(|s| (*s).into()).collect() }
 }
 
-/// The job's run time with the cluster to itself: its stages one after another (they are
-/// chained by barriers), each in waves of as many tasks as there are slots of its kind.
+/// The job's run time with the cluster to itself ([`alone_s`]), each stage's tasks taking
+/// the file's estimate for their kind.
 pub(crate) fn estimate_s(stages: &[StageSpec], per_task: TaskSeconds, cluster: ClusterSlots) -> f64 {
-    stages
-        .iter()
-        .map(|stage| {
-            let (slots, task_s) = match (stage.slot, stage.name.as_str()) {
-                (SlotKind::Reduce, _) => (cluster.reduce_slots, per_task.reduce_s),
-                (SlotKind::Map, "gen") => (cluster.map_slots, per_task.gen_s),
-                (SlotKind::Map, _) => (cluster.map_slots, per_task.map_s),
-            };
-            f64::from(stage.tasks.div_ceil(slots.max(1))) * task_s
-        })
-        .sum()
+    alone_s(stages.iter().map(|stage| {
+        let (slots, task_s) = match (stage.slot, stage.name.as_str()) {
+            (SlotKind::Reduce, _) => (cluster.reduce_slots, per_task.reduce_s),
+            (SlotKind::Map, "gen") => (cluster.map_slots, per_task.gen_s),
+            (SlotKind::Map, _) => (cluster.map_slots, per_task.map_s),
+        };
+        (stage.tasks, slots, task_s)
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::file::MRM_TABLE_1;
     use crate::workload::file::tests::SMALL;
+    use slotmarket_common::workload_mix::MRM_TABLE_1;
 
     fn file_with(jobs: u32) -> WorkloadFile {
         WorkloadFile::parse(&SMALL.replace("jobs = 8", &format!("jobs = {jobs}"))).unwrap()
@@ -271,10 +269,10 @@ mod tests {
         for job in &plan.jobs {
             counts[job.bin - 1] += 1;
         }
-        for (bin, &(percent, _, _)) in MRM_TABLE_1.iter().enumerate() {
+        for (bin, mrm) in MRM_TABLE_1.iter().enumerate() {
             let share = f64::from(counts[bin]) / f64::from(n);
             // Three standard errors of the largest share (38 %) over 20 000 jobs is 0.01.
-            assert!((share - percent / 100.0).abs() < 0.012, "bin {}: {share}", bin + 1);
+            assert!((share - f64::from(mrm.percent) / 100.0).abs() < 0.012, "bin {}: {share}", bin + 1);
         }
         let sensitive = plan.jobs.iter().filter(|j| j.class == Some(JobClass::DelaySensitive)).count();
         assert!((sensitive as f64 / f64::from(n) - 0.5).abs() < 0.015, "{sensitive}");
@@ -286,9 +284,10 @@ mod tests {
     fn task_counts_are_the_bins_scaled_and_rounded() {
         let plan = generate(&file_with(2_000), 3).unwrap();
         for job in &plan.jobs {
-            let (_, [lo, hi], [rlo, rhi]) = MRM_TABLE_1[job.bin - 1];
+            let mrm = MRM_TABLE_1[job.bin - 1];
+            let [lo, hi] = mrm.maps;
             assert!(job.maps >= scaled(lo, 0.1) && job.maps <= scaled(hi, 0.1), "{job:?}");
-            let reduce_bounds = (scaled(rlo, 0.1), scaled(rhi, 0.1));
+            let reduce_bounds = (scaled(mrm.reduces, 0.1), scaled(mrm.reduces, 0.1));
             if job.program == Program::Pi {
                 assert!(job.reduces <= 1);
             } else {

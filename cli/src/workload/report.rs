@@ -6,8 +6,7 @@
 use std::fmt::Write as _;
 
 use serde::Serialize;
-use slotmarket_common::metrics::{self, JobRecord, Outcome as JobOutcome, round};
-use slotmarket_common::protocol::JobState;
+use slotmarket_common::metrics::{self, JobRecord, Outcome as JobOutcome, round, secs_cell};
 use slotmarket_common::time::Timestamp;
 
 use super::file::ClusterSlots;
@@ -88,12 +87,7 @@ fn record(planned: &PlannedJob, job: &Followed, origin: Option<Timestamp>) -> Jo
     let submit_s = since(summary.submitted);
     JobRecord {
         account: summary.account.to_string(),
-        outcome: match summary.state {
-            JobState::Pending | JobState::Running => JobOutcome::Unfinished,
-            JobState::Completed => JobOutcome::Completed,
-            JobState::Failed => JobOutcome::Failed,
-            JobState::Cancelled => JobOutcome::Cancelled,
-        },
+        outcome: summary.state.into(),
         submit_s: Some(submit_s),
         start_s: summary.started.map(since),
         finish_s: summary.finished.map(since),
@@ -181,13 +175,13 @@ pub(crate) fn plan_csv(plan: &Plan) -> String {
             metrics::csv_field(&j.spec.name),
             j.program.name(),
             j.bin,
-            secs(Some(j.arrival_s)),
+            secs_cell(Some(j.arrival_s)),
             j.maps,
             j.reduces,
             j.spec.total_tasks(),
             j.input_bytes,
-            secs(Some(j.estimate_s)),
-            secs(j.deadline_after_s)
+            secs_cell(Some(j.estimate_s)),
+            secs_cell(j.deadline_after_s)
         );
     }
     out
@@ -205,11 +199,6 @@ pub(crate) fn usage_csv(usage: &[UsageSample], origin: Option<Timestamp>) -> Str
         let _ = writeln!(out, "{t:.3},{slots},{},{},{}", s.running, s.submitted, s.ended);
     }
     out
-}
-
-/// Seconds with millisecond precision, or an empty cell.
-fn secs(value: Option<f64>) -> String {
-    value.map_or(String::new(), |v| format!("{v:.3}"))
 }
 
 /// The lines printed above the summary table.
@@ -242,6 +231,7 @@ pub(crate) fn render_head(run: &RunInfo) -> String {
 #[cfg(test)]
 mod tests {
     use slotmarket_common::ids::JobId;
+    use slotmarket_common::protocol::JobState;
     use slotmarket_common::spec::JobClass;
 
     use super::*;

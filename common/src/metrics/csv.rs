@@ -19,12 +19,12 @@ use crate::spec::JobClass;
 pub const JOB_COLUMNS: &str = "id,name,account,class,queue,state,submit_s,start_s,finish_s,deadline_s,\
 wait_s,completion_s,met,tardiness_s,earliness_s,slack_s,critical_path_s,tasks,slot_s,attempts,kills,price";
 
-/// A per-job CSV that cannot be read back.
+/// A CSV of the tools (`jobs.csv`, and `slots.csv` for the plots) that cannot be read back.
 #[derive(Debug, Error, PartialEq)]
 pub enum CsvError {
     /// A column the records need is missing from the header.
     #[error(
-        "no column \"{0}\" in the header; is this a jobs.csv of slotmarket-sim or slotmarket workload run?"
+        "no column \"{0}\" in the header; is this a CSV written by slotmarket-sim or slotmarket workload run?"
     )]
     MissingColumn(&'static str),
     /// A cell is not what its column holds.
@@ -51,7 +51,6 @@ pub fn write_jobs_csv<'a>(
 ) -> io::Result<()> {
     writeln!(out, "{JOB_COLUMNS}")?;
     for r in records {
-        let secs = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.3}"));
         let count = |v: Option<u32>| v.map_or(String::new(), |v| v.to_string());
         writeln!(
             out,
@@ -62,22 +61,22 @@ pub fn write_jobs_csv<'a>(
             r.class_key(),
             csv_field(r.queue.as_deref().unwrap_or("")),
             r.outcome.name(),
-            secs(r.submit_s),
-            secs(r.start_s),
-            secs(r.finish_s),
-            secs(r.deadline_s),
-            secs(r.wait_s()),
-            secs(r.completion_s()),
+            secs_cell(r.submit_s),
+            secs_cell(r.start_s),
+            secs_cell(r.finish_s),
+            secs_cell(r.deadline_s),
+            secs_cell(r.wait_s()),
+            secs_cell(r.completion_s()),
             r.met().map_or(String::new(), |met| met.to_string()),
-            secs(r.tardiness_s()),
-            secs(r.earliness_s()),
-            secs(r.slack_s()),
-            secs(r.critical_path_s),
+            secs_cell(r.tardiness_s()),
+            secs_cell(r.earliness_s()),
+            secs_cell(r.slack_s()),
+            secs_cell(r.critical_path_s),
             r.tasks,
-            secs(r.slot_s),
+            secs_cell(r.slot_s),
             count(r.attempts),
             count(r.kills),
-            secs(r.price),
+            secs_cell(r.price),
         )?;
     }
     Ok(())
@@ -89,6 +88,11 @@ pub fn read_jobs_csv(text: &str) -> Result<Vec<JobRecord>, CsvError> {
     let Some((_, header)) = rows.next() else { return Ok(Vec::new()) };
     let columns = Columns::locate(&header)?;
     rows.map(|(line, cells)| columns.record(&Row { line, cells: &cells })).collect()
+}
+
+/// A CSV cell of seconds: millisecond precision (`12.500`), empty for `None`.
+pub fn secs_cell(value: Option<f64>) -> String {
+    value.map_or(String::new(), |v| format!("{v:.3}"))
 }
 
 /// Quotes a CSV cell if it holds a comma, quote or line break (RFC 4180).

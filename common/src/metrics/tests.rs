@@ -129,3 +129,12 @@ fn the_table_has_a_line_per_metric_and_a_column_per_class() {
         assert!(line.starts_with(name), "{line}");
     }
 }
+
+#[test]
+fn a_job_state_maps_to_its_outcome() {
+    let outcomes: Vec<Outcome> = JobState::ALL.into_iter().map(Outcome::from).collect();
+    assert_eq!(
+        outcomes,
+        [Outcome::Unfinished, Outcome::Unfinished, Outcome::Completed, Outcome::Failed, Outcome::Cancelled]
+    );
+}

@@ -14,22 +14,10 @@
 //! alike), drawn per job between half and one and a half times the base length.
 
 use slotmarket_common::spec::JobClass;
+use slotmarket_common::workload_mix::{MRM_TABLE_1, alone_s};
 
 use super::rng::Rng;
 use super::workload::{Dist, Durations, TraceJob, TraceStage};
-
-/// MRM Table 1: (% of jobs, map tasks min, max, reduce tasks).
-pub const MRM_BINS: [(u32, u32, u32, u32); 9] = [
-    (38, 1, 1, 0),
-    (16, 2, 6, 0),
-    (14, 7, 30, 0),
-    (8, 31, 60, 6),
-    (6, 61, 120, 12),
-    (6, 121, 180, 15),
-    (4, 181, 240, 18),
-    (4, 241, 360, 24),
-    (4, 361, 480, 30),
-];
 
 /// Parameters of the MRM mix.
 #[derive(Clone, Debug)]
@@ -96,25 +84,29 @@ impl Mrm {
             let user = format!("u{}", rng.range(1, self.users.max(1)));
             let deadline_s = self.deadline_factor.map(|f| {
                 let alone =
-                    waves(maps, self.map_slots) * map_mean + waves(reduces, self.reduce_slots) * reduce_mean;
+                    alone_s([(maps, self.map_slots, map_mean), (reduces, self.reduce_slots, reduce_mean)]);
                 let f = if class == Some(JobClass::DelayTolerant) { 2.0 * f } else { f };
                 round_ms(at + f * alone)
             });
             let stages = map_reduce(maps, reduces, map_mean, reduce_mean, self.cv);
-            emit(job(format!("j{}", n + 1), round_ms(at), user, class, None, deadline_s, stages))?;
+            emit(TraceJob {
+                class,
+                deadline_s,
+                ..TraceJob::new(format!("j{}", n + 1), round_ms(at), user, stages)
+            })?;
         }
         Ok(())
     }
 }
 
-/// Draws a bin by its share of jobs, then the task counts within it.
+/// Draws a bin of MRM Table 1 by its share of jobs, then the task counts within it.
 fn mrm_bin(rng: &mut Rng) -> (u32, u32) {
     let mut pick = rng.range(1, 100);
-    for (share, lo, hi, reduces) in MRM_BINS {
-        if pick <= share {
-            return (rng.range(lo, hi), reduces);
+    for bin in MRM_TABLE_1 {
+        if pick <= bin.percent {
+            return (rng.range(bin.maps[0], bin.maps[1]), bin.reduces);
         }
-        pick -= share;
+        pick -= bin.percent;
     }
     (1, 0)
 }
@@ -180,7 +172,8 @@ impl Dress {
                 if small { (JobClass::DelaySensitive, "small") } else { (JobClass::DelayTolerant, "large") };
             let user = format!("u{}", n % 5 + 1);
             let at = round_ms(n as f64 * self.interarrival_s);
-            emit(job(format!("j{}", n + 1), at, user, Some(class), Some(queue.to_string()), None, stages))?;
+            let job = TraceJob::new(format!("j{}", n + 1), at, user, stages);
+            emit(TraceJob { class: Some(class), queue: Some(queue.to_string()), ..job })?;
         }
         Ok(())
     }
@@ -237,15 +230,8 @@ impl Dp {
             let scale = 0.9 + 0.2 * rng.unit();
             let stages =
                 map_reduce(self.maps, self.reduces, self.map_s * scale, self.reduce_s * scale, self.cv);
-            let mut j = job(
-                format!("{name}-{}", round + 1),
-                0.0,
-                name.clone(),
-                None,
-                Some(name.clone()),
-                None,
-                stages,
-            );
+            let mut j = TraceJob::new(format!("{name}-{}", round + 1), 0.0, name.clone(), stages);
+            j.queue = Some(name.clone());
             if round > 0 {
                 j.follows = Some(format!("{name}-{round}"));
                 j.think_s = (self.think_s > 0.0).then_some(self.think_s);
@@ -267,34 +253,6 @@ fn map_reduce(maps: u32, reduces: u32, map_mean: f64, reduce_mean: f64, cv: f64)
         }
     };
     TraceStage::map_reduce(maps, dist(map_mean), reduces, dist(reduce_mean))
-}
-
-fn job(
-    id: String,
-    arrival_s: f64,
-    user: String,
-    class: Option<JobClass>,
-    queue: Option<String>,
-    deadline_s: Option<f64>,
-    stages: Vec<TraceStage>,
-) -> TraceJob {
-    TraceJob {
-        id,
-        arrival_s,
-        user,
-        class,
-        queue,
-        deadline_s,
-        follows: None,
-        think_s: None,
-        max_attempts: None,
-        stages,
-    }
-}
-
-/// Rounds of `tasks` on `slots` slots.
-fn waves(tasks: u32, slots: u32) -> f64 {
-    f64::from(tasks.div_ceil(slots.max(1)))
 }
 
 /// Rounds seconds to milliseconds, so traces print short numbers.

@@ -16,9 +16,10 @@
 //! beside it (half a million arrivals need not sit in the heap). At one instant, heap
 //! events go before arrivals and among themselves in the order they were pushed. Each
 //! step pops the earliest event and feeds it to the core (`handle`, or `tick` for a
-//! wakeup), then carries out the commands like an agent would: a `Launch` is reported
-//! `Acquired` and `Running` at once and ends `Completed` (or `Failed`) after its drawn
-//! duration; a `Kill` is reported `Killed` at once and cancels the pending end, losing
+//! wakeup; one the core has since moved earlier is stale and skipped, see `wakeup`),
+//! then carries out the commands like an agent would: a `Launch` is reported `Acquired`
+//! and `Running` at once and ends `Completed` (or `Failed`) after its duration, drawn
+//! then (draws are keyed, so not when but which task decides it); a `Kill` is reported `Killed` at once and cancels the pending end, losing
 //! the attempt's work. Those reports go back into the core at the same instant, until it
 //! has nothing more to say. The run stops when nothing is left to happen, at the horizon,
 //! or at the step bound (which only a policy that never settles can reach).
@@ -28,6 +29,7 @@ pub mod generate;
 pub mod plot;
 pub mod report;
 pub mod rng;
+mod wakeup;
 pub mod workload;
 
 use std::cmp::Reverse;
@@ -41,9 +43,10 @@ use slotmarket_common::protocol::{ContainerReport, JobState, Response};
 use slotmarket_common::time::Timestamp;
 use thiserror::Error;
 
-use crate::core::{Command, Core, CoreConfig, Event, IdHasher, Persist, RequestId, invariants};
+use crate::core::{Command, Core, CoreConfig, Event, IdHasher, KillReason, Persist, RequestId, invariants};
 use agents::Agents;
 use report::{JobResult, Outcome, SlotUsage};
+use wakeup::Wakeup;
 use workload::Trace;
 
 /// How a run is set up (besides the trace).
@@ -113,9 +116,15 @@ pub enum SimError {
         /// Virtual time.
         at: Timestamp,
     },
-    /// The configuration cannot work.
-    #[error("{0}")]
-    Config(String),
+    /// The cluster has no node, or its nodes no slot.
+    #[error("the cluster needs at least one node with a slot")]
+    NoSlots,
+    /// The failure probability is not a probability.
+    #[error("fail_prob must be in [0, 1], got {0}")]
+    FailProb(f64),
+    /// The noise is negative or not a number.
+    #[error("noise must be a finite number >= 0, got {0}")]
+    Noise(f64),
 }
 
 /// Counters of one run.
@@ -182,30 +191,31 @@ struct Simulation<'t> {
     followers: BTreeMap<u32, Vec<u32>>,
     agents: Agents,
     jobs: Vec<JobResult>,
-    /// Trace index of each core job id (ids count from 1 in submit order).
-    job_of: Vec<u32>,
-    /// Task durations of every submitted job that has not ended, drawn once at submit.
-    durations: HashMap<u32, Box<[u64]>, BuildHasherDefault<IdHasher>>,
-    /// The wakeup already in the heap, so each is pushed once.
-    wakeup: Option<Timestamp>,
+    /// Trace index of each job the core admitted, by the id its reply gave.
+    job_of: HashMap<JobId, u32, BuildHasherDefault<IdHasher>>,
+    /// Submitted jobs that have not ended (nor been rejected).
+    open_jobs: usize,
+    /// The one wakeup that counts among those in the heap.
+    wakeup: Wakeup,
     /// `Arrive` events in the heap.
     queued_arrivals: u64,
     /// Buffers of `carry_out`, kept between steps so that a step allocates only what it
     /// hands to the core.
     work: VecDeque<Vec<Command>>,
     batches: Vec<(AgentId, Vec<ContainerReport>)>,
-    kills: Vec<u32>,
     stats: RunStats,
 }
 
 impl<'t> Simulation<'t> {
     fn new(trace: &'t Trace, config: &SimConfig) -> Result<Simulation<'t>, SimError> {
         if config.nodes == 0 || config.map_slots + config.reduce_slots == 0 {
-            return Err(SimError::Config("the cluster needs at least one node with a slot".to_string()));
+            return Err(SimError::NoSlots);
         }
-        let noise_ok = config.noise >= 0.0 && config.noise.is_finite();
-        if !(0.0..=1.0).contains(&config.fail_prob) || !noise_ok {
-            return Err(SimError::Config("fail_prob must be in [0, 1] and noise >= 0".to_string()));
+        if !(0.0..=1.0).contains(&config.fail_prob) {
+            return Err(SimError::FailProb(config.fail_prob));
+        }
+        if !(config.noise >= 0.0 && config.noise.is_finite()) {
+            return Err(SimError::Noise(config.noise));
         }
         let core_config =
             CoreConfig { agent_timeout: Duration::MAX, retain_finished_jobs: false, ..config.core.clone() };
@@ -230,13 +240,12 @@ impl<'t> Simulation<'t> {
             followers,
             agents: Agents::new(config.seed, config.noise, config.fail_prob, trace.len()),
             jobs: (0..trace.len()).map(JobResult::new).collect(),
-            job_of: Vec::with_capacity(trace.len()),
-            durations: HashMap::default(),
-            wakeup: None,
+            job_of: HashMap::default(),
+            open_jobs: 0,
+            wakeup: Wakeup::default(),
             queued_arrivals: 0,
             work: VecDeque::new(),
             batches: Vec::new(),
-            kills: Vec::new(),
             stats: RunStats::default(),
         })
     }
@@ -284,7 +293,7 @@ impl<'t> Simulation<'t> {
             self.next_arrival += 1;
             return self.submit(ix);
         }
-        let Some(Reverse((_, _, event))) = self.heap.pop() else { return Ok(()) };
+        let Some(Reverse((at, _, event))) = self.heap.pop() else { return Ok(()) };
         match event {
             SimEvent::End(container) => match self.agents.end(container, self.now) {
                 Some((agent, report)) => {
@@ -295,7 +304,10 @@ impl<'t> Simulation<'t> {
                 None => Ok(()),
             },
             SimEvent::Wakeup => {
-                self.wakeup = None;
+                if !self.wakeup.take_due(at) {
+                    // Superseded by an earlier wakeup that has been ticked already.
+                    return Ok(());
+                }
                 let out = self.core.tick(self.now);
                 let out = self.after_call(out)?;
                 self.carry_out(out)
@@ -320,7 +332,7 @@ impl<'t> Simulation<'t> {
     fn drained(&self) -> bool {
         self.next_arrival == self.arrivals.len()
             && self.queued_arrivals == 0
-            && self.durations.is_empty()
+            && self.open_jobs == 0
             && self.agents.idle()
     }
 
@@ -339,12 +351,10 @@ impl<'t> Simulation<'t> {
         Ok(())
     }
 
-    /// Submits trace job `ix` as its user, drawing its task durations.
+    /// Submits trace job `ix` as its user.
     fn submit(&mut self, ix: u32) -> Result<(), SimError> {
         let job = &self.trace.jobs[ix as usize];
-        let durations = report::task_durations(job, ix, self.config.seed);
-        self.jobs[ix as usize].critical_path_ms = report::critical_path(job, &durations);
-        self.durations.insert(ix, durations.into_boxed_slice());
+        self.open_jobs += 1;
         self.jobs[ix as usize].submitted = Some(self.now);
         let caller = Identity { role: Role::User, principal: job.user.clone() };
         let event = Event::JobSubmitted { request: RequestId(u64::from(ix)), caller, spec: job.spec() };
@@ -368,11 +378,8 @@ impl<'t> Simulation<'t> {
                 message,
             })?;
         }
-        if let Some(at) = self.core.next_wakeup() {
-            if self.wakeup.is_none_or(|w| at < w) {
-                self.wakeup = Some(at);
-                self.push(at.max(self.now), SimEvent::Wakeup);
-            }
+        if let Some(at) = self.core.next_wakeup().and_then(|at| self.wakeup.request(at, self.now)) {
+            self.push(at, SimEvent::Wakeup);
         }
         Ok(out)
     }
@@ -399,14 +406,6 @@ impl<'t> Simulation<'t> {
             for command in out {
                 self.command(command);
             }
-            for job in std::mem::take(&mut self.kills) {
-                // A kill of a job that is still running is a preemption; the others
-                // clean up after a job that failed or was cancelled.
-                if self.jobs[job as usize].ended.is_none() {
-                    self.stats.preemptions += 1;
-                    self.jobs[job as usize].kills += 1;
-                }
-            }
             self.agents.take_reports(batches);
             for (agent, reports) in batches.drain(..) {
                 work.push_back(self.call(Event::ContainerReports { agent, reports })?);
@@ -425,9 +424,13 @@ impl<'t> Simulation<'t> {
                 self.stats.attempts += 1;
                 self.push(end, SimEvent::End(launch.container));
             }
-            Command::Kill { container, .. } => {
-                if let Some(ix) = self.agents.kill(container, self.now) {
-                    self.kills.push(ix);
+            Command::Kill { container, reason, .. } => {
+                let killed = self.agents.kill(container, self.now);
+                // The core says why; only a policy's preemption counts as one (the other
+                // kills clean up after a job that failed or was cancelled).
+                if let (Some(ix), KillReason::Preempted { .. }) = (killed, reason) {
+                    self.stats.preemptions += 1;
+                    self.jobs[ix as usize].kills += 1;
                 }
             }
             Command::Persist(Persist::JobState { job, state, at, .. }) => self.job_state(job, state, at),
@@ -436,33 +439,26 @@ impl<'t> Simulation<'t> {
         }
     }
 
-    /// The drawn duration of a task of submitted job `ix`.
+    /// The drawn duration of a task of submitted job `ix`, drawn when it launches (draws
+    /// are keyed, so it is the same whenever that is).
     fn base_duration(&self, ix: u32, task: TaskId) -> u64 {
-        let stages = &self.trace.jobs[ix as usize].stages;
-        let offset: u32 = stages.iter().take(task.stage.0 as usize).map(|s| s.tasks).sum();
-        let at = (offset + task.index) as usize;
-        self.durations.get(&ix).and_then(|d| d.get(at)).copied().unwrap_or(workload::MIN_TASK_MS)
+        self.trace.jobs[ix as usize].task_ms(ix, task.stage.0, task.index, self.config.seed)
     }
 
     fn trace_ix(&self, job: JobId) -> Option<u32> {
-        let pos = usize::try_from(job.0).ok()?.checked_sub(1)?;
-        self.job_of.get(pos).copied()
+        self.job_of.get(&job).copied()
     }
 
     fn reply(&mut self, request: RequestId, response: Response) {
         let ix = request.0 as u32;
         match response {
             Response::Submitted { job } => {
-                // Ids are handed out in submit order, so this is the next position.
-                debug_assert_eq!(job.0 as usize, self.job_of.len() + 1);
-                self.job_of.push(ix);
+                self.job_of.insert(job, ix);
                 self.jobs[ix as usize].job = Some(job);
             }
             _ => {
                 self.jobs[ix as usize].outcome = Outcome::Rejected;
-                self.jobs[ix as usize].ended = Some(self.now);
-                self.durations.remove(&ix);
-                self.release_followers(ix);
+                self.end(ix, self.now);
             }
         }
     }
@@ -474,16 +470,19 @@ impl<'t> Simulation<'t> {
             JobState::Pending => {}
             JobState::Running => result.started = result.started.or(Some(at)),
             JobState::Completed | JobState::Failed | JobState::Cancelled => {
-                result.ended = Some(at);
-                result.outcome = match state {
-                    JobState::Completed => Outcome::Completed,
-                    JobState::Failed => Outcome::Failed,
-                    _ => Outcome::Cancelled,
-                };
-                self.durations.remove(&ix);
-                self.release_followers(ix);
+                result.outcome = state.into();
+                self.end(ix, at);
             }
         }
+    }
+
+    /// Job `ix` ended (or was rejected) at `at`: it is no longer open and its followers
+    /// may come.
+    fn end(&mut self, ix: u32, at: Timestamp) {
+        if self.jobs[ix as usize].ended.replace(at).is_none() {
+            self.open_jobs -= 1;
+        }
+        self.release_followers(ix);
     }
 
     /// Schedules the jobs that follow job `ix`, now that it has ended.
@@ -502,12 +501,10 @@ impl<'t> Simulation<'t> {
         self.stats.lost_work_ms = totals.lost_ms;
         self.stats.failed_attempts = totals.failed;
         self.stats.stopped_at = self.now;
-        for (ix, result) in self.jobs.iter_mut().enumerate() {
+        for ((ix, result), job) in self.jobs.iter_mut().enumerate().zip(&self.trace.jobs) {
             result.slot_ms = totals.job_busy_ms.get(ix).copied().unwrap_or(0);
-            if result.submitted.is_none() {
-                result.critical_path_ms =
-                    report::critical_path_ms(&self.trace.jobs[ix], ix, self.config.seed);
-            } else if result.ended.is_none() {
+            result.critical_path_ms = job.critical_path_ms(ix as u32, self.config.seed);
+            if result.submitted.is_some() && result.ended.is_none() {
                 result.outcome = Outcome::Unfinished;
             }
         }

@@ -3,43 +3,9 @@
 //! one series per run so policies can be compared. SVG is written by hand: no plotting
 //! crate, no fonts or system libraries; viewers render the text.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use slotmarket_common::metrics::{CsvError, parse_csv, spread};
-use thiserror::Error;
-
-/// A CSV the plots cannot use.
-#[derive(Debug, Error, PartialEq)]
-pub enum PlotError {
-    /// The file is not valid CSV.
-    #[error(transparent)]
-    Csv(#[from] CsvError),
-    /// A column the plot needs is missing.
-    #[error("no column \"{0}\" in the header; is this a slotmarket-sim CSV?")]
-    MissingColumn(String),
-    /// A cell is not what its column holds.
-    #[error("line {line}: column {column}: \"{value}\" is not a number")]
-    BadNumber {
-        /// 1-based line number.
-        line: usize,
-        /// Column name.
-        column: String,
-        /// The cell.
-        value: String,
-    },
-}
-
-/// What the plots need of one job.
-#[derive(Clone, Debug, PartialEq)]
-pub struct JobRow {
-    /// Class name (`delay-sensitive`, `delay-tolerant`, `none`).
-    pub class: String,
-    /// Waiting time, if the job started.
-    pub wait_s: Option<f64>,
-    /// Completion time, if the job completed.
-    pub completion_s: Option<f64>,
-}
+use slotmarket_common::metrics::{CsvError, JobRecord, parse_csv, spread};
 
 /// Slot use in one time bucket.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -57,68 +23,40 @@ pub struct SlotRow {
 pub struct RunData {
     /// Legend label.
     pub label: String,
-    /// Its jobs.
-    pub jobs: Vec<JobRow>,
+    /// Its jobs, as [`slotmarket_common::metrics::read_jobs_csv`] reads them from `jobs.csv`.
+    pub jobs: Vec<JobRecord>,
     /// Its slot use.
     pub slots: Vec<SlotRow>,
 }
 
-/// CSV rows: line number and the named columns' cells.
-type Rows<'a> = Vec<(usize, BTreeMap<&'a str, String>)>;
+/// The columns of `slots.csv` the plots read, in [`SlotRow`] order.
+const SLOT_COLUMNS: [&str; 3] = ["t_s", "map_util", "reduce_util"];
 
-/// Rows of a CSV as maps from the named columns to cells.
-fn table<'a>(text: &str, columns: &[&'a str]) -> Result<Rows<'a>, PlotError> {
-    let mut lines = parse_csv(text)?.into_iter();
-    let header = lines.next().map(|(_, h)| h).unwrap_or_default();
-    let positions: Vec<(&str, usize)> = columns
-        .iter()
-        .map(|&c| {
-            header.iter().position(|h| h == c).map(|p| (c, p)).ok_or(PlotError::MissingColumn(c.into()))
-        })
-        .collect::<Result<_, _>>()?;
-    Ok(lines
-        .map(|(n, row)| {
-            let picked =
-                positions.iter().map(|&(c, p)| (c, row.get(p).cloned().unwrap_or_default())).collect();
-            (n, picked)
-        })
-        .collect())
-}
-
-fn number(line: usize, column: &str, value: &str) -> Result<Option<f64>, PlotError> {
-    if value.is_empty() {
-        return Ok(None);
+/// Reads a slot-use CSV (`slots.csv`); columns are found by name, empty cells read as 0.
+pub fn read_slots_csv(text: &str) -> Result<Vec<SlotRow>, CsvError> {
+    let mut rows = parse_csv(text)?.into_iter();
+    let header = rows.next().map(|(_, h)| h).unwrap_or_default();
+    let mut at = [0; SLOT_COLUMNS.len()];
+    for (slot, name) in at.iter_mut().zip(SLOT_COLUMNS) {
+        *slot = header.iter().position(|h| h == name).ok_or(CsvError::MissingColumn(name))?;
     }
-    value.parse().map(Some).map_err(|_| PlotError::BadNumber {
-        line,
-        column: column.into(),
-        value: value.into(),
+    rows.map(|(line, cells)| {
+        let mut values = [0.0; SLOT_COLUMNS.len()];
+        for ((value, column), &i) in values.iter_mut().zip(SLOT_COLUMNS).zip(&at) {
+            let cell = cells.get(i).map_or("", String::as_str);
+            if !cell.is_empty() {
+                *value = cell.parse().map_err(|_| CsvError::BadValue {
+                    line,
+                    column,
+                    value: cell.to_string(),
+                    expected: "a number",
+                })?;
+            }
+        }
+        let [t_s, map_util, reduce_util] = values;
+        Ok(SlotRow { t_s, map_util, reduce_util })
     })
-}
-
-/// Reads a per-job CSV (`jobs.csv`).
-pub fn read_jobs_csv(text: &str) -> Result<Vec<JobRow>, PlotError> {
-    table(text, &["class", "wait_s", "completion_s"])?
-        .into_iter()
-        .map(|(n, row)| {
-            Ok(JobRow {
-                class: row["class"].clone(),
-                wait_s: number(n, "wait_s", &row["wait_s"])?,
-                completion_s: number(n, "completion_s", &row["completion_s"])?,
-            })
-        })
-        .collect()
-}
-
-/// Reads a slot-use CSV (`slots.csv`).
-pub fn read_slots_csv(text: &str) -> Result<Vec<SlotRow>, PlotError> {
-    table(text, &["t_s", "map_util", "reduce_util"])?
-        .into_iter()
-        .map(|(n, row)| {
-            let get = |c: &str| number(n, c, &row[c]).map(|v| v.unwrap_or(0.0));
-            Ok(SlotRow { t_s: get("t_s")?, map_util: get("map_util")?, reduce_util: get("reduce_util")? })
-        })
-        .collect()
+    .collect()
 }
 
 /// Series colours, one per run.
@@ -142,7 +80,7 @@ struct Line<'a> {
 /// two decades.
 pub fn completion_cdf(runs: &[RunData]) -> String {
     let cdfs: Vec<Vec<(f64, f64)>> =
-        runs.iter().map(|r| cdf(r.jobs.iter().filter_map(|j| j.completion_s).collect())).collect();
+        runs.iter().map(|r| cdf(r.jobs.iter().filter_map(JobRecord::completion_s).collect())).collect();
     let lines = runs
         .iter()
         .zip(&cdfs)
@@ -179,10 +117,10 @@ pub fn slot_use(runs: &[RunData]) -> String {
 
 /// Mean (bar) and p95 (tick) waiting time per class, one bar per run in each class.
 pub fn wait_by_class(runs: &[RunData]) -> String {
-    let mut classes: Vec<String> = runs.iter().flat_map(|r| r.jobs.iter().map(|j| j.class.clone())).collect();
+    let mut classes: Vec<&str> = runs.iter().flat_map(|r| r.jobs.iter().map(JobRecord::class_key)).collect();
     classes.sort();
     classes.dedup();
-    classes.insert(0, "all".into());
+    classes.insert(0, "all");
     let stats: Vec<Vec<(f64, f64)>> =
         classes.iter().map(|c| runs.iter().map(|r| wait_stats(r, c)).collect()).collect();
     let top = nice_ceiling(stats.iter().flatten().map(|s| s.1).fold(0.0, f64::max));
@@ -226,8 +164,12 @@ pub fn wait_by_class(runs: &[RunData]) -> String {
 
 /// (mean, p95) waiting time of `run`'s jobs of `class` (`all`: every job).
 fn wait_stats(run: &RunData, class: &str) -> (f64, f64) {
-    let mut waits: Vec<f64> =
-        run.jobs.iter().filter(|j| class == "all" || j.class == class).filter_map(|j| j.wait_s).collect();
+    let mut waits: Vec<f64> = run
+        .jobs
+        .iter()
+        .filter(|j| class == "all" || j.class_key() == class)
+        .filter_map(JobRecord::wait_s)
+        .collect();
     spread(&mut waits).map_or((0.0, 0.0), |s| (s.mean, s.p95))
 }
 
@@ -417,24 +359,40 @@ fn line_chart(
 
 #[cfg(test)]
 mod tests {
+    use slotmarket_common::metrics::{Outcome, read_jobs_csv, write_jobs_csv};
+    use slotmarket_common::spec::JobClass;
+
     use super::*;
 
-    const JOBS: &str = "id,user,class,queue,state,submit_s,start_s,end_s,wait_s,completion_s\n\
-        \"a,1\",u,delay-sensitive,default,completed,0,0,10,0.000,10.000\n\
-        b,u,none,default,unfinished,1,,,,\n";
+    /// A `jobs.csv` of two jobs: one completed, one unfinished and never started.
+    fn jobs_csv() -> String {
+        let completed = JobRecord {
+            class: Some(JobClass::DelaySensitive),
+            outcome: Outcome::Completed,
+            submit_s: Some(0.0),
+            start_s: Some(0.0),
+            finish_s: Some(10.0),
+            ..JobRecord::new("a,1")
+        };
+        let unfinished =
+            JobRecord { outcome: Outcome::Unfinished, submit_s: Some(1.0), ..JobRecord::new("b") };
+        let mut out = Vec::new();
+        write_jobs_csv(&[completed, unfinished], &mut out).expect("writes to memory");
+        String::from_utf8(out).expect("utf-8")
+    }
 
     #[test]
     fn job_and_slot_csvs_are_read_by_column_name() {
-        let jobs = read_jobs_csv(JOBS).unwrap();
+        let jobs = read_jobs_csv(&jobs_csv()).unwrap();
         assert_eq!(
-            jobs[0],
-            JobRow { class: "delay-sensitive".into(), wait_s: Some(0.0), completion_s: Some(10.0) }
+            (jobs[0].class_key(), jobs[0].wait_s(), jobs[0].completion_s()),
+            ("delay-sensitive", Some(0.0), Some(10.0))
         );
-        assert_eq!((jobs[1].wait_s, jobs[1].completion_s), (None, None));
+        assert_eq!((jobs[1].class_key(), jobs[1].wait_s(), jobs[1].completion_s()), ("none", None, None));
         let slots =
             read_slots_csv("t_s,width_s,map_busy,reduce_busy,map_util,reduce_util\n0,1,2,0,0.5,0\n").unwrap();
         assert_eq!(slots, vec![SlotRow { t_s: 0.0, map_util: 0.5, reduce_util: 0.0 }]);
-        assert_eq!(read_jobs_csv("id,wait_s\n").unwrap_err(), PlotError::MissingColumn("class".into()));
+        assert_eq!(read_slots_csv("t_s,reduce_util\n").unwrap_err(), CsvError::MissingColumn("map_util"));
         let bad = read_slots_csv("t_s,map_util,reduce_util\n0,x,0\n").unwrap_err();
         assert_eq!(bad.to_string(), "line 2: column map_util: \"x\" is not a number");
     }
@@ -443,7 +401,7 @@ mod tests {
     fn plots_are_svg_documents_with_one_series_per_run() {
         let run = |label: &str| RunData {
             label: label.into(),
-            jobs: read_jobs_csv(JOBS).unwrap(),
+            jobs: read_jobs_csv(&jobs_csv()).unwrap(),
             slots: vec![SlotRow { t_s: 0.0, map_util: 0.5, reduce_util: 0.1 }],
         };
         let runs = [run("fifo"), run("fair")];

@@ -6,8 +6,7 @@
 //! so that simulated and live runs compare line by line. This module turns results into
 //! its records and adds what only a simulation knows: the cluster's set-up, map and reduce
 //! utilisation, failed attempts, lost work and `slots.csv`. The critical path of a job is
-//! its length on an idle, unbounded cluster: the longest chain of stages, each as long as
-//! its longest task.
+//! its length on an idle, unbounded cluster ([`TraceJob::critical_path_ms`]).
 
 use std::io::Write;
 
@@ -16,7 +15,7 @@ use slotmarket_common::ids::JobId;
 use slotmarket_common::metrics::{self, JobRecord, RunFacts, round, summarise};
 use slotmarket_common::time::Timestamp;
 
-use super::workload::{Trace, TraceJob, task_key};
+use super::workload::{Trace, TraceJob};
 use super::{SimConfig, SimRun};
 
 /// How a trace job ended (the shared metrics' outcome).
@@ -62,49 +61,6 @@ impl JobResult {
             slot_ms: 0,
         }
     }
-}
-
-/// The critical path of trace job `ix` under `seed`, in milliseconds.
-pub fn critical_path_ms(job: &TraceJob, ix: usize, seed: u64) -> u64 {
-    critical_path(job, &task_durations(job, ix as u32, seed))
-}
-
-/// Every task's duration of trace job `ix` under `seed`, in milliseconds, stage after
-/// stage in trace order.
-pub fn task_durations(job: &TraceJob, ix: u32, seed: u64) -> Vec<u64> {
-    let mut durations = Vec::with_capacity(job.tasks() as usize);
-    for (s, stage) in job.stages.iter().enumerate() {
-        durations
-            .extend((0..stage.tasks).map(|t| stage.duration_s.task_ms(t, task_key(seed, ix, s as u32, t))));
-    }
-    durations
-}
-
-/// The critical path of `job` given its task durations (as from [`task_durations`]).
-pub fn critical_path(job: &TraceJob, durations: &[u64]) -> u64 {
-    let mut longest = Vec::with_capacity(job.stages.len());
-    let mut rest = durations;
-    for stage in &job.stages {
-        let (mine, others) = rest.split_at((stage.tasks as usize).min(rest.len()));
-        longest.push(mine.iter().copied().max().unwrap_or(0));
-        rest = others;
-    }
-    // Stages are validated to form a DAG but may be listed in any order: relax until
-    // stable (stage counts are tiny).
-    let mut finish = vec![0u64; job.stages.len()];
-    for _ in 0..job.stages.len() {
-        for (s, st) in job.stages.iter().enumerate() {
-            let ready = st
-                .after
-                .iter()
-                .filter_map(|name| job.stages.iter().position(|x| &x.name == name))
-                .map(|d| finish[d])
-                .max()
-                .unwrap_or(0);
-            finish[s] = ready + longest[s];
-        }
-    }
-    finish.into_iter().max().unwrap_or(0)
 }
 
 /// Busy slot time per kind in fixed-width time buckets. The width starts at a second
@@ -192,7 +148,7 @@ pub fn records(trace: &Trace, run: &SimRun) -> Vec<JobRecord> {
 
 /// What the summary needs of one job.
 fn record(r: &JobResult, job: &TraceJob) -> JobRecord {
-    let at = |t: Timestamp| secs(t.0);
+    let at = Timestamp::as_secs_f64;
     JobRecord {
         id: job.id.clone(),
         // The core knows the job by its spec, whose name is the trace id.
@@ -205,23 +161,28 @@ fn record(r: &JobResult, job: &TraceJob) -> JobRecord {
         start_s: r.started.map(at),
         finish_s: r.ended.map(at),
         deadline_s: job.deadline().map(at),
-        tasks: job.tasks(),
-        slot_s: Some(secs(r.slot_ms)),
-        critical_path_s: Some(secs(r.critical_path_ms)),
+        tasks: job.total_tasks(),
+        slot_s: Some(ms_to_s(r.slot_ms)),
+        critical_path_s: Some(ms_to_s(r.critical_path_ms)),
         attempts: Some(r.attempts),
         kills: Some(r.kills),
         price: None,
     }
 }
 
+/// What the shared summary needs to know about `run` under `config` besides its jobs:
+/// every slot of the cluster, and when the run stopped.
+pub fn run_facts(run: &SimRun, config: &SimConfig) -> RunFacts {
+    RunFacts {
+        slots: Some(config.nodes * (config.map_slots + config.reduce_slots)),
+        stopped_s: Some(run.stats.stopped_at.as_secs_f64()),
+    }
+}
+
 impl Summary {
     /// Summarises `run` of `trace` under `config`.
     pub fn new(trace: &Trace, run: &SimRun, config: &SimConfig) -> Summary {
-        let facts = RunFacts {
-            slots: Some(config.nodes * (config.map_slots + config.reduce_slots)),
-            stopped_s: Some(secs(run.stats.stopped_at.0)),
-        };
-        let metrics = summarise(&records(trace, run), facts);
+        let metrics = summarise(&records(trace, run), run_facts(run, config));
         let span_ms = (metrics.all.makespan_s.unwrap_or(0.0) * 1000.0).max(1.0);
         let util = |k: usize, per_node: u32| {
             let capacity = span_ms * f64::from(config.nodes * per_node);
@@ -236,7 +197,7 @@ impl Summary {
             map_utilisation: util(0, config.map_slots),
             reduce_utilisation: util(1, config.reduce_slots),
             failed_attempts: run.stats.failed_attempts,
-            lost_work_s: round(secs(run.stats.lost_work_ms), 3),
+            lost_work_s: round(ms_to_s(run.stats.lost_work_ms), 3),
             metrics,
         }
     }
@@ -270,7 +231,9 @@ impl Summary {
     }
 }
 
-fn secs(ms: u64) -> f64 {
+/// A duration in milliseconds in seconds (the arithmetic of [`Timestamp::as_secs_f64`],
+/// for spans rather than points in time).
+fn ms_to_s(ms: u64) -> f64 {
     ms as f64 / 1000.0
 }
 

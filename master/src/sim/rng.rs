@@ -1,25 +1,22 @@
 //! Seeded randomness for the simulator and the trace generators, written out rather than
 //! taken from `rand`: `rand` and `rand_distr` may change their value streams between
 //! versions, and golden summaries and published traces depend on exact streams. Two
-//! well-known generators suffice: SplitMix64 (also a hash, for per-task draws that do
-//! not depend on scheduling order) and xoshiro256** for sequential streams.
+//! well-known generators suffice: SplitMix64 (the shared [`slotmarket_common::rng`], also
+//! a hash, for per-task draws that do not depend on scheduling order) and xoshiro256** for
+//! sequential streams.
 
-/// One SplitMix64 step: a bijective mix of 64 bits (Steele, Lea, Flood 2014).
-pub fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+use slotmarket_common::rng::SplitMix64;
+pub use slotmarket_common::rng::unit;
+
+/// One SplitMix64 step: the first output of the stream seeded with `z`, a bijective mix
+/// of 64 bits.
+pub fn mix(z: u64) -> u64 {
+    SplitMix64::new(z).next_u64()
 }
 
 /// A hash of several words, for keyed draws: the same key always gives the same value.
 pub fn hash(parts: &[u64]) -> u64 {
     parts.iter().fold(0x5107_a3e7_ab1e_5eedu64, |h, &p| mix(h ^ mix(p)))
-}
-
-/// A uniform value in [0, 1) from 64 random bits (the top 53).
-pub fn unit(bits: u64) -> f64 {
-    (bits >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
 /// A standard normal value from two independent bit strings (Box–Muller).
@@ -40,12 +37,8 @@ pub struct Rng {
 impl Rng {
     /// A generator for `seed`.
     pub fn new(seed: u64) -> Rng {
-        let mut z = seed;
-        let mut next = || {
-            z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            mix(z.wrapping_sub(0x9e37_79b9_7f4a_7c15))
-        };
-        Rng { s: [next(), next(), next(), next()] }
+        let mut seeder = SplitMix64::new(seed);
+        Rng { s: [seeder.next_u64(), seeder.next_u64(), seeder.next_u64(), seeder.next_u64()] }
     }
 
     /// 64 random bits.
@@ -81,12 +74,6 @@ impl Rng {
         -mean * (1.0 - self.unit()).ln()
     }
 
-    /// Standard normal.
-    pub fn normal(&mut self) -> f64 {
-        let (a, b) = (self.next_u64(), self.next_u64());
-        normal(a, b)
-    }
-
     /// True with probability `p`.
     pub fn chance(&mut self, p: f64) -> bool {
         self.unit() < p
@@ -111,15 +98,17 @@ mod tests {
     }
 
     #[test]
-    fn splitmix_matches_the_reference_values() {
-        // First outputs of the reference SplitMix64 seeded with 0.
-        let mut z = 0u64;
-        let mut next = || {
-            z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            mix(z.wrapping_sub(0x9e37_79b9_7f4a_7c15))
-        };
-        assert_eq!(next(), 0xe220_a839_7b1d_cdaf);
-        assert_eq!(next(), 0x6e78_9e6a_a1b9_65f4);
+    fn mix_is_the_reference_splitmix_step() {
+        // The reference SplitMix64 seeded with 0 starts with these two outputs.
+        assert_eq!(mix(0), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(mix(0x9e37_79b9_7f4a_7c15), 0x6e78_9e6a_a1b9_65f4);
+    }
+
+    #[test]
+    fn xoshiro_is_seeded_with_the_first_four_splitmix_outputs() {
+        // The first output of xoshiro256** is rotl(s1 * 5, 7) * 9.
+        let s1 = mix(0x9e37_79b9_7f4a_7c15_u64.wrapping_add(7));
+        assert_eq!(Rng::new(7).next_u64(), s1.wrapping_mul(5).rotate_left(7).wrapping_mul(9));
     }
 
     #[test]
@@ -134,7 +123,7 @@ mod tests {
             let u = r.unit();
             assert!((0.0..1.0).contains(&u));
             sum_exp += r.exponential(10.0);
-            sum_norm += r.normal();
+            sum_norm += normal(r.next_u64(), r.next_u64());
         }
         assert!((sum_exp / n as f64 - 10.0).abs() < 0.5, "{}", sum_exp / n as f64);
         assert!((sum_norm / n as f64).abs() < 0.05);

@@ -282,7 +282,7 @@ impl Trace {
 
     /// Tasks over every job.
     pub fn total_tasks(&self) -> u64 {
-        self.jobs.iter().flat_map(|j| &j.stages).map(|s| u64::from(s.tasks)).sum()
+        self.jobs.iter().map(TraceJob::total_tasks).sum()
     }
 }
 
@@ -330,6 +330,28 @@ fn check_job(job: &TraceJob) -> Result<(), String> {
 }
 
 impl TraceJob {
+    /// Job `id` of `user` arriving at `arrival_s` seconds with these stages, and nothing
+    /// else set: no class, queue, deadline, leader or attempt limit.
+    pub fn new(
+        id: impl Into<String>,
+        arrival_s: f64,
+        user: impl Into<String>,
+        stages: Vec<TraceStage>,
+    ) -> TraceJob {
+        TraceJob {
+            id: id.into(),
+            arrival_s,
+            user: user.into(),
+            class: None,
+            queue: None,
+            deadline_s: None,
+            follows: None,
+            think_s: None,
+            max_attempts: None,
+            stages,
+        }
+    }
+
     /// The spec the simulator submits for this job.
     pub fn spec(&self) -> JobSpec {
         JobSpec {
@@ -367,9 +389,46 @@ impl TraceJob {
         self.think_s.map_or(0, secs_to_ms)
     }
 
-    /// Tasks over all stages.
-    pub fn tasks(&self) -> u64 {
+    /// Tasks over all stages: its [`spec`](TraceJob::spec)'s
+    /// [`total_tasks`](JobSpec::total_tasks), without building the spec.
+    pub fn total_tasks(&self) -> u64 {
         self.stages.iter().map(|s| u64::from(s.tasks)).sum()
+    }
+
+    /// The duration of task `index` of stage `stage` when this job is trace job `ix` of
+    /// a run with `seed`, in milliseconds. Drawn durations are keyed by all four, so a
+    /// task lasts as long under every policy and whenever it starts.
+    pub fn task_ms(&self, ix: u32, stage: u32, index: u32, seed: u64) -> u64 {
+        self.stages
+            .get(stage as usize)
+            .map_or(MIN_TASK_MS, |s| s.duration_s.task_ms(index, task_key(seed, ix, stage, index)))
+    }
+
+    /// Its critical path as trace job `ix` of a run with `seed`, in milliseconds: its
+    /// length on an idle, unbounded cluster, the longest chain of stages, each as long as
+    /// its longest task.
+    pub fn critical_path_ms(&self, ix: u32, seed: u64) -> u64 {
+        let longest: Vec<u64> = (0..self.stages.len() as u32)
+            .map(|s| {
+                (0..self.stages[s as usize].tasks).map(|t| self.task_ms(ix, s, t, seed)).max().unwrap_or(0)
+            })
+            .collect();
+        // Stages are validated to form a DAG but may be listed in any order: relax until
+        // stable (stage counts are tiny).
+        let mut finish = vec![0u64; self.stages.len()];
+        for _ in 0..self.stages.len() {
+            for (s, stage) in self.stages.iter().enumerate() {
+                let ready = stage
+                    .after
+                    .iter()
+                    .filter_map(|name| self.stages.iter().position(|x| &x.name == name))
+                    .map(|d| finish[d])
+                    .max()
+                    .unwrap_or(0);
+                finish[s] = ready + longest[s];
+            }
+        }
+        finish.into_iter().max().unwrap_or(0)
     }
 }
 
@@ -394,16 +453,6 @@ impl Durations {
                 Err(format!("exp needs mean >= 0, got {mean}"))
             }
             _ => Ok(()),
-        }
-    }
-
-    /// The mean duration in seconds (what generators and estimates use).
-    pub fn mean_s(&self) -> f64 {
-        match self {
-            Durations::Fixed(v) => *v,
-            Durations::PerTask(list) => list.iter().sum::<f64>() / list.len().max(1) as f64,
-            Durations::Drawn(Dist::Uniform { min, max }) => (min + max) / 2.0,
-            Durations::Drawn(Dist::Normal { mean, .. } | Dist::Exp { mean }) => *mean,
         }
     }
 
@@ -447,7 +496,8 @@ mod tests {
         let trace = Trace::read(text.as_bytes()).unwrap();
         assert_eq!(trace.len(), 1);
         let job = &trace.jobs[0];
-        assert_eq!((job.arrival(), job.user.as_str(), job.tasks()), (Timestamp(1500), "user", 4));
+        assert_eq!((job.arrival(), job.user.as_str(), job.total_tasks()), (Timestamp(1500), "user", 4));
+        assert_eq!(job.total_tasks(), job.spec().total_tasks());
         assert_eq!(job.stages[0].duration_s.task_ms(2, 0), 3000);
         let mut out = Vec::new();
         trace.write(&mut out).unwrap();

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
+use slotmarket_common::metrics::read_jobs_csv;
 use slotmarket_master::sim::plot::{self, RunData};
 
 /// Flags of `report`.
@@ -51,8 +52,7 @@ fn load(spec: &str) -> Result<RunData> {
             format!("reading {} (write it with `slotmarket-sim run --out DIR`)", path.display())
         })
     };
-    let jobs =
-        plot::read_jobs_csv(&read("jobs.csv")?).with_context(|| format!("{}/jobs.csv", dir.display()))?;
+    let jobs = read_jobs_csv(&read("jobs.csv")?).with_context(|| format!("{}/jobs.csv", dir.display()))?;
     let slots =
         plot::read_slots_csv(&read("slots.csv")?).with_context(|| format!("{}/slots.csv", dir.display()))?;
     Ok(RunData { label, jobs, slots })
