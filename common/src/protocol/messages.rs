@@ -12,7 +12,7 @@ use crate::spec::{JobSpec, SlotKind, TaskVars};
 use crate::time::Timestamp;
 
 /// Checked in an agent's `Register` and in every client request; a mismatch is refused.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 // ---------------------------------------------------------------------------------
 // Agents: one long-lived bidirectional control stream per agent connection.

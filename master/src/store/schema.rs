@@ -1,12 +1,15 @@
-//! The SQLite schema and its version. Bump `SCHEMA_VERSION` and add a migration step in
-//! `migrate` for every change; never edit a released statement.
+//! The SQLite schema and its version. Every change is a new step appended to
+//! [`MIGRATIONS`]; never edit a released step.
 
 use rusqlite::Connection;
 
 use super::StoreError;
 
-/// The version this build writes.
-pub(crate) const SCHEMA_VERSION: i64 = 1;
+/// Step `i` brings a database from version `i` to `i + 1`; version 0 is an empty file.
+const MIGRATIONS: &[&str] = &[V1];
+
+/// The version this build writes: the number of migration steps.
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 const V1: &str = "
 CREATE TABLE jobs (
@@ -43,18 +46,18 @@ CREATE TABLE transitions (
 CREATE INDEX transitions_by_container ON transitions(container);
 ";
 
-/// Creates the schema in a new database, or checks an existing one's version.
+/// Brings a database to [`SCHEMA_VERSION`], one step per transaction, or refuses a file
+/// written by a newer build.
 pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    match version {
-        0 => {
-            let tx = conn.transaction()?;
-            tx.execute_batch(V1)?;
-            tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-            tx.commit()?;
-            Ok(())
-        }
-        SCHEMA_VERSION => Ok(()),
-        found => Err(StoreError::SchemaVersion { found, supported: SCHEMA_VERSION }),
+    if !(0..=SCHEMA_VERSION).contains(&version) {
+        return Err(StoreError::SchemaVersion { found: version, supported: SCHEMA_VERSION });
     }
+    for (from, step) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(step)?;
+        tx.pragma_update(None, "user_version", from as i64 + 1)?;
+        tx.commit()?;
+    }
+    Ok(())
 }
