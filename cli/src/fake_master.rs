@@ -104,6 +104,8 @@ pub(crate) fn status(job: JobId, name: &str, state: JobState) -> JobStatus {
             tasks_total: 2,
             tasks_completed: if ended { 2 } else { 0 },
             tasks_running: if ended { 0 } else { 1 },
+            owner: AccountId("alice".into()),
+            deadline: None,
         },
         stages: vec![],
         message: None,

@@ -1,13 +1,36 @@
-//! `slotmarket jobs`: the caller's jobs (every job for admins), oldest first.
+//! `slotmarket jobs`: a page of the caller's jobs (every job for admins). By default the
+//! newest few, oldest of them first; `--all` walks every job page by page; `--state` and
+//! `--account` filter. The master answers in pages that fit its frame limit, whatever the
+//! number of jobs.
 
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use clap::Args;
 use serde::Serialize;
-use slotmarket_common::protocol::JobSummary;
+use slotmarket_common::ids::AccountId;
+use slotmarket_common::protocol::{JobState, JobSummary, JobsQuery};
+use slotmarket_common::time::Timestamp;
 
 use crate::connection::{self, ConnectionArgs};
 use crate::output::{self, Align, JobJson, Table};
+
+/// Arguments of `jobs`.
+#[derive(Debug, Args)]
+pub(crate) struct JobsArgs {
+    /// How many of the newest jobs to list.
+    #[arg(long, default_value_t = JobsQuery::DEFAULT_LIMIT, value_name = "N", conflicts_with = "all")]
+    limit: u32,
+    /// List every job, oldest first (fetched page by page).
+    #[arg(long)]
+    all: bool,
+    /// Only jobs in these states (comma-separated: pending, running, completed, failed, cancelled).
+    #[arg(long, value_delimiter = ',', value_parser = parse_state, value_name = "STATE")]
+    state: Vec<JobState>,
+    /// Only jobs running on this account.
+    #[arg(long, value_name = "NAME")]
+    account: Option<String>,
+}
 
 /// The `--json` document.
 #[derive(Debug, Serialize)]
@@ -17,9 +40,21 @@ struct List {
 }
 
 /// Runs `jobs`.
-pub(crate) async fn run(conn: &ConnectionArgs, json: bool) -> Result<ExitCode> {
+pub(crate) async fn run(conn: &ConnectionArgs, args: JobsArgs, json: bool) -> Result<ExitCode> {
     let client = connection::connect_from_args(conn).await?;
-    let jobs = connection::bounded(client.jobs()).await.context("listing jobs")?;
+    let query = JobsQuery {
+        newest_first: !args.all,
+        after: None,
+        limit: args.limit,
+        states: args.state,
+        account: args.account.map(AccountId),
+    };
+    let jobs = if args.all {
+        connection::bounded(client.all_jobs(query)).await.context("listing jobs")?
+    } else {
+        let page = connection::bounded(client.jobs_page(query)).await.context("listing jobs")?;
+        page.jobs.into_iter().rev().collect()
+    };
     connection::close(client).await;
     if json {
         output::print_json(&List { jobs: jobs.iter().map(JobJson::from).collect() })?;
@@ -31,7 +66,15 @@ pub(crate) async fn run(conn: &ConnectionArgs, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// One row per job; start and end are shown relative to submission.
+/// A state's name as written in tables.
+fn parse_state(text: &str) -> Result<JobState, String> {
+    JobState::from_name(text).ok_or_else(|| {
+        let known: Vec<&str> = JobState::ALL.iter().map(|s| s.name()).collect();
+        format!("unknown state \"{text}\"; use one of {}", known.join(", "))
+    })
+}
+
+/// One row per job; start, end and deadline are shown relative to submission.
 fn table(jobs: &[JobSummary]) -> Table {
     let mut table = Table::new(&[
         ("job", Align::Left),
@@ -41,6 +84,7 @@ fn table(jobs: &[JobSummary]) -> Table {
         ("submitted", Align::Left),
         ("started", Align::Right),
         ("finished", Align::Right),
+        ("deadline", Align::Right),
         ("tasks", Align::Right),
         ("running", Align::Right),
     ]);
@@ -53,6 +97,7 @@ fn table(jobs: &[JobSummary]) -> Table {
             output::clock(job.submitted),
             output::relative(job.started, job.submitted),
             output::relative(job.finished, job.submitted),
+            deadline_cell(job),
             format!("{}/{}", job.tasks_completed, job.tasks_total),
             job.tasks_running.to_string(),
         ]);
@@ -60,10 +105,25 @@ fn table(jobs: &[JobSummary]) -> Table {
     table
 }
 
+/// The deadline relative to submission, like the other times, with `met` or `missed`
+/// once the job ended.
+pub(crate) fn deadline_cell(job: &JobSummary) -> String {
+    let Some(deadline) = job.deadline else { return "-".into() };
+    let shown = output::relative(Some(deadline), job.submitted);
+    match (job.state, job.finished) {
+        (JobState::Completed, Some(end)) if end <= deadline => format!("{shown} met"),
+        (_, Some(_)) => format!("{shown} missed"),
+        _ => shown,
+    }
+}
+
+/// When the job's deadline is, for the status head: an absolute UTC time.
+pub(crate) fn deadline_at(deadline: Option<Timestamp>) -> String {
+    deadline.map_or_else(|| "-".into(), slotmarket_common::spec::format_rfc3339)
+}
+
 #[cfg(test)]
 mod tests {
-    use slotmarket_common::protocol::JobState;
-
     use super::*;
     use crate::output::tests::summary;
 
@@ -74,6 +134,23 @@ mod tests {
         assert_eq!(lines.len(), 3, "{text}");
         assert!(lines[0].starts_with("job  name       account  state    submitted"), "{text}");
         assert!(lines[1].starts_with("j1   wordcount  demo     running  "), "{text}");
-        assert!(lines[2].ends_with("+0.4s         -   4/11        3"), "{text}");
+        assert!(lines[2].ends_with("+0.4s         -    +60.0s   4/11        3"), "{text}");
+    }
+
+    #[test]
+    fn the_deadline_cell_says_whether_an_ended_job_met_it() {
+        let mut job = summary(1, JobState::Completed);
+        job.finished = Some(Timestamp(69_000));
+        assert_eq!(deadline_cell(&job), "+60.0s met");
+        job.finished = Some(Timestamp(71_000));
+        assert_eq!(deadline_cell(&job), "+60.0s missed");
+        job.deadline = None;
+        assert_eq!(deadline_cell(&job), "-");
+    }
+
+    #[test]
+    fn states_parse_by_name() {
+        assert_eq!(parse_state("running"), Ok(JobState::Running));
+        assert!(parse_state("done").unwrap_err().contains("pending, running"));
     }
 }

@@ -5,7 +5,8 @@
 //! Layout:
 //! - `connection` — connection options (flags, environment, config file) → a `Client`;
 //! - `output` — aligned tables for people, stable JSON shapes for scripts;
-//! - `submit`, `status`, `jobs`, `nodes`, `cancel` — one request each;
+//! - `submit`, `status`, `jobs`, `history`, `nodes`, `cancel` — one request each (`jobs
+//!   --all` pages through every job);
 //! - `pki` — the cluster CA and certificates;
 //! - `demo` — a whole local cluster in separate processes running a small workload;
 //! - `workload` — a generated trace of jobs submitted at arrival times, with a summary;
@@ -20,6 +21,7 @@ mod connection;
 mod demo;
 #[cfg(test)]
 mod fake_master;
+mod history;
 mod jobs;
 mod nodes;
 mod output;
@@ -58,8 +60,10 @@ enum Command {
     Submit(submit::SubmitArgs),
     /// Show one job with its stages.
     Status(status::StatusArgs),
-    /// List jobs (yours; every job for admins).
-    Jobs,
+    /// List jobs (yours; every job for admins): the newest by default, or `--all`.
+    Jobs(jobs::JobsArgs),
+    /// Show recorded runs of ended jobs (yours; every job's for admins).
+    History(history::HistoryArgs),
     /// List the agents and their slots.
     Nodes,
     /// Cancel a job, killing its running tasks.
@@ -100,7 +104,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Submit(args) => submit::run(&cli.connection, args, json).await,
         Command::Status(args) => status::run(&cli.connection, args, json).await,
-        Command::Jobs => jobs::run(&cli.connection, json).await,
+        Command::Jobs(args) => jobs::run(&cli.connection, args, json).await,
+        Command::History(args) => history::run(&cli.connection, args, json).await,
         Command::Nodes => nodes::run(&cli.connection, json).await,
         Command::Cancel(args) => cancel::run(&cli.connection, args, json).await,
         Command::Pki(command) => pki::run(command, json),
@@ -132,7 +137,7 @@ mod tests {
         let cli = Cli::try_parse_from(["slotmarket", "jobs", "--json", "--master", "10.0.0.1:7400"]).unwrap();
         assert!(cli.json);
         assert_eq!(cli.connection.master.as_deref(), Some("10.0.0.1:7400"));
-        assert!(matches!(cli.command, Command::Jobs));
+        assert!(matches!(cli.command, Command::Jobs(_)));
     }
 
     #[test]

@@ -139,8 +139,10 @@ pub(crate) struct JobJson {
     pub(crate) id: String,
     /// The spec's name.
     pub(crate) name: String,
-    /// The submitting account.
+    /// The account it runs on.
     pub(crate) account: String,
+    /// The principal who submitted it.
+    pub(crate) owner: String,
     /// `pending`, `running`, `completed`, `failed` or `cancelled`.
     pub(crate) state: &'static str,
     /// Milliseconds since the Unix epoch.
@@ -155,6 +157,8 @@ pub(crate) struct JobJson {
     pub(crate) tasks_completed: u64,
     /// Tasks with a live container.
     pub(crate) tasks_running: u64,
+    /// Its deadline in milliseconds since the Unix epoch, or null.
+    pub(crate) deadline_ms: Option<u64>,
 }
 
 impl From<&JobSummary> for JobJson {
@@ -163,6 +167,7 @@ impl From<&JobSummary> for JobJson {
             id: job.id.to_string(),
             name: job.name.clone(),
             account: job.account.0.clone(),
+            owner: job.owner.0.clone(),
             state: job.state.name(),
             submitted_ms: job.submitted.as_millis(),
             started_ms: job.started.map(Timestamp::as_millis),
@@ -170,6 +175,7 @@ impl From<&JobSummary> for JobJson {
             tasks_total: job.tasks_total,
             tasks_completed: job.tasks_completed,
             tasks_running: job.tasks_running,
+            deadline_ms: job.deadline.map(Timestamp::as_millis),
         }
     }
 }
@@ -254,6 +260,8 @@ pub(crate) mod tests {
             tasks_total: 11,
             tasks_completed: 4,
             tasks_running: 3,
+            owner: AccountId("demo".into()),
+            deadline: Some(Timestamp(70_000)),
         }
     }
 
@@ -299,9 +307,9 @@ pub(crate) mod tests {
         };
         let value = serde_json::to_value(JobStatusJson::from(&status)).unwrap();
         let expected = serde_json::json!({
-            "id": "j7", "name": "wordcount", "account": "demo", "state": "running",
+            "id": "j7", "name": "wordcount", "account": "demo", "owner": "demo", "state": "running",
             "submitted_ms": 10000, "started_ms": 10400, "finished_ms": null,
-            "tasks_total": 11, "tasks_completed": 4, "tasks_running": 3,
+            "tasks_total": 11, "tasks_completed": 4, "tasks_running": 3, "deadline_ms": 70000,
             "stages": [{"name": "map", "slot": "map", "tasks": 6, "pending": 1, "running": 3,
                         "completed": 2, "failed_attempts": 0}],
             "message": null

@@ -42,6 +42,8 @@ fn render(status: &JobStatus) -> String {
         ("submitted", output::clock(job.submitted)),
         ("started", output::relative(job.started, job.submitted)),
         ("finished", output::relative(job.finished, job.submitted)),
+        ("deadline", crate::jobs::deadline_at(job.deadline)),
+        ("owner", job.owner.to_string()),
         ("tasks", format!("{}/{} done, {} running", job.tasks_completed, job.tasks_total, job.tasks_running)),
     ];
     if let Some(message) = &status.message {

@@ -12,8 +12,8 @@ use crate::identity::Identity;
 use crate::ids::JobId;
 use crate::pki::{PkiError, TlsFiles};
 use crate::protocol::{
-    ClientRequest, DEFAULT_MAX_FRAME, ErrorReply, JobState, JobStatus, JobSummary, NodeSummary, Request,
-    Response,
+    ClientRequest, DEFAULT_MAX_FRAME, ErrorReply, HistoryQuery, JobHistory, JobState, JobStatus, JobSummary,
+    JobsPage, JobsQuery, NodeSummary, Request, Response,
 };
 use crate::spec::JobSpec;
 use crate::transport::{self, StreamError, TransportError, read_frame, write_frame};
@@ -107,10 +107,33 @@ impl Client {
         .await
     }
 
-    /// The caller's jobs (every job for an admin), oldest first.
-    pub async fn jobs(&self) -> Result<Vec<JobSummary>, ClientError> {
-        self.expect(Request::Jobs, |response| match response {
-            Response::Jobs(jobs) => Some(jobs),
+    /// One page of the caller's jobs (every job for an admin).
+    pub async fn jobs_page(&self, query: JobsQuery) -> Result<JobsPage, ClientError> {
+        self.expect(Request::Jobs(query), |response| match response {
+            Response::Jobs(page) => Some(page),
+            _ => None,
+        })
+        .await
+    }
+
+    /// Every job `query` selects, oldest first, fetched page by page from its start.
+    pub async fn all_jobs(&self, mut query: JobsQuery) -> Result<Vec<JobSummary>, ClientError> {
+        query.newest_first = false;
+        let mut jobs = Vec::new();
+        loop {
+            let page = self.jobs_page(query.clone()).await?;
+            jobs.extend(page.jobs);
+            match page.next {
+                Some(next) => query.after = Some(next),
+                None => return Ok(jobs),
+            }
+        }
+    }
+
+    /// Recorded runs of ended jobs, newest first.
+    pub async fn history(&self, query: HistoryQuery) -> Result<Vec<JobHistory>, ClientError> {
+        self.expect(Request::History(query), |response| match response {
+            Response::History(runs) => Some(runs),
             _ => None,
         })
         .await
@@ -207,5 +230,6 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::Nodes(_) => "Nodes",
         Response::Cancelled { .. } => "Cancelled",
         Response::Error(_) => "Error",
+        Response::History(_) => "History",
     }
 }

@@ -13,8 +13,8 @@ use slotmarket_common::ids::{AccountId, JobId};
 use slotmarket_common::pki::{self, TlsFiles};
 use slotmarket_common::protocol::frame::FrameError;
 use slotmarket_common::protocol::{
-    ClientRequest, DEFAULT_MAX_FRAME, ErrorKind, ErrorReply, JobState, JobStatus, JobSummary, Request,
-    Response,
+    ClientRequest, DEFAULT_MAX_FRAME, ErrorKind, ErrorReply, JobState, JobStatus, JobSummary, JobsPage,
+    JobsQuery, Request, Response,
 };
 use slotmarket_common::time::Timestamp;
 use slotmarket_common::transport::{self, FRAME_ERROR_CODE, StreamError, read_frame, write_frame};
@@ -83,7 +83,7 @@ fn start_server(dir: &Path) -> (SocketAddr, mpsc::UnboundedReceiver<Seen>) {
 /// two statuses and ends.
 fn answer(request: Request) -> Vec<Response> {
     match request {
-        Request::Jobs => vec![Response::Jobs(vec![])],
+        Request::Jobs(_) => vec![Response::Jobs(JobsPage { jobs: vec![], next: None })],
         Request::Watch { job } => {
             vec![
                 Response::Job(status(job, JobState::Running)),
@@ -107,6 +107,8 @@ fn status(job: JobId, state: JobState) -> JobStatus {
             tasks_total: 1,
             tasks_completed: 0,
             tasks_running: 0,
+            owner: AccountId("alice".into()),
+            deadline: None,
         },
         stages: vec![],
         message: None,
@@ -130,8 +132,8 @@ async fn a_client_with_a_cluster_certificate_gets_answers() {
     assert_eq!(client.identity(), &alice);
     assert_eq!(client.server(), &Identity { role: Role::Master, principal: "master".into() });
 
-    let jobs = timeout(WAIT, client.call(Request::Jobs)).await.unwrap().unwrap();
-    assert_eq!(jobs, Response::Jobs(vec![]));
+    let jobs = timeout(WAIT, client.call(Request::Jobs(JobsQuery::default()))).await.unwrap().unwrap();
+    assert_eq!(jobs, Response::Jobs(JobsPage { jobs: vec![], next: None }));
     let missing = timeout(WAIT, client.call(Request::Status { job: JobId(7) })).await.unwrap();
     assert!(matches!(missing, Err(ClientError::Server(ErrorReply { kind: ErrorKind::NotFound, .. }))));
 
@@ -169,7 +171,7 @@ async fn a_client_without_a_certificate_is_refused_at_the_handshake() {
     let attempt = timeout(WAIT, async {
         let conn = transport::connect(&endpoint, addr, "localhost").await.map_err(|e| e.to_string())?;
         let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
-        write_frame(&mut send, &ClientRequest::new(Request::Jobs), DEFAULT_MAX_FRAME)
+        write_frame(&mut send, &ClientRequest::new(Request::Nodes), DEFAULT_MAX_FRAME)
             .await
             .map_err(|e| e.to_string())?;
         read_frame::<Response>(&mut recv, DEFAULT_MAX_FRAME).await.map_err(|e| e.to_string())
@@ -192,7 +194,7 @@ async fn a_client_certificate_from_another_ca_is_refused() {
     let files = TlsFiles { ca: dir.path().join("ca.pem"), ..TlsFiles::in_dir(other.path(), "alice") };
     let attempt = timeout(WAIT, async {
         let client = Client::connect(addr, "localhost", &files).await?;
-        client.call(Request::Jobs).await
+        client.call(Request::Nodes).await
     })
     .await
     .unwrap();
@@ -310,11 +312,12 @@ async fn streams_end_cleanly_or_truncated() {
 
     // Two frames back to back are read one at a time, then the clean end.
     let (mut send, _recv) = timeout(WAIT, client.open_bi()).await.unwrap().unwrap();
-    write_frame(&mut send, &ClientRequest::new(Request::Jobs), DEFAULT_MAX_FRAME).await.unwrap();
+    let jobs = Request::Jobs(JobsQuery::default());
+    write_frame(&mut send, &ClientRequest::new(jobs.clone()), DEFAULT_MAX_FRAME).await.unwrap();
     write_frame(&mut send, &ClientRequest::new(Request::Nodes), DEFAULT_MAX_FRAME).await.unwrap();
     send.finish().unwrap();
     let (_ss, mut recv) = timeout(WAIT, server.accept_bi()).await.unwrap().unwrap();
-    for expected in [Some(Request::Jobs), Some(Request::Nodes), None] {
+    for expected in [Some(jobs), Some(Request::Nodes), None] {
         let got = timeout(WAIT, read_frame::<ClientRequest>(&mut recv, DEFAULT_MAX_FRAME)).await.unwrap();
         assert_eq!(got.unwrap().map(|r| r.body), expected);
     }

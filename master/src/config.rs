@@ -11,7 +11,7 @@ use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
 use thiserror::Error;
 
 use crate::core::policy::check_queue_shares;
-use crate::core::{CoreConfig, PolicyName};
+use crate::core::{CoreConfig, HistoryLimits, PolicyName};
 
 /// Address the master listens on when nothing else is said: where agents and clients look
 /// for it by default.
@@ -40,6 +40,13 @@ pub struct MasterFile {
     pub capacity_queues: Option<BTreeMap<String, f64>>,
     /// Whether `fair` and `capacity` may kill tasks to restore shares (default false).
     pub preemption: Option<bool>,
+    /// Seconds an ended job stays in memory before `status` and `jobs` read it from the
+    /// database instead (default 600).
+    pub ended_job_retention_s: Option<u64>,
+    /// Runs of each job name kept in the job history (default 20; 0 keeps none).
+    pub history_per_name: Option<usize>,
+    /// Job names the history keeps, the first recorded forgotten first (default 10000).
+    pub history_names: Option<usize>,
 }
 
 /// A setting that cannot work.
@@ -127,7 +134,13 @@ impl TryFrom<MasterFile> for MasterConfig {
                 agent_timeout,
                 capacity_queues,
                 preemption: file.preemption.unwrap_or(defaults.preemption),
-                ..defaults
+                ended_job_retention: file
+                    .ended_job_retention_s
+                    .map_or(defaults.ended_job_retention, Duration::from_secs),
+                history: HistoryLimits {
+                    per_name: file.history_per_name.unwrap_or(defaults.history.per_name),
+                    names: file.history_names.unwrap_or(defaults.history.names),
+                },
             },
             heartbeat_interval,
             max_frame,
@@ -165,7 +178,7 @@ mod tests {
         .unwrap();
         let config = MasterConfig::try_from(file).unwrap();
         assert_eq!(config.core.policy, PolicyName::Capacity);
-        assert!(config.core.preemption && config.core.retain_finished_jobs);
+        assert!(config.core.preemption);
         assert_eq!(config.core.capacity_queues.get("research"), Some(&0.6));
         let file: MasterFile = toml::from_str("[capacity_queues]\na = 0.7\nb = 0.7\n").unwrap();
         let err = MasterConfig::try_from(file).unwrap_err().to_string();

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use slotmarket_common::client::Client;
 use slotmarket_common::ids::JobId;
-use slotmarket_common::protocol::JobSummary;
+use slotmarket_common::protocol::{JobSummary, JobsQuery};
 use slotmarket_common::spec::JobSpec;
 
 use super::cluster::{Cluster, node_name, tail_of};
@@ -112,7 +112,9 @@ pub(crate) async fn follow(
 
 /// The demo's jobs out of `Jobs`, in submission order.
 async fn our_jobs(client: &Client, ids: &[JobId]) -> Result<Vec<JobSummary>> {
-    let all = connection::bounded(client.jobs()).await.context("listing the demo's jobs")?;
+    let after = ids.iter().min().map(|first| JobId(first.0.saturating_sub(1)));
+    let query = JobsQuery { newest_first: false, after, ..JobsQuery::default() };
+    let all = connection::bounded(client.all_jobs(query)).await.context("listing the demo's jobs")?;
     let wanted: BTreeSet<JobId> = ids.iter().copied().collect();
     let mut ours: Vec<JobSummary> = all.into_iter().filter(|j| wanted.contains(&j.id)).collect();
     ours.sort_by_key(|j| ids.iter().position(|id| *id == j.id));
@@ -121,7 +123,7 @@ async fn our_jobs(client: &Client, ids: &[JobId]) -> Result<Vec<JobSummary>> {
 
 #[cfg(test)]
 mod tests {
-    use slotmarket_common::protocol::{JobState, Response};
+    use slotmarket_common::protocol::{JobState, JobsPage, Response};
     use slotmarket_common::spec::SlotKind;
 
     use super::*;
@@ -131,11 +133,8 @@ mod tests {
     async fn progress_follows_only_the_demo_jobs_in_submission_order() {
         let fake = FakeMaster::start(|_| {
             let job = |id, state| status(JobId(id), "x", state).summary;
-            vec![Response::Jobs(vec![
-                job(1, JobState::Running),
-                job(3, JobState::Completed),
-                job(2, JobState::Failed),
-            ])]
+            let jobs = vec![job(1, JobState::Running), job(3, JobState::Completed), job(2, JobState::Failed)];
+            vec![Response::Jobs(JobsPage { jobs, next: None })]
         });
         let client = fake.options("alice").connect().await.unwrap();
         let ours = our_jobs(&client, &[JobId(3), JobId(2)]).await.unwrap();

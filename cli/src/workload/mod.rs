@@ -254,7 +254,7 @@ mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
 
     use slotmarket_common::ids::JobId;
-    use slotmarket_common::protocol::{JobState, Request, Response};
+    use slotmarket_common::protocol::{JobState, JobsPage, Request, Response};
 
     use super::*;
     use crate::fake_master::{FakeMaster, status};
@@ -327,11 +327,10 @@ mod tests {
                 vec![Response::Submitted { job: JobId(next.fetch_add(1, Ordering::SeqCst)) }]
             }
             // Every job the fake has handed out is listed as completed.
-            Request::Jobs => {
+            Request::Jobs(_) => {
                 let count = next.load(Ordering::SeqCst);
-                vec![Response::Jobs(
-                    (1..count).map(|j| status(JobId(j), "x", JobState::Completed).summary).collect(),
-                )]
+                let jobs = (1..count).map(|j| status(JobId(j), "x", JobState::Completed).summary).collect();
+                vec![Response::Jobs(JobsPage { jobs, next: None })]
             }
             Request::Nodes => vec![Response::Nodes(vec![])],
             _ => vec![],

@@ -2,7 +2,9 @@
 //! and the self-contained [`JobSpec`] it is submitted as (generate input → map → reduce,
 //! like configs/jobs/*.toml). Pure and seeded: the same file and seed give the same plan.
 
-use slotmarket_common::spec::{JobClass, JobSpec, SlotKind, StageSpec, validate};
+use std::time::Duration;
+
+use slotmarket_common::spec::{DeadlineSpec, JobClass, JobSpec, SlotKind, StageSpec, validate};
 use slotmarket_common::workload_mix::alone_s;
 
 use super::file::{Arrivals, Bin, ClusterSlots, Program, TaskSeconds, WorkloadFile};
@@ -105,6 +107,7 @@ fn plan_job(file: &WorkloadFile, bins: &[Bin], seed: u64, index: u32, arrival_s:
     let stages = stages(file, &shape);
     let estimate_s = estimate_s(&stages, file.estimate.of(program), file.cluster);
     let settings = class.and_then(|c| file.class.of(c));
+    let deadline_after_s = settings.and_then(|s| s.deadline_factor).map(|f| f * estimate_s);
     let spec = JobSpec {
         name,
         input: None,
@@ -112,6 +115,11 @@ fn plan_job(file: &WorkloadFile, bins: &[Bin], seed: u64, index: u32, arrival_s:
         stages,
         class,
         queue: settings.and_then(|s| s.queue.clone()),
+        // The master holds the job to the same deadline the summary judges it by.
+        deadline: deadline_after_s
+            .map(|s| DeadlineSpec::In(Duration::from_millis((s * 1000.0).round() as u64))),
+        account: None,
+        input_bytes: (input_bytes > 0).then_some(input_bytes),
     };
     PlannedJob {
         index,
@@ -123,7 +131,7 @@ fn plan_job(file: &WorkloadFile, bins: &[Bin], seed: u64, index: u32, arrival_s:
         reduces,
         input_bytes,
         estimate_s,
-        deadline_after_s: settings.and_then(|s| s.deadline_factor).map(|f| f * estimate_s),
+        deadline_after_s,
         spec,
     }
 }

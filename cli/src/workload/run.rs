@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use slotmarket_common::client::Client;
 use slotmarket_common::ids::JobId;
-use slotmarket_common::protocol::{JobSummary, NodeSummary, Request, Response};
+use slotmarket_common::protocol::{JobSummary, JobsQuery, NodeSummary, Request, Response};
 use slotmarket_common::time::Timestamp;
 
 use super::plan::Plan;
@@ -225,7 +225,8 @@ impl Runner<'_> {
 
     /// Lists jobs and nodes, updates every followed job and records a usage sample.
     async fn poll(&mut self) -> Result<()> {
-        let (jobs, nodes) = tokio::join!(list_jobs(self.client), list_nodes(self.client));
+        let first = self.jobs.first().map(|j| j.id);
+        let (jobs, nodes) = tokio::join!(list_jobs(self.client, first), list_nodes(self.client));
         let mut jobs = jobs?;
         let at = output::now();
         for followed in &mut self.jobs {
@@ -283,12 +284,12 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// Every job the caller may see, by id.
-async fn list_jobs(client: &Client) -> Result<HashMap<JobId, JobSummary>> {
-    match connection::call(client, Request::Jobs).await.context("listing jobs")? {
-        Response::Jobs(jobs) => Ok(jobs.into_iter().map(|j| (j.id, j)).collect()),
-        other => Err(connection::unexpected("Jobs", &other)),
-    }
+/// Every job the caller may see from `first` on (ids grow with submission), by id.
+async fn list_jobs(client: &Client, first: Option<JobId>) -> Result<HashMap<JobId, JobSummary>> {
+    let Some(first) = first else { return Ok(HashMap::new()) };
+    let query = JobsQuery { newest_first: false, after: Some(JobId(first.0 - 1)), ..JobsQuery::default() };
+    let jobs = connection::bounded(client.all_jobs(query)).await.context("listing jobs")?;
+    Ok(jobs.into_iter().map(|j| (j.id, j)).collect())
 }
 
 /// The agents.
@@ -305,7 +306,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use slotmarket_common::ids::AgentId;
-    use slotmarket_common::protocol::JobState;
+    use slotmarket_common::protocol::{JobState, JobsPage};
 
     use super::*;
     use crate::fake_master::{FakeMaster, status};
@@ -353,14 +354,14 @@ mod tests {
                 vec![Response::Submitted { job }]
             }
             // Every job is done by the time it is listed.
-            Request::Jobs => {
+            Request::Jobs(_) => {
                 let done = list
                     .lock()
                     .unwrap()
                     .iter()
                     .map(|&j| status(j, "x", JobState::Completed).summary)
                     .collect();
-                vec![Response::Jobs(done)]
+                vec![Response::Jobs(JobsPage { jobs: done, next: None })]
             }
             Request::Nodes => vec![Response::Nodes(vec![node(1)])],
             _ => vec![],
@@ -393,7 +394,10 @@ mod tests {
     async fn jobs_still_running_at_the_timeout_are_cancelled() {
         let fake = FakeMaster::start(|request| match request {
             Request::Submit { .. } => vec![Response::Submitted { job: JobId(9) }],
-            Request::Jobs => vec![Response::Jobs(vec![status(JobId(9), "x", JobState::Running).summary])],
+            Request::Jobs(_) => vec![Response::Jobs(JobsPage {
+                jobs: vec![status(JobId(9), "x", JobState::Running).summary],
+                next: None,
+            })],
             Request::Nodes => vec![Response::Nodes(vec![])],
             Request::Cancel { job } => vec![Response::Cancelled { job, state: JobState::Cancelled }],
             _ => vec![],

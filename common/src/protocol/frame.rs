@@ -88,7 +88,7 @@ mod tests {
 
     #[test]
     fn a_frame_round_trips() {
-        let msg = ClientRequest::new(Request::Jobs);
+        let msg = ClientRequest::new(Request::Nodes);
         let bytes = encode_frame(&msg, DEFAULT_MAX_FRAME).unwrap();
         let (back, used): (ClientRequest, usize) = decode_frame(&bytes, DEFAULT_MAX_FRAME).unwrap();
         assert_eq!((back, used), (msg, bytes.len()));

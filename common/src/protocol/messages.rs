@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::container::ContainerState;
 use crate::ids::{AccountId, AgentId, AttemptId, ContainerId, JobId, TaskId};
+use crate::protocol::JobHistory;
 use crate::spec::{JobSpec, SlotKind, TaskVars};
 use crate::time::Timestamp;
 
@@ -140,8 +141,8 @@ pub enum Request {
         /// The job.
         job: JobId,
     },
-    /// The caller's jobs (every job for admins); answered `Jobs`.
-    Jobs,
+    /// A page of the caller's jobs (every job for admins); answered `Jobs`.
+    Jobs(JobsQuery),
     /// The agents; answered `Nodes`.
     Nodes,
     /// Cancel a job, killing its running tasks; answered `Cancelled`.
@@ -154,6 +155,60 @@ pub enum Request {
         /// The job.
         job: JobId,
     },
+    /// Recorded runs of ended jobs the caller may see; answered `History`.
+    History(HistoryQuery),
+}
+
+/// Which jobs a `Jobs` request lists, and where its page starts.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct JobsQuery {
+    /// Newest first (the default listing) or oldest first (walking every job).
+    pub newest_first: bool,
+    /// Start after this job in the listing's order (the previous page's `next`).
+    pub after: Option<JobId>,
+    /// Most jobs in the page; the master may return fewer to stay under the frame limit.
+    pub limit: u32,
+    /// Only jobs in one of these states; empty for every state.
+    pub states: Vec<JobState>,
+    /// Only jobs running on this account.
+    pub account: Option<AccountId>,
+}
+
+impl Default for JobsQuery {
+    /// The plain listing: the newest [`JobsQuery::DEFAULT_LIMIT`] jobs of any state.
+    fn default() -> JobsQuery {
+        JobsQuery {
+            newest_first: true,
+            after: None,
+            limit: JobsQuery::DEFAULT_LIMIT,
+            states: Vec::new(),
+            account: None,
+        }
+    }
+}
+
+impl JobsQuery {
+    /// Jobs in a listing when nothing else is asked for.
+    pub const DEFAULT_LIMIT: u32 = 50;
+}
+
+/// One page of a job listing.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct JobsPage {
+    /// The jobs, in the order asked for.
+    pub jobs: Vec<JobSummary>,
+    /// Where the next page starts, if there may be more.
+    pub next: Option<JobId>,
+}
+
+/// Which recorded runs a `History` request lists.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct HistoryQuery {
+    /// Only runs of jobs with this name.
+    pub name: Option<String>,
+    /// Most runs returned, newest first; the master may return fewer to stay under the
+    /// frame limit.
+    pub limit: u32,
 }
 
 /// The master's answer.
@@ -166,8 +221,8 @@ pub enum Response {
     },
     /// A job's status.
     Job(JobStatus),
-    /// A list of jobs, oldest first.
-    Jobs(Vec<JobSummary>),
+    /// A page of jobs, in the order asked for.
+    Jobs(JobsPage),
     /// The agents, by id.
     Nodes(Vec<NodeSummary>),
     /// The job is cancelled (or had already ended).
@@ -179,6 +234,8 @@ pub enum Response {
     },
     /// The request failed.
     Error(ErrorReply),
+    /// Recorded runs of ended jobs, newest first.
+    History(Vec<JobHistory>),
 }
 
 impl Response {
@@ -282,7 +339,7 @@ pub struct JobSummary {
     pub id: JobId,
     /// Its spec's name.
     pub name: String,
-    /// Who submitted it.
+    /// The account it runs on.
     pub account: AccountId,
     /// Where it is.
     pub state: JobState,
@@ -298,6 +355,10 @@ pub struct JobSummary {
     pub tasks_completed: u64,
     /// Tasks with a container currently allocated, acquired or running.
     pub tasks_running: u64,
+    /// The principal who submitted it.
+    pub owner: AccountId,
+    /// When it should finish, if it has a deadline.
+    pub deadline: Option<Timestamp>,
 }
 
 /// One job in detail.

@@ -5,6 +5,9 @@
 //! name = "wordcount"
 //! input = "/data/text"          # optional, substituted as {input}
 //! max_attempts = 4              # optional, attempts per task before the job fails
+//! deadline = "+30m"             # optional: "+1h30m" after admission, or "2026-11-22T18:00:00Z"
+//! account = "research"          # optional: the account it runs on (default: your own)
+//! input_bytes = 1073741824      # optional: input size, recorded in history for estimates
 //!
 //! [[stage]]
 //! name = "map"
@@ -20,9 +23,11 @@
 //! command = "slotmarket-task wordcount reduce --task {task} --job-dir {job_dir}"
 //! ```
 
+mod deadline;
 mod template;
 mod validate;
 
+pub use deadline::{DeadlineSpec, format_duration, format_rfc3339, parse_duration};
 pub use template::{PLACEHOLDERS, TaskVars, TemplateError, render};
 pub use validate::{MAX_STAGES, MAX_TASKS_PER_STAGE, SpecError, validate};
 
@@ -52,6 +57,16 @@ pub struct JobSpec {
     /// Queue for the `capacity` policy; `default` when unset.
     #[serde(default)]
     pub queue: Option<String>,
+    /// When the job should finish: relative to admission or absolute.
+    #[serde(default)]
+    pub deadline: Option<DeadlineSpec>,
+    /// The account the job runs on and is charged to; the submitter's own when unset.
+    #[serde(default)]
+    pub account: Option<String>,
+    /// Size of the job's input in bytes, where the submitter knows it: recorded in the
+    /// job's history as a feature for runtime estimates.
+    #[serde(default)]
+    pub input_bytes: Option<u64>,
 }
 
 /// The service classes the papers distinguish (MRM §6, DRESS §V).

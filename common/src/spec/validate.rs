@@ -50,6 +50,9 @@ pub fn validate(spec: &JobSpec) -> Result<(), SpecError> {
     if let Some(queue) = &spec.queue {
         check_text("queue", queue)?;
     }
+    if let Some(account) = &spec.account {
+        check_text("account", account)?;
+    }
     if spec.stages.is_empty() {
         return Err(field_error("stage", "a job needs at least one [[stage]] table"));
     }

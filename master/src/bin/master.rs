@@ -65,6 +65,7 @@ impl TryFrom<Args> for MasterConfig {
             max_frame_bytes: file.max_frame_bytes,
             capacity_queues: file.capacity_queues,
             preemption: file.preemption,
+            ..file
         };
         Ok(MasterConfig::try_from(merged)?)
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slotmarket_common::ids::{AccountId, AgentId, ContainerId, JobId};
-use slotmarket_common::protocol::{ContainerReport, JobState, Launch, Response};
+use slotmarket_common::protocol::{ContainerReport, JobHistory, JobState, Launch, Response};
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
 
@@ -116,12 +116,16 @@ pub enum Persist {
     JobAdmitted {
         /// Its id.
         job: JobId,
-        /// Its owner.
+        /// The account it runs on.
         account: AccountId,
+        /// The principal who submitted it.
+        owner: AccountId,
         /// The job.
         spec: JobSpec,
         /// Admission time.
         submitted: Timestamp,
+        /// Its deadline, resolved at admission.
+        deadline: Option<Timestamp>,
     },
     /// A job changed state (started, or ended with an optional reason).
     JobState {
@@ -133,6 +137,8 @@ pub enum Persist {
         at: Timestamp,
         /// Why it failed or was cancelled.
         message: Option<String>,
+        /// Tasks completed by then (the store lists ended jobs without the core).
+        tasks_completed: u64,
     },
     /// A container was created or changed state; this is the task history.
     Container {
@@ -141,6 +147,13 @@ pub enum Persist {
         node: Arc<str>,
         /// The transition.
         report: ContainerReport,
+    },
+    /// An ended job's history, kept with at most `keep_per_name` runs of its name.
+    History {
+        /// What the job did.
+        record: JobHistory,
+        /// Runs of the same name to keep, newest first.
+        keep_per_name: usize,
     },
 }
 

@@ -1,8 +1,8 @@
 //! `Event`: facts from the world, fed to [`Core::handle`](super::Core::handle). Each
 //! carries the identities needed to fence it against late or duplicate delivery.
 
-use slotmarket_common::ids::{AccountId, AgentId, JobId};
-use slotmarket_common::protocol::ContainerReport;
+use slotmarket_common::ids::{AccountId, AgentId, ContainerId, JobId};
+use slotmarket_common::protocol::{ContainerReport, JobHistory};
 use slotmarket_common::spec::JobSpec;
 
 use super::{Caller, RequestId};
@@ -65,6 +65,20 @@ pub enum Event {
     /// A job read back from the store when the master starts. Replayed before any agent
     /// joins; `now` is the recovery time.
     JobRecovered(RecoveredJob),
+    /// What the store knows beyond the jobs still running: id counters and job history.
+    /// Replayed once at start-up, before the first `JobRecovered`.
+    StoreRecovered(StoreRecovery),
+}
+
+/// The store's state outside the active jobs, as read back after a restart.
+#[derive(Clone, PartialEq, Debug)]
+pub struct StoreRecovery {
+    /// Above every job id ever stored, ended jobs included, so ids are never reused.
+    pub next_job: JobId,
+    /// Above every container id ever stored.
+    pub next_container: ContainerId,
+    /// The kept history of ended jobs, oldest first.
+    pub history: Vec<JobHistory>,
 }
 
 /// A stored job, as the store hands it back after a restart.
@@ -72,8 +86,12 @@ pub enum Event {
 pub struct RecoveredJob {
     /// Its id.
     pub id: JobId,
-    /// Who submitted it.
+    /// The account it runs on.
     pub account: AccountId,
+    /// Who submitted it.
+    pub owner: AccountId,
+    /// Its deadline, as resolved at admission.
+    pub deadline: Option<slotmarket_common::time::Timestamp>,
     /// The job.
     pub spec: JobSpec,
     /// When it was admitted.

@@ -4,6 +4,7 @@
 
 pub mod command;
 pub mod event;
+mod history;
 pub mod invariants;
 pub mod policy;
 mod reactor;
@@ -21,7 +22,8 @@ use slotmarket_common::ids::JobId;
 use slotmarket_common::time::Timestamp;
 
 pub use command::{Command, KillReason, Persist};
-pub use event::{Event, RecoveredJob};
+pub use event::{Event, RecoveredJob, StoreRecovery};
+pub use history::HistoryLimits;
 pub use policy::PolicyName;
 pub use view::CoreView;
 
@@ -55,10 +57,13 @@ pub struct CoreConfig {
     /// Whether `fair` and `capacity` may kill running tasks of jobs (queues) over their
     /// share so that starved ones get theirs at once, rather than as tasks finish.
     pub preemption: bool,
-    /// Keep ended jobs so status and listings can show them (the server). The simulator
-    /// turns this off: it records what it needs from the commands, and half a million
-    /// ended jobs would otherwise stay in memory.
-    pub retain_finished_jobs: bool,
+    /// How long an ended job stays in memory for status and watches before the core
+    /// drops it (the server then answers for it from the store). Zero drops it at once:
+    /// the simulator records what it needs from the commands, and half a million ended
+    /// jobs would otherwise stay in memory.
+    pub ended_job_retention: Duration,
+    /// How much job history to keep, in memory and in the store.
+    pub history: HistoryLimits,
 }
 
 impl Default for CoreConfig {
@@ -68,7 +73,8 @@ impl Default for CoreConfig {
             agent_timeout: Duration::from_secs(10),
             capacity_queues: BTreeMap::new(),
             preemption: false,
-            retain_finished_jobs: true,
+            ended_job_retention: Duration::from_secs(600),
+            history: HistoryLimits::default(),
         }
     }
 }
@@ -97,8 +103,9 @@ impl Default for CoreConfig {
 /// clock) and must not go backwards; a `now` earlier than one already seen is treated as
 /// the latest seen. The core keeps no timers of its own.
 ///
-/// Start-up: replay every stored job as [`Event::JobRecovered`] before the first
-/// `AgentJoined`, so reconnecting agents can adopt the containers that kept running.
+/// Start-up: replay [`Event::StoreRecovered`] (id counters, history), then every stored
+/// job that had not ended as [`Event::JobRecovered`], all before the first `AgentJoined`,
+/// so reconnecting agents can adopt the containers that kept running.
 #[derive(Debug)]
 pub struct Core {
     config: CoreConfig,
@@ -114,7 +121,8 @@ impl Core {
     /// A core with no jobs and no agents.
     pub fn new(config: CoreConfig) -> Core {
         let policy = policy::build(&config);
-        Core { config, state: State::default(), policy, latest: Timestamp::ZERO, changed: Vec::new() }
+        let state = State::new(config.history);
+        Core { config, state, policy, latest: Timestamp::ZERO, changed: Vec::new() }
     }
 
     /// Applies one event, then lets the policy schedule; returns the commands to run.
@@ -136,11 +144,13 @@ impl Core {
         cx.finish(&self.state, &mut self.changed)
     }
 
-    /// When `tick` next has something to do: the earliest agent-silence or orphan deadline,
-    /// or the policy's own next interval. `None` when nothing is waiting on time.
+    /// When `tick` next has something to do: the earliest agent-silence or orphan
+    /// deadline, the next ended job to drop from memory, or the policy's own next
+    /// interval. `None` when nothing is waiting on time.
     pub fn next_wakeup(&self) -> Option<Timestamp> {
         let silence = reactor::next_deadline(&self.state, self.config.agent_timeout);
-        silence.into_iter().chain(self.policy.next_wakeup()).min()
+        let drop_ended = self.state.ended.front().map(|&(at, _)| at);
+        silence.into_iter().chain(drop_ended).chain(self.policy.next_wakeup()).min()
     }
 
     /// Read-only queries for status, listings and the console.
@@ -155,7 +165,7 @@ impl Core {
     fn begin(&mut self, now: Timestamp) -> Ctx {
         self.latest = self.latest.max(now);
         let changed = std::mem::take(&mut self.changed);
-        Ctx::new(self.latest, self.config.agent_timeout, self.config.retain_finished_jobs, changed)
+        Ctx::new(self.latest, self.config.agent_timeout, self.config.ended_job_retention, changed)
     }
 
     /// Asks the policy for decisions over the current state and carries them out.

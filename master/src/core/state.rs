@@ -2,7 +2,7 @@
 //! tracks, agents with their slot tables and recovered containers awaiting adoption; plus
 //! the helpers that keep the indexes (ready queues, counters, slot use) consistent.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
@@ -11,6 +11,8 @@ use slotmarket_common::ids::{AccountId, AgentId, AttemptId, ContainerId, JobId, 
 use slotmarket_common::protocol::JobState;
 use slotmarket_common::spec::{JobSpec, SlotKind};
 use slotmarket_common::time::Timestamp;
+
+use super::history::{History, HistoryLimits};
 
 /// Number of slot kinds; arrays indexed by [`kind_ix`].
 pub(crate) const KINDS: usize = 2;
@@ -27,7 +29,7 @@ pub(crate) fn kind_ix(kind: SlotKind) -> usize {
 #[derive(Debug)]
 pub(crate) struct State {
     /// Every job, running or ended, by id (= admission order). Ended jobs are dropped
-    /// when `CoreConfig::retain_finished_jobs` is off.
+    /// after `CoreConfig::ended_job_retention`.
     pub(crate) jobs: BTreeMap<JobId, Job>,
     /// Jobs that have not ended, in admission order; lets policies that weigh every
     /// active job skip the ended ones.
@@ -53,13 +55,19 @@ pub(crate) struct State {
     pub(crate) next_job: u64,
     /// The next container id to hand out; never goes down.
     pub(crate) next_container: u64,
+    /// Ended jobs still kept for status and listings, with the time each may be dropped,
+    /// earliest first (see `CoreConfig::ended_job_retention`).
+    pub(crate) ended: VecDeque<(Timestamp, JobId)>,
+    /// What past jobs did, by name: the runs estimators and profiles learn from.
+    pub(crate) history: History,
     /// Reports dropped by fencing (unknown container, wrong agent, stale attempt, refused
     /// transition). The core cannot log, so the driver may expose this count.
     pub(crate) ignored_reports: u64,
 }
 
-impl Default for State {
-    fn default() -> State {
+impl State {
+    /// An empty state keeping job history within `limits`.
+    pub(crate) fn new(limits: HistoryLimits) -> State {
         State {
             jobs: BTreeMap::new(),
             active: BTreeSet::new(),
@@ -71,6 +79,8 @@ impl Default for State {
             free_agents: Default::default(),
             next_job: 1,
             next_container: 1,
+            ended: VecDeque::new(),
+            history: History::new(limits),
             ignored_reports: 0,
         }
     }
@@ -80,7 +90,12 @@ impl Default for State {
 #[derive(Debug)]
 pub(crate) struct Job {
     pub(crate) id: JobId,
+    /// The account it runs on and is charged to.
     pub(crate) account: AccountId,
+    /// The principal who submitted it; with admins, the only ones who may act on it.
+    pub(crate) owner: AccountId,
+    /// When it should finish, resolved at admission.
+    pub(crate) deadline: Option<Timestamp>,
     pub(crate) spec: JobSpec,
     pub(crate) submitted: Timestamp,
     pub(crate) started: Option<Timestamp>,
@@ -99,6 +114,9 @@ pub(crate) struct Job {
     pub(crate) completed: u64,
     /// Tasks with a live container, per slot kind.
     pub(crate) live: [u32; KINDS],
+    /// Milliseconds its containers held slots, per kind, over every attempt (master clock:
+    /// from allocation to the report that freed the slot).
+    pub(crate) slot_ms: [u64; KINDS],
 }
 
 /// One stage of a job.
@@ -124,6 +142,8 @@ pub(crate) struct Task {
     /// Failed attempts, counted against `max_attempts` (kills and losses are not).
     pub(crate) failures: u32,
     pub(crate) phase: TaskPhase,
+    /// How long the attempt that completed it ran (agent clock, `Running` to `Completed`).
+    pub(crate) run_ms: Option<u64>,
 }
 
 /// Where a task is.
@@ -152,19 +172,38 @@ pub(crate) struct ContainerRec {
     pub(crate) draining: bool,
     /// A kill was sent (preemption or job end); do not ask twice.
     pub(crate) kill_sent: bool,
+    /// When the master allocated it (or recovered it), on the master's clock.
+    pub(crate) allocated: Timestamp,
+    /// When it entered `state`, as its report says (the agent's clock).
+    pub(crate) entered: Timestamp,
+    /// When its process started running (the agent's clock), once it did.
+    pub(crate) started: Option<Timestamp>,
 }
 
 impl ContainerRec {
-    /// A live container of `task`'s `attempt` in `state`, held by `holder`: neither
-    /// draining nor sent a kill yet.
+    /// A live container of `task`'s `attempt` that entered `state` at `at`, held by
+    /// `holder`: neither draining nor sent a kill yet.
     pub(crate) fn new(
         task: TaskId,
         attempt: AttemptId,
         kind: SlotKind,
         holder: Holder,
-        state: ContainerState,
+        (state, at): (ContainerState, Timestamp),
     ) -> ContainerRec {
-        ContainerRec { task, attempt, kind, holder, state, draining: false, kill_sent: false }
+        let started = (state >= ContainerState::Running).then_some(at);
+        let (draining, kill_sent) = (false, false);
+        ContainerRec {
+            task,
+            attempt,
+            kind,
+            holder,
+            state,
+            draining,
+            kill_sent,
+            allocated: at,
+            entered: at,
+            started,
+        }
     }
 }
 
@@ -195,7 +234,7 @@ pub(crate) struct Agent {
 impl Task {
     /// A task never launched.
     pub(crate) fn new() -> Task {
-        Task { attempt: AttemptId(0), failures: 0, phase: TaskPhase::Pending }
+        Task { attempt: AttemptId(0), failures: 0, phase: TaskPhase::Pending, run_ms: None }
     }
 }
 
@@ -221,8 +260,9 @@ impl Agent {
 }
 
 impl Job {
-    /// A new job with every task pending; stages without `after` are released, but the
-    /// ready queues are filled by [`State::release_stages`].
+    /// A new job of `account`, submitted by its own principal and without a deadline
+    /// until told otherwise, with every task pending; stages without `after` are released,
+    /// but the ready queues are filled by [`State::release_stages`].
     pub(crate) fn new(id: JobId, account: AccountId, spec: JobSpec, submitted: Timestamp) -> Job {
         let stages = spec
             .stages
@@ -243,7 +283,9 @@ impl Job {
         let stage_tasks = spec.stages.iter().map(|s| (s.name.clone(), s.tasks)).collect();
         Job {
             id,
+            owner: account.clone(),
             account,
+            deadline: None,
             submitted,
             started: None,
             finished: None,
@@ -254,6 +296,7 @@ impl Job {
             ready: Default::default(),
             completed: 0,
             live: [0; KINDS],
+            slot_ms: [0; KINDS],
             spec,
         }
     }

@@ -4,9 +4,14 @@
 use slotmarket_common::ids::JobId;
 #[cfg(test)]
 use slotmarket_common::protocol::JobState;
-use slotmarket_common::protocol::{ErrorKind, ErrorReply, JobStatus, JobSummary, NodeSummary, StageStatus};
+use std::ops::Bound;
+
+use slotmarket_common::protocol::{
+    ErrorKind, ErrorReply, JobHistory, JobStatus, JobSummary, JobsQuery, NodeSummary, StageStatus,
+};
 
 use super::Caller;
+use super::reactor::may_see;
 use super::state::{Job, State, kind_ix};
 use slotmarket_common::spec::SlotKind;
 
@@ -29,16 +34,47 @@ impl<'a> CoreView<'a> {
             .jobs
             .get(&job)
             .ok_or_else(|| ErrorReply::new(ErrorKind::NotFound, format!("no job {job}")))?;
-        if !caller.may_act_for(&j.account) {
-            let message = format!("{caller} may not see {job}, which belongs to {}", j.account);
+        if !may_see(caller, j) {
+            let message = format!("{caller} may not see {job}, which belongs to {}", j.owner);
             return Err(ErrorReply::new(ErrorKind::Forbidden, message));
         }
         Ok(status(j))
     }
 
-    /// The caller's jobs (every job for admins), oldest first.
-    pub fn jobs(&self, caller: &Caller) -> Vec<JobSummary> {
-        self.state.jobs.values().filter(|j| caller.may_act_for(&j.account)).map(summary).collect()
+    /// Whether the core still holds `job` (ended jobs leave after their retention).
+    pub fn has_job(&self, job: JobId) -> bool {
+        self.state.jobs.contains_key(&job)
+    }
+
+    /// The jobs in memory that `query` selects and the caller may see, in the query's
+    /// order from its cursor on. Ended jobs past their retention are not here: the server
+    /// merges these with the store's.
+    pub fn jobs<'q>(
+        &self,
+        caller: &'q Caller,
+        query: &'q JobsQuery,
+    ) -> impl Iterator<Item = JobSummary> + use<'a, 'q> {
+        let range = match (query.after, query.newest_first) {
+            (Some(after), false) => (Bound::Excluded(after), Bound::Unbounded),
+            (Some(after), true) => (Bound::Unbounded, Bound::Excluded(after)),
+            (None, _) => (Bound::Unbounded, Bound::Unbounded),
+        };
+        let jobs = self.state.jobs.range(range);
+        let ordered: Box<dyn Iterator<Item = _>> =
+            if query.newest_first { Box::new(jobs.rev()) } else { Box::new(jobs) };
+        ordered.map(|(_, j)| j).filter(move |j| selects(query, caller, j)).map(summary)
+    }
+
+    /// The newest recorded runs the caller may see (all for admins; a user's own
+    /// account's otherwise), of one name or every name, at most `limit`.
+    pub fn history(&self, caller: &Caller, name: Option<&str>, limit: usize) -> Vec<JobHistory> {
+        let mut runs: Vec<&JobHistory> = match name {
+            Some(name) => self.state.history.runs(name).collect(),
+            None => self.state.history.all().collect(),
+        };
+        runs.retain(|r| caller.may_act_for(&r.account));
+        runs.sort_by_key(|r| std::cmp::Reverse((r.finished, r.job)));
+        runs.into_iter().take(limit).cloned().collect()
     }
 
     /// Every agent registration, by id.
@@ -61,6 +97,13 @@ impl<'a> CoreView<'a> {
             .collect()
     }
 
+    /// Every job in memory the caller may see, oldest first.
+    #[cfg(test)]
+    pub(crate) fn all_jobs(&self, caller: &Caller) -> Vec<JobSummary> {
+        let query = JobsQuery { newest_first: false, ..JobsQuery::default() };
+        self.jobs(caller, &query).collect()
+    }
+
     /// A job's state, without access checks.
     #[cfg(test)]
     pub(crate) fn job_state(&self, job: JobId) -> Option<JobState> {
@@ -72,6 +115,13 @@ impl<'a> CoreView<'a> {
     pub fn ignored_reports(&self) -> u64 {
         self.state.ignored_reports
     }
+}
+
+/// Whether a listing `query` by `caller` includes `j`.
+fn selects(query: &JobsQuery, caller: &Caller, j: &Job) -> bool {
+    may_see(caller, j)
+        && (query.states.is_empty() || query.states.contains(&j.state))
+        && query.account.as_ref().is_none_or(|a| *a == j.account)
 }
 
 fn summary(j: &Job) -> JobSummary {
@@ -86,6 +136,8 @@ fn summary(j: &Job) -> JobSummary {
         tasks_total: j.total(),
         tasks_completed: j.completed,
         tasks_running: j.live_total(),
+        owner: j.owner.clone(),
+        deadline: j.deadline,
     }
 }
 

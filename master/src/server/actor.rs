@@ -11,7 +11,7 @@ use slotmarket_common::time::Timestamp;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, error, warn};
 
-use super::ServerError;
+use super::{ServerError, reads};
 use crate::core::{Command, Core, Event, KillReason, Persist, RequestId};
 use crate::store::{Store, StoreError};
 
@@ -114,14 +114,19 @@ impl Actor {
     /// many there were. Call it once, before `run`, so the jobs are in place before any
     /// agent joins.
     pub(super) fn recover(&mut self) -> Result<usize, StoreError> {
+        let now = self.clock.now();
+        let mut commands = self.core.handle(now, Event::StoreRecovered(self.store.recover_store()?));
         let jobs = self.store.recover()?;
         let count = jobs.len();
-        let now = self.clock.now();
         for job in jobs {
-            // Recovery only rebuilds state; nothing can be launched before agents join.
-            let commands = self.core.handle(now, Event::JobRecovered(job));
-            debug!(commands = commands.len(), "replayed a stored job");
+            commands.extend(self.core.handle(now, Event::JobRecovered(job)));
         }
+        // Nothing can be launched or killed before agents join, and no client waits; but a
+        // job that recovery settles (its last task completed just before the stop) must be
+        // stored as ended, or it would be recovered and settled again on every start.
+        let (persist, _) = split(commands);
+        debug!(writes = persist.len(), "recovery settled stored jobs");
+        self.store.apply(&persist)?;
         Ok(count)
     }
 
@@ -190,12 +195,17 @@ impl Actor {
         let id = RequestId(self.next_request);
         let event = match request {
             Request::Status { job } => {
+                let status = reads::job_status(&view, &self.store, &caller, job);
                 return answer(
                     reply,
-                    view.job_status(job, &caller).map_or_else(Response::Error, Response::Job),
+                    stored_read(status.map(|s| s.map_or_else(Response::Error, Response::Job))),
                 );
             }
-            Request::Jobs => return answer(reply, Response::Jobs(view.jobs(&caller))),
+            Request::Jobs(query) => {
+                let page = reads::jobs_page(&view, &self.store, &caller, &query);
+                return answer(reply, stored_read(page.map(Response::Jobs)));
+            }
+            Request::History(query) => return answer(reply, reads::history(&view, &caller, &query)),
             Request::Nodes => return answer(reply, Response::Nodes(view.nodes())),
             Request::Watch { .. } => {
                 let response = Response::error(ErrorKind::BadRequest, "watch is a streaming request");
@@ -210,7 +220,14 @@ impl Actor {
     }
 
     fn on_watch(&mut self, caller: Identity, job: JobId, updates: mpsc::UnboundedSender<Response>) {
-        match self.core.view().job_status(job, &caller) {
+        let status = match reads::job_status(&self.core.view(), &self.store, &caller, job) {
+            Ok(status) => status,
+            Err(err) => {
+                let _ = updates.send(stored_read::<Response>(Err(err)));
+                return;
+            }
+        };
+        match status {
             Ok(status) => {
                 let ended = status.summary.state.is_terminal();
                 if updates.send(Response::Job(status)).is_ok() && !ended {
@@ -357,6 +374,18 @@ fn answer(reply: oneshot::Sender<Response>, response: Response) -> Vec<Command> 
     Vec::new()
 }
 
+/// The answer to a read that needed the store: a store failure is reported to the
+/// client (and logged) rather than stopping the master, since nothing was written.
+fn stored_read<T: Into<Response>>(read: Result<T, StoreError>) -> Response {
+    match read {
+        Ok(response) => response.into(),
+        Err(err) => {
+            error!(error = %err, "store read failed");
+            Response::error(ErrorKind::Internal, format!("the master could not read its store: {err}"))
+        }
+    }
+}
+
 async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
@@ -407,8 +436,10 @@ mod tests {
                 Persist::JobAdmitted {
                     job: JobId(4),
                     account: AccountId("alice".into()),
+                    owner: AccountId("alice".into()),
                     spec: JobSpec::from_toml(SPEC).unwrap(),
                     submitted: Timestamp(100),
+                    deadline: None,
                 },
                 Persist::Container { node: "n1".into(), report: running },
             ])

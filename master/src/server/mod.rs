@@ -11,6 +11,7 @@
 mod actor;
 mod agents;
 mod clients;
+mod reads;
 
 use std::future::Future;
 use std::time::Duration;

@@ -217,8 +217,11 @@ impl<'t> Simulation<'t> {
         if !(config.noise >= 0.0 && config.noise.is_finite()) {
             return Err(SimError::Noise(config.noise));
         }
-        let core_config =
-            CoreConfig { agent_timeout: Duration::MAX, retain_finished_jobs: false, ..config.core.clone() };
+        let core_config = CoreConfig {
+            agent_timeout: Duration::MAX,
+            ended_job_retention: Duration::ZERO,
+            ..config.core.clone()
+        };
         let mut arrivals: Vec<u32> =
             (0..trace.len() as u32).filter(|&ix| trace.follows(ix as usize).is_none()).collect();
         arrivals.sort_by_key(|&ix| (trace.jobs[ix as usize].arrival(), ix));
@@ -357,7 +360,11 @@ impl<'t> Simulation<'t> {
         self.open_jobs += 1;
         self.jobs[ix as usize].submitted = Some(self.now);
         let caller = Identity { role: Role::User, principal: job.user.clone() };
-        let event = Event::JobSubmitted { request: RequestId(u64::from(ix)), caller, spec: job.spec() };
+        let mut spec = job.spec();
+        // A follower submitted after its trace deadline would be refused as asking for a
+        // time already passed; it runs without one (its metrics still use the trace's).
+        spec.deadline = spec.deadline.filter(|d| d.resolve(self.now) > self.now);
+        let event = Event::JobSubmitted { request: RequestId(u64::from(ix)), caller, spec };
         let out = self.call(event)?;
         self.carry_out(out)
     }

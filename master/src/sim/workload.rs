@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 
 use serde::{Deserialize, Serialize};
-use slotmarket_common::spec::{JobClass, JobSpec, SlotKind, StageSpec, validate};
+use slotmarket_common::spec::{DeadlineSpec, JobClass, JobSpec, SlotKind, StageSpec, validate};
 use slotmarket_common::time::Timestamp;
 use thiserror::Error;
 
@@ -371,6 +371,9 @@ impl TraceJob {
                 .collect(),
             class: self.class,
             queue: self.queue.clone(),
+            deadline: self.deadline().map(DeadlineSpec::At),
+            account: None,
+            input_bytes: None,
         }
     }
 

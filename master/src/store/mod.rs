@@ -1,21 +1,19 @@
 //! The master's durable state: jobs and the history of their containers in SQLite (WAL)
-//! under the data directory. Executes the core's `Persist` commands and hands stored
-//! jobs back on start so they can be replayed into the core.
+//! under the data directory. Executes the core's `Persist` commands (here), hands stored
+//! state back on start so it can be replayed into the core (`recover`), and answers for
+//! ended jobs the core no longer holds (`ended`).
 
+mod ended;
+mod recover;
 mod schema;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, Transaction, params};
-use slotmarket_common::container::ContainerState;
-use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
-use slotmarket_common::protocol::{ContainerReport, JobState};
-use slotmarket_common::spec::JobSpec;
-use slotmarket_common::time::Timestamp;
+use slotmarket_common::protocol::JobState;
 use thiserror::Error;
 
-use crate::core::{Persist, RecoveredJob};
+use crate::core::Persist;
 
 /// File name of the database inside the data directory.
 pub const DATABASE_FILE: &str = "slotmarket.db";
@@ -76,99 +74,18 @@ impl Store {
         tx.commit()?;
         Ok(())
     }
-
-    /// Every stored job with its containers' last states (one row per container, by id:
-    /// the table is keyed by container), oldest job first.
-    pub fn recover(&self) -> Result<Vec<RecoveredJob>, StoreError> {
-        let mut containers = self.containers_by_job()?;
-        let mut stmt = self.conn.prepare(
-            "SELECT id, account, spec_json, submitted_ms, state, started_ms, finished_ms, message FROM jobs ORDER BY id",
-        )?;
-        let rows = stmt.query_map([], |row| {
-            Ok((
-                row.get::<_, i64>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
-                row.get::<_, i64>(3)?,
-                row.get::<_, String>(4)?,
-                row.get::<_, Option<i64>>(5)?,
-                row.get::<_, Option<i64>>(6)?,
-                row.get::<_, Option<String>>(7)?,
-            ))
-        })?;
-        let mut jobs = Vec::new();
-        for row in rows {
-            let (id, account, spec_json, submitted, state, started, finished, message) = row?;
-            let id = JobId(to_u64(id)?);
-            let spec: JobSpec = serde_json::from_str(&spec_json)
-                .map_err(|e| StoreError::Corrupt(format!("job {id}: spec: {e}")))?;
-            jobs.push(RecoveredJob {
-                id,
-                account: AccountId(account),
-                spec,
-                submitted: Timestamp(to_u64(submitted)?),
-                state: JobState::from_name(&state).ok_or_else(|| unknown("job state", &state))?,
-                started: started.map(to_u64).transpose()?.map(Timestamp),
-                finished: finished.map(to_u64).transpose()?.map(Timestamp),
-                message,
-                containers: containers.remove(&id).unwrap_or_default(),
-            });
-        }
-        Ok(jobs)
-    }
-
-    /// The stored state of one job, if any.
-    #[cfg(test)]
-    pub(crate) fn job_state(&self, job: JobId) -> Result<Option<JobState>, StoreError> {
-        use rusqlite::OptionalExtension;
-        let state: Option<String> = self
-            .conn
-            .query_row("SELECT state FROM jobs WHERE id = ?1", params![to_i64(job.0)], |row| row.get(0))
-            .optional()?;
-        state.map(|s| JobState::from_name(&s).ok_or_else(|| unknown("job state", &s))).transpose()
-    }
-
-    fn containers_by_job(&self) -> Result<BTreeMap<JobId, Vec<(String, ContainerReport)>>, StoreError> {
-        let mut stmt = self.conn.prepare(
-            "SELECT id, job, stage, task, attempt, node, state, at_ms, exit_code, message FROM containers ORDER BY id",
-        )?;
-        let rows = stmt.query_map([], |row| {
-            Ok((
-                [row.get::<_, i64>(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?],
-                row.get::<_, String>(5)?,
-                row.get::<_, String>(6)?,
-                row.get::<_, i64>(7)?,
-                row.get::<_, Option<i32>>(8)?,
-                row.get::<_, Option<String>>(9)?,
-            ))
-        })?;
-        let mut by_job: BTreeMap<JobId, Vec<(String, ContainerReport)>> = BTreeMap::new();
-        for row in rows {
-            let ([id, job, stage, task, attempt], node, state, at, exit_code, message) = row?;
-            let job = JobId(to_u64(job)?);
-            let report = ContainerReport {
-                container: ContainerId(to_u64(id)?),
-                task: TaskId { job, stage: StageId(to_u32(stage)?), index: to_u32(task)? },
-                attempt: AttemptId(to_u32(attempt)?),
-                state: ContainerState::from_name(&state).ok_or_else(|| unknown("container state", &state))?,
-                at: Timestamp(to_u64(at)?),
-                exit_code,
-                message,
-            };
-            by_job.entry(job).or_default().push((node, report));
-        }
-        Ok(by_job)
-    }
 }
 
 /// Executes one write. The statements are prepared once per connection and reused: a
 /// batch of reports runs the same few statements many times.
 fn apply_one(tx: &Transaction<'_>, op: &Persist) -> Result<(), StoreError> {
     match op {
-        Persist::JobAdmitted { job, account, spec, submitted } => {
+        Persist::JobAdmitted { job, account, owner, spec, submitted, deadline } => {
             let spec_json = serde_json::to_string(spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             tx.prepare_cached(
-                "INSERT INTO jobs (id, account, name, spec_json, submitted_ms, state) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO jobs (id, account, name, spec_json, submitted_ms, state, owner, deadline_ms,
+                     tasks_total, tasks_completed)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0)",
             )?
             .execute(params![
                 to_i64(job.0),
@@ -176,10 +93,13 @@ fn apply_one(tx: &Transaction<'_>, op: &Persist) -> Result<(), StoreError> {
                 spec.name,
                 spec_json,
                 to_i64(submitted.0),
-                JobState::Pending.name()
+                JobState::Pending.name(),
+                owner.0,
+                deadline.map(|d| to_i64(d.0)),
+                to_i64(spec.total_tasks()),
             ])?;
         }
-        Persist::JobState { job, state, at, message } => {
+        Persist::JobState { job, state, at, message, tasks_completed } => {
             let at = to_i64(at.0);
             let (started, finished) = match state {
                 JobState::Running => (Some(at), None),
@@ -188,9 +108,17 @@ fn apply_one(tx: &Transaction<'_>, op: &Persist) -> Result<(), StoreError> {
             };
             tx.prepare_cached(
                 "UPDATE jobs SET state = ?2, started_ms = COALESCE(started_ms, ?3),
-                 finished_ms = COALESCE(?4, finished_ms), message = COALESCE(?5, message) WHERE id = ?1",
+                 finished_ms = COALESCE(?4, finished_ms), message = COALESCE(?5, message),
+                 tasks_completed = ?6 WHERE id = ?1",
             )?
-            .execute(params![to_i64(job.0), state.name(), started, finished, message])?;
+            .execute(params![
+                to_i64(job.0),
+                state.name(),
+                started,
+                finished,
+                message,
+                to_i64(*tasks_completed)
+            ])?;
         }
         Persist::Container { node, report } => {
             let r = report;
@@ -214,6 +142,18 @@ fn apply_one(tx: &Transaction<'_>, op: &Persist) -> Result<(), StoreError> {
             ])?;
             tx.prepare_cached("INSERT INTO transitions (container, state, at_ms) VALUES (?1, ?2, ?3)")?
                 .execute(params![to_i64(r.container.0), r.state.name(), to_i64(r.at.0)])?;
+        }
+        Persist::History { record, keep_per_name } => {
+            let json = serde_json::to_string(record).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO job_history (job, name, record_json) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![to_i64(record.job.0), record.name, json])?;
+            tx.prepare_cached(
+                "DELETE FROM job_history WHERE name = ?1 AND job NOT IN
+                     (SELECT job FROM job_history WHERE name = ?1 ORDER BY job DESC LIMIT ?2)",
+            )?
+            .execute(params![record.name, to_i64(*keep_per_name as u64)])?;
         }
     }
     Ok(())

@@ -6,12 +6,12 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// Step `i` brings a database from version `i` to `i + 1`; version 0 is an empty file.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2_JOBS_AND_HISTORY];
 
 /// The version this build writes: the number of migration steps.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-const V1: &str = "
+pub(super) const V1: &str = "
 CREATE TABLE jobs (
     id           INTEGER PRIMARY KEY,
     account      TEXT    NOT NULL,
@@ -44,6 +44,28 @@ CREATE TABLE transitions (
     at_ms     INTEGER NOT NULL
 );
 CREATE INDEX transitions_by_container ON transitions(container);
+";
+
+/// Deadlines, owners and task counts on jobs (so ended jobs are listed from the store
+/// alone), and the history of ended jobs. Existing rows are filled in from what they have.
+const V2_JOBS_AND_HISTORY: &str = "
+ALTER TABLE jobs ADD COLUMN owner TEXT;
+ALTER TABLE jobs ADD COLUMN deadline_ms INTEGER;
+ALTER TABLE jobs ADD COLUMN tasks_total INTEGER;
+ALTER TABLE jobs ADD COLUMN tasks_completed INTEGER;
+UPDATE jobs SET owner = account;
+UPDATE jobs SET tasks_total =
+    (SELECT COALESCE(SUM(json_extract(value, '$.tasks')), 0) FROM json_each(jobs.spec_json, '$.stage'));
+UPDATE jobs SET tasks_completed =
+    (SELECT COUNT(*) FROM containers c WHERE c.job = jobs.id AND c.state = 'completed');
+CREATE INDEX jobs_by_state ON jobs(state);
+-- One row per ended job, at most a configured number per name (older ones are deleted).
+CREATE TABLE job_history (
+    job         INTEGER PRIMARY KEY,
+    name        TEXT    NOT NULL,
+    record_json TEXT    NOT NULL
+);
+CREATE INDEX job_history_by_name ON job_history(name, job);
 ";
 
 /// Brings a database to [`SCHEMA_VERSION`], one step per transaction, or refuses a file

@@ -2,8 +2,8 @@
 
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
-use slotmarket_common::protocol::{ContainerReport, JobState};
-use slotmarket_common::spec::JobSpec;
+use slotmarket_common::protocol::{ContainerReport, JobHistory, JobState, JobsQuery, StageHistory};
+use slotmarket_common::spec::{JobSpec, SlotKind};
 use slotmarket_common::time::Timestamp;
 
 use super::{Store, StoreError};
@@ -34,8 +34,10 @@ fn a_reopened_store_recovers_jobs_and_the_latest_container_states() {
             .apply(&[Persist::JobAdmitted {
                 job: JobId(1),
                 account: AccountId("alice".into()),
+                owner: AccountId("alice".into()),
                 spec: spec.clone(),
                 submitted: Timestamp(100),
+                deadline: None,
             }])
             .unwrap();
         let node = |r| Persist::Container { node: "node-1".into(), report: r };
@@ -49,6 +51,7 @@ fn a_reopened_store_recovers_jobs_and_the_latest_container_states() {
                     state: JobState::Running,
                     at: Timestamp(120),
                     message: None,
+                    tasks_completed: 0,
                 },
                 node(report(1, 0, ContainerState::Completed, 130)),
             ])
@@ -79,13 +82,20 @@ fn a_failed_batch_leaves_nothing_behind() {
     let admitted = Persist::JobAdmitted {
         job: JobId(1),
         account: AccountId("alice".into()),
+        owner: AccountId("alice".into()),
         spec: JobSpec::from_toml(SPEC).unwrap(),
         submitted: Timestamp(1),
+        deadline: None,
     };
     store.apply(std::slice::from_ref(&admitted)).unwrap();
     // The same id twice violates the primary key: the whole batch must roll back.
-    let second =
-        Persist::JobState { job: JobId(1), state: JobState::Cancelled, at: Timestamp(2), message: None };
+    let second = Persist::JobState {
+        job: JobId(1),
+        state: JobState::Cancelled,
+        at: Timestamp(2),
+        message: None,
+        tasks_completed: 0,
+    };
     assert!(matches!(store.apply(&[second, admitted]), Err(StoreError::Sqlite(_))));
     assert_eq!(store.job_state(JobId(1)).unwrap(), Some(JobState::Pending));
 }
@@ -110,21 +120,143 @@ fn an_ended_job_comes_back_with_its_finish_time_and_reason() {
                 Persist::JobAdmitted {
                     job: JobId(3),
                     account: AccountId("bob".into()),
+                    owner: AccountId("bob".into()),
                     spec: JobSpec::from_toml(SPEC).unwrap(),
                     submitted: Timestamp(10),
+                    deadline: None,
                 },
                 Persist::JobState {
                     job: JobId(3),
                     state: JobState::Cancelled,
                     at: Timestamp(20),
                     message: Some("cancelled by bob".into()),
+                    tasks_completed: 0,
                 },
             ])
             .unwrap();
     }
-    let jobs = Store::open(dir.path()).unwrap().recover().unwrap();
-    assert_eq!((jobs[0].state, jobs[0].finished), (JobState::Cancelled, Some(Timestamp(20))));
-    assert_eq!(jobs[0].message.as_deref(), Some("cancelled by bob"));
+    let store = Store::open(dir.path()).unwrap();
+    assert!(store.recover().unwrap().is_empty(), "ended jobs stay in the store");
+    let recovery = store.recover_store().unwrap();
+    assert_eq!((recovery.next_job, recovery.next_container), (JobId(4), ContainerId(1)));
+    let status = store.ended_job_status(JobId(3)).unwrap().expect("stored");
+    assert_eq!((status.summary.state, status.summary.finished), (JobState::Cancelled, Some(Timestamp(20))));
+    assert_eq!((status.summary.tasks_total, status.summary.owner.0.as_str()), (2, "bob"));
+    assert_eq!(status.message.as_deref(), Some("cancelled by bob"));
+    assert_eq!(status.stages.len(), 1);
+    assert_eq!(store.ended_job_status(JobId(9)).unwrap(), None);
+}
+
+#[test]
+fn history_keeps_the_newest_runs_of_each_name_across_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut store = Store::open(dir.path()).unwrap();
+        for job in 1..=4 {
+            let name = if job == 2 { "sort" } else { "wc" };
+            store.apply(&[Persist::History { record: run(job, name), keep_per_name: 2 }]).unwrap();
+        }
+    }
+    let history = Store::open(dir.path()).unwrap().recover_store().unwrap().history;
+    let kept: Vec<(u64, &str)> = history.iter().map(|r| (r.job.0, r.name.as_str())).collect();
+    assert_eq!(kept, vec![(2, "sort"), (3, "wc"), (4, "wc")]);
+    assert_eq!(history[2], run(4, "wc"));
+}
+
+#[test]
+fn listings_walk_stored_jobs_in_either_order_with_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    for (job, owner, state) in
+        [(1, "alice", JobState::Completed), (2, "bob", JobState::Failed), (3, "alice", JobState::Cancelled)]
+    {
+        store.apply(&[admitted(job, owner), ended(job, state)]).unwrap();
+    }
+    let list = |query: JobsQuery, owner: Option<&str>| {
+        let mut ids = Vec::new();
+        let owner = owner.map(|o| AccountId(o.into()));
+        store
+            .each_job(&query, owner.as_ref(), |job| {
+                ids.push(job.id.0);
+                std::ops::ControlFlow::Continue(())
+            })
+            .unwrap();
+        ids
+    };
+    let oldest = JobsQuery { newest_first: false, ..JobsQuery::default() };
+    assert_eq!(list(oldest.clone(), None), vec![1, 2, 3]);
+    assert_eq!(list(JobsQuery::default(), None), vec![3, 2, 1]);
+    assert_eq!(list(oldest.clone(), Some("alice")), vec![1, 3]);
+    assert_eq!(list(JobsQuery { after: Some(JobId(1)), ..oldest.clone() }, None), vec![2, 3]);
+    assert_eq!(list(JobsQuery { after: Some(JobId(3)), ..JobsQuery::default() }, None), vec![2, 1]);
+    assert_eq!(list(JobsQuery { states: vec![JobState::Failed], ..oldest.clone() }, None), vec![2]);
+    assert_eq!(list(JobsQuery { account: Some(AccountId("bob".into())), ..oldest }, None), vec![2]);
+}
+
+#[test]
+fn a_version_one_database_gains_owners_and_task_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(super::DATABASE_FILE);
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(super::schema::V1).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        let spec_json = serde_json::to_string(&JobSpec::from_toml(SPEC).unwrap()).unwrap();
+        conn.execute(
+            "INSERT INTO jobs (id, account, name, spec_json, submitted_ms, state, finished_ms)
+             VALUES (5, 'carol', 'wc', ?1, 10, 'completed', 30)",
+            [spec_json],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO containers (id, job, stage, task, attempt, node, state, at_ms)
+             VALUES (1, 5, 0, 0, 1, 'n1', 'completed', 20), (2, 5, 0, 1, 1, 'n1', 'completed', 25)",
+            [],
+        )
+        .unwrap();
+    }
+    let store = Store::open(dir.path()).unwrap();
+    let status = store.ended_job_status(JobId(5)).unwrap().expect("migrated");
+    let summary = &status.summary;
+    assert_eq!((summary.owner.0.as_str(), summary.tasks_total, summary.tasks_completed), ("carol", 2, 2));
+    assert_eq!(status.stages[0].completed, 2);
+}
+
+fn admitted(job: u64, owner: &str) -> Persist {
+    Persist::JobAdmitted {
+        job: JobId(job),
+        account: AccountId(owner.into()),
+        owner: AccountId(owner.into()),
+        spec: JobSpec::from_toml(SPEC).unwrap(),
+        submitted: Timestamp(job),
+        deadline: Some(Timestamp(1_000)),
+    }
+}
+
+fn ended(job: u64, state: JobState) -> Persist {
+    Persist::JobState { job: JobId(job), state, at: Timestamp(job + 10), message: None, tasks_completed: 1 }
+}
+
+fn run(job: u64, name: &str) -> JobHistory {
+    JobHistory {
+        job: JobId(job),
+        name: name.into(),
+        account: AccountId("alice".into()),
+        class: None,
+        state: JobState::Completed,
+        submitted: Timestamp(job),
+        started: Some(Timestamp(job + 1)),
+        finished: Timestamp(job + 5),
+        deadline: None,
+        input_bytes: Some(1024),
+        slot_ms: [3, 1],
+        stages: vec![StageHistory {
+            name: "map".into(),
+            slot: SlotKind::Map,
+            run_ms: vec![Some(3)],
+            attempts: vec![1],
+        }],
+    }
 }
 
 #[test]
@@ -134,8 +266,10 @@ fn an_unknown_state_name_is_reported_as_corrupt() {
     let admitted = Persist::JobAdmitted {
         job: JobId(1),
         account: AccountId("alice".into()),
+        owner: AccountId("alice".into()),
         spec: JobSpec::from_toml(SPEC).unwrap(),
         submitted: Timestamp(1),
+        deadline: None,
     };
     let container =
         Persist::Container { node: "n1".into(), report: report(1, 0, ContainerState::Running, 2) };

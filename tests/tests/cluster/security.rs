@@ -10,18 +10,18 @@ use slotmarket_common::client::Client;
 use slotmarket_common::identity::Role;
 use slotmarket_common::pki::{self, TlsFiles};
 use slotmarket_common::protocol::{
-    ClientRequest, DEFAULT_MAX_FRAME, ErrorKind, JobSummary, Request, Response, decode_frame, encode_frame,
+    ClientRequest, DEFAULT_MAX_FRAME, ErrorKind, NodeSummary, Request, Response, decode_frame, encode_frame,
 };
 use slotmarket_common::transport::{self, ALPN};
 
 use crate::support::{TestCluster, WAIT};
 
-/// Connects and asks for the job list; any failure along the way is a refusal.
+/// Connects and asks for the node list; any failure along the way is a refusal.
 async fn try_request(
     connect: impl Future<Output = anyhow::Result<Client>>,
-) -> anyhow::Result<Vec<JobSummary>> {
+) -> anyhow::Result<Vec<NodeSummary>> {
     let client = tokio::time::timeout(Duration::from_secs(10), connect).await??;
-    let answer = tokio::time::timeout(Duration::from_secs(10), client.jobs()).await??;
+    let answer = tokio::time::timeout(Duration::from_secs(10), client.nodes()).await??;
     Ok(answer)
 }
 
@@ -60,7 +60,7 @@ async fn no_certificate_request(cluster: &TestCluster) -> anyhow::Result<Client>
     endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(quic)));
     let conn = endpoint.connect(cluster.addr, "localhost")?.await?;
     let (mut send, mut recv) = conn.open_bi().await?;
-    send.write_all(&encode_frame(&ClientRequest::new(Request::Jobs), DEFAULT_MAX_FRAME)?).await?;
+    send.write_all(&encode_frame(&ClientRequest::new(Request::Nodes), DEFAULT_MAX_FRAME)?).await?;
     send.finish()?;
     let bytes = recv.read_to_end(DEFAULT_MAX_FRAME).await?;
     let (answer, _): (Response, usize) = decode_frame(&bytes, DEFAULT_MAX_FRAME)?;
@@ -92,7 +92,7 @@ async fn malformed_and_oversized_frames_are_rejected_while_others_are_served() {
     }
 
     // The same connection and another client still work.
-    let valid = encode_frame(&ClientRequest::new(Request::Jobs), DEFAULT_MAX_FRAME).unwrap();
+    let valid = encode_frame(&ClientRequest::new(Request::Nodes), DEFAULT_MAX_FRAME).unwrap();
     assert!(matches!(raw_exchange(&conn, &valid).await, Response::Jobs(_)));
     assert!(good.nodes().await.is_ok());
     good.close().await;

@@ -16,7 +16,8 @@ mod slots;
 use std::fmt;
 use std::str::FromStr;
 
-use slotmarket_common::ids::{AgentId, ContainerId, JobId, TaskId};
+use slotmarket_common::container::ContainerState;
+use slotmarket_common::ids::{AccountId, AgentId, ContainerId, JobId, TaskId};
 use slotmarket_common::spec::{JobClass, SlotKind};
 use slotmarket_common::time::Timestamp;
 
@@ -222,6 +223,10 @@ impl<'a> SchedView<'a> {
             },
             kind: c.kind,
             kill_sent: c.kill_sent,
+            state: c.state,
+            entered: c.entered,
+            allocated: c.allocated,
+            started: c.started,
         })
     }
 }
@@ -256,6 +261,74 @@ impl<'a> JobInfo<'a> {
     /// Its `capacity` queue: the spec's, or `default`.
     pub fn queue(&self) -> &'a str {
         self.job.spec.queue.as_deref().unwrap_or(DEFAULT_QUEUE)
+    }
+
+    /// Its spec's name (the key of its history).
+    pub fn name(&self) -> &'a str {
+        &self.job.spec.name
+    }
+
+    /// The account it runs on.
+    pub fn account(&self) -> &'a AccountId {
+        &self.job.account
+    }
+
+    /// When it was admitted.
+    pub fn submitted(&self) -> Timestamp {
+        self.job.submitted
+    }
+
+    /// When it should finish, if it has a deadline.
+    pub fn deadline(&self) -> Option<Timestamp> {
+        self.job.deadline
+    }
+
+    /// Tasks of `kind` over all its stages.
+    pub fn tasks(&self, kind: SlotKind) -> u32 {
+        self.stages().filter(|s| s.kind == kind).map(|s| s.tasks).sum()
+    }
+
+    /// Tasks of `kind` completed.
+    pub fn completed(&self, kind: SlotKind) -> u32 {
+        self.stages().filter(|s| s.kind == kind).map(|s| s.completed).sum()
+    }
+
+    /// Tasks of `kind` neither completed nor running: ready, or waiting for a barrier.
+    pub fn pending(&self, kind: SlotKind) -> u32 {
+        self.stages().filter(|s| s.kind == kind).map(|s| s.pending()).sum()
+    }
+
+    /// Its stages, in spec order.
+    pub fn stages(&self) -> impl Iterator<Item = StageInfo> + use<'a> {
+        self.job.stages.iter().map(|s| StageInfo {
+            kind: s.kind,
+            tasks: s.tasks.len() as u32,
+            completed: s.completed,
+            running: s.live,
+            released: s.released,
+        })
+    }
+}
+
+/// A stage's progress as a policy sees it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct StageInfo {
+    /// Its slot kind.
+    pub kind: SlotKind,
+    /// Its tasks.
+    pub tasks: u32,
+    /// Tasks completed.
+    pub completed: u32,
+    /// Tasks with a live container.
+    pub running: u32,
+    /// Whether its barrier has passed, so its pending tasks may run.
+    pub released: bool,
+}
+
+impl StageInfo {
+    /// Tasks neither completed nor running.
+    pub fn pending(&self) -> u32 {
+        self.tasks - self.completed - self.running
     }
 }
 
@@ -302,6 +375,14 @@ pub struct ContainerInfo {
     pub kind: SlotKind,
     /// A kill was already sent; preempting it again does nothing.
     pub kill_sent: bool,
+    /// Its last reported state (never terminal: ended containers leave the view).
+    pub state: ContainerState,
+    /// When it entered `state` (the agent's clock, or the master's for `Allocated`).
+    pub entered: Timestamp,
+    /// When the master allocated it (or recovered it after a restart).
+    pub allocated: Timestamp,
+    /// When its process started running, once it did.
+    pub started: Option<Timestamp>,
 }
 
 #[cfg(test)]

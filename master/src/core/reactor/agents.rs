@@ -153,7 +153,7 @@ pub(super) fn on_agent_disconnected(state: &mut State, agent: AgentId) {
 }
 
 /// Loses every agent and recovered container whose silence passed the timeout.
-pub(crate) fn on_tick(state: &mut State, cx: &mut Ctx) {
+pub(super) fn on_tick(state: &mut State, cx: &mut Ctx) {
     let timeout = cx.agent_timeout;
     let silent: Vec<AgentId> = state
         .agents

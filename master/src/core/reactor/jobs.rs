@@ -2,12 +2,14 @@
 //! (started, completed, failed, cancelled) that other handlers trigger.
 
 use slotmarket_common::identity::Role;
-use slotmarket_common::ids::{ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::ids::{AccountId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::{ErrorKind, JobState, Response};
-use slotmarket_common::spec::{JobSpec, validate};
+use slotmarket_common::spec::{JobSpec, format_rfc3339, validate};
+use slotmarket_common::time::Timestamp;
 
 use super::Ctx;
 use crate::core::command::{Command, KillReason, Persist};
+use crate::core::history;
 use crate::core::state::{Holder, Job, State, TaskPhase};
 use crate::core::{Caller, RequestId};
 
@@ -27,12 +29,38 @@ pub(super) fn on_job_submitted(
     if let Err(e) = validate(&spec) {
         return reply_error(cx, request, ErrorKind::BadRequest, e.to_string());
     }
+    let account = spec.account.as_ref().map_or_else(|| caller.account(), |a| AccountId(a.clone()));
+    if !may_submit_to(caller, &account) {
+        let message = format!("{caller} may not submit to account {account}; submit to your own");
+        return reply_error(cx, request, ErrorKind::Forbidden, message);
+    }
+    let deadline = spec.deadline.map(|d| d.resolve(cx.now));
+    if let Some(at) = deadline.filter(|&at| at <= cx.now) {
+        let message = format!("deadline: {} has already passed", format_rfc3339(at));
+        return reply_error(cx, request, ErrorKind::BadRequest, message);
+    }
     let job = state.alloc_job();
-    let account = caller.account();
-    cx.persist(Persist::JobAdmitted { job, account: account.clone(), spec: spec.clone(), submitted: cx.now });
+    let owner = caller.account();
+    let (submitted, admitted) = (cx.now, spec.clone());
+    let persist = Persist::JobAdmitted {
+        job,
+        account: account.clone(),
+        owner: owner.clone(),
+        spec,
+        submitted,
+        deadline,
+    };
+    cx.persist(persist);
     cx.push(Command::Reply { request, response: Response::Submitted { job } });
-    state.insert_job(Job::new(job, account, spec, cx.now));
+    let mut j = Job::new(job, account, admitted, submitted);
+    (j.owner, j.deadline) = (owner, deadline);
+    state.insert_job(j);
     state.release_stages(job);
+}
+
+/// Whether `caller` may run jobs on `account`: admins on any, users on their own.
+fn may_submit_to(caller: &Caller, account: &AccountId) -> bool {
+    caller.role == Role::Admin || caller.account() == *account
 }
 
 /// Cancels a job the caller may act for: kills its live containers, drops its pending
@@ -47,7 +75,7 @@ pub(super) fn on_job_cancel_requested(
     let Some(j) = state.jobs.get(&job) else {
         return reply_error(cx, request, ErrorKind::NotFound, format!("no job {job}"));
     };
-    if !caller.may_act_for(&j.account) {
+    if !may_see(caller, j) {
         let message = format!("{caller} may not cancel {job}, which belongs to {}", j.account);
         return reply_error(cx, request, ErrorKind::Forbidden, message);
     }
@@ -71,7 +99,14 @@ pub(super) fn mark_started(state: &mut State, cx: &mut Ctx, job: JobId) {
     }
     j.started = Some(cx.now);
     j.state = JobState::Running;
-    cx.persist(Persist::JobState { job, state: JobState::Running, at: cx.now, message: None });
+    let tasks_completed = j.completed;
+    cx.persist(Persist::JobState {
+        job,
+        state: JobState::Running,
+        at: cx.now,
+        message: None,
+        tasks_completed,
+    });
     cx.changed(job);
 }
 
@@ -108,14 +143,44 @@ pub(super) fn end_job(
     j.state = to;
     j.finished = Some(cx.now);
     j.message.clone_from(&message);
-    cx.persist(Persist::JobState { job, state: to, at: cx.now, message });
+    let tasks_completed = j.completed;
+    cx.persist(Persist::JobState { job, state: to, at: cx.now, message, tasks_completed });
+    let keep_per_name = state.history.limits().per_name;
+    if keep_per_name > 0 {
+        let record = history::record_of(j, cx.now);
+        state.history.record(record.clone());
+        cx.persist(Persist::History { record, keep_per_name });
+    }
     cx.changed(job);
     state.active.remove(&job);
-    if !cx.retain_finished_jobs {
-        // Draining containers of the job only need their records, which stay; reports
-        // about them find no job and just free their slots.
+    retire(state, cx, job);
+}
+
+/// Keeps an ended job for status and watches until the retention passes, or drops it
+/// now when there is none. Draining containers of a dropped job keep their records;
+/// reports about them find no job and just free their slots.
+pub(super) fn retire(state: &mut State, cx: &Ctx, job: JobId) {
+    if cx.retention.is_zero() {
+        state.jobs.remove(&job);
+    } else {
+        state.ended.push_back((cx.now + cx.retention, job));
+    }
+}
+
+/// Drops the ended jobs whose retention has passed.
+pub(super) fn drop_expired(state: &mut State, now: Timestamp) {
+    while let Some(&(at, job)) = state.ended.front() {
+        if at > now {
+            break;
+        }
+        state.ended.pop_front();
         state.jobs.remove(&job);
     }
+}
+
+/// Whether `caller` may see and act on `job`: admins, and the user who submitted it.
+pub(crate) fn may_see(caller: &Caller, job: &Job) -> bool {
+    caller.may_act_for(&job.owner)
 }
 
 /// Every task of `job` that has a live container.

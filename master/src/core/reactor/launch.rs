@@ -51,8 +51,8 @@ fn launch(state: &mut State, cx: &mut Ctx, a: Assignment) {
     let Some(launch) = build_launch(job, task, attempt, container) else { return };
     job.set_phase(task, TaskPhase::Live(container));
     cx.changed(a.job);
-    let rec =
-        ContainerRec::new(task, attempt, launch.slot, Holder::Agent(a.agent), ContainerState::Allocated);
+    let holder = Holder::Agent(a.agent);
+    let rec = ContainerRec::new(task, attempt, launch.slot, holder, (ContainerState::Allocated, cx.now));
     state.attach(container, rec);
     let report = ContainerReport {
         container,

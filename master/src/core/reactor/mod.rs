@@ -23,7 +23,8 @@ use super::command::{Command, Persist};
 use super::event::Event;
 use super::state::State;
 
-pub(crate) use agents::{next_deadline, on_tick};
+pub(crate) use agents::next_deadline;
+pub(crate) use jobs::may_see;
 pub(crate) use launch::apply_decisions;
 
 /// What one `handle`/`tick` call produces, and the time it happens at.
@@ -33,8 +34,8 @@ pub(crate) struct Ctx {
     pub(crate) now: Timestamp,
     /// How long silence is tolerated before an agent or orphan is lost.
     pub(crate) agent_timeout: Duration,
-    /// Whether ended jobs stay in the state (see `CoreConfig::retain_finished_jobs`).
-    pub(crate) retain_finished_jobs: bool,
+    /// How long ended jobs stay in the state (see `CoreConfig::ended_job_retention`).
+    pub(crate) retention: Duration,
     out: Vec<Command>,
     /// Jobs whose status changed in this step, possibly repeated; one `JobChanged` each
     /// at the end. A vector rather than a set: a step touches one or two jobs, and the
@@ -47,7 +48,7 @@ impl Ctx {
     pub(crate) fn new(
         now: Timestamp,
         agent_timeout: Duration,
-        retain_finished_jobs: bool,
+        retention: Duration,
         changed: Vec<JobId>,
     ) -> Ctx {
         // Room for a typical step at once: a report's persist, a launch and its persist,
@@ -55,7 +56,7 @@ impl Ctx {
         // limit (1032 bytes); eight, or growing past four, did not, and the allocator's
         // slow path was a quarter of the simulator's profile.
         let out = Vec::with_capacity(5);
-        Ctx { now, agent_timeout, retain_finished_jobs, out, changed }
+        Ctx { now, agent_timeout, retention, out, changed }
     }
 
     /// Appends a command.
@@ -92,6 +93,12 @@ impl Ctx {
     }
 }
 
+/// Periodic work: agents and orphans lost by silence, ended jobs past their retention.
+pub(crate) fn on_tick(state: &mut State, cx: &mut Ctx) {
+    agents::on_tick(state, cx);
+    jobs::drop_expired(state, cx.now);
+}
+
 /// Routes an event to its handler.
 pub(crate) fn dispatch(state: &mut State, cx: &mut Ctx, event: Event) {
     match event {
@@ -111,5 +118,6 @@ pub(crate) fn dispatch(state: &mut State, cx: &mut Ctx, event: Event) {
             jobs::on_job_cancel_requested(state, cx, request, &caller, job);
         }
         Event::JobRecovered(job) => recovery::on_job_recovered(state, cx, job),
+        Event::StoreRecovered(recovery) => recovery::on_store_recovered(state, recovery),
     }
 }

@@ -13,7 +13,7 @@ use slotmarket_common::time::Timestamp;
 use super::agents::silence_deadline;
 use super::{Ctx, jobs};
 use crate::core::command::KillReason;
-use crate::core::event::RecoveredJob;
+use crate::core::event::{RecoveredJob, StoreRecovery};
 use crate::core::state::{ContainerRec, Holder, Job, State, TaskPhase};
 
 /// Restores one stored job. A job id seen before is a duplicate replay and is ignored.
@@ -27,7 +27,7 @@ pub(super) fn on_job_recovered(state: &mut State, cx: &mut Ctx, stored: Recovere
     state.next_container = state.next_container.max(max_container + 1);
 
     let mut job = Job::new(id, stored.account, stored.spec, stored.submitted);
-    job.started = stored.started;
+    (job.owner, job.deadline, job.started) = (stored.owner, stored.deadline, stored.started);
     if stored.state.is_terminal() {
         (job.finished, job.message) = (stored.finished, stored.message);
     }
@@ -40,7 +40,11 @@ pub(super) fn on_job_recovered(state: &mut State, cx: &mut Ctx, stored: Recovere
     let live = restore_tasks(&mut job, stored.containers);
     let orphans = orphans(&mut job, live, deadline);
     let spec_problem = validate(&job.spec).err();
+    let ended = job.state.is_terminal();
     state.insert_job(job);
+    if ended {
+        return jobs::retire(state, cx, id);
+    }
     for (container, rec) in orphans {
         state.attach(container, rec);
     }
@@ -50,6 +54,16 @@ pub(super) fn on_job_recovered(state: &mut State, cx: &mut Ctx, stored: Recovere
     }
     state.release_stages(id);
     settle(state, cx, id);
+}
+
+/// Takes the id counters and history the store kept: ids continue above every id ever
+/// stored, so none is reused, and estimators see past runs.
+pub(super) fn on_store_recovered(state: &mut State, recovery: StoreRecovery) {
+    state.next_job = state.next_job.max(recovery.next_job.0);
+    state.next_container = state.next_container.max(recovery.next_container.0);
+    for run in recovery.history {
+        state.history.record(run);
+    }
 }
 
 /// A container that was live when the master stopped: its node and last report.
@@ -102,7 +116,8 @@ fn orphans(job: &mut Job, live: LiveAtStop, deadline: Timestamp) -> Vec<(Contain
         let Some(kind) = job.stages.get(task.stage.0 as usize).map(|s| s.kind) else { continue };
         job.set_phase(task, TaskPhase::Live(container));
         let holder = Holder::Orphan { node, deadline };
-        orphans.push((container, ContainerRec::new(task, report.attempt, kind, holder, report.state)));
+        let entered = (report.state, report.at);
+        orphans.push((container, ContainerRec::new(task, report.attempt, kind, holder, entered)));
     }
     orphans
 }

@@ -10,7 +10,7 @@ use slotmarket_common::protocol::{ContainerReport, JobState};
 use super::agents::release_stray;
 use super::{Ctx, jobs};
 use crate::core::command::{Command, KillReason, Persist};
-use crate::core::state::{Holder, State, TaskPhase};
+use crate::core::state::{ContainerRec, Holder, State, TaskPhase, kind_ix};
 
 /// Applies the reports an agent sent, oldest first, ignoring any that fail the fence.
 pub(super) fn on_container_reports(
@@ -55,19 +55,24 @@ pub(super) fn apply_transition(state: &mut State, cx: &mut Ctx, report: Containe
     let container = report.container;
     let Some(rec) = state.containers.get_mut(&container) else { return };
     rec.state = report.state;
+    rec.entered = report.at;
+    if report.state == ContainerState::Running {
+        rec.started = Some(report.at);
+    }
     let (draining, task, to) = (rec.draining, rec.task, report.state);
+    let run_ms = rec.started.map(|s| report.at.0.saturating_sub(s.0));
     // Only a failure needs the report afterwards (its exit code and message).
     let failure = (to == ContainerState::Failed).then(|| report.clone());
     cx.persist(Persist::Container { node, report });
     if to.is_terminal() {
-        state.detach(container);
+        release_slot(state, cx, container);
     }
     if draining || !owns(state, task, container) {
         return;
     }
     match (to, failure) {
         (ContainerState::Running, _) => jobs::mark_started(state, cx, task.job),
-        (ContainerState::Completed, _) => task_completed(state, cx, task),
+        (ContainerState::Completed, _) => task_completed(state, cx, task, run_ms),
         (ContainerState::Failed, Some(report)) => task_failed(state, cx, task, &report),
         (ContainerState::Killed, _) => task_interrupted(state, cx, task),
         _ => {}
@@ -87,7 +92,7 @@ pub(super) fn lose_container(
 ) {
     let Some(rec) = state.containers.get(&container) else { return };
     let node = state.holder_node(&rec.holder);
-    let Some(rec) = state.detach(container) else { return };
+    let Some(rec) = release_slot(state, cx, container) else { return };
     let report = ContainerReport {
         container,
         task: rec.task,
@@ -108,17 +113,30 @@ pub(super) fn lose_container(
     }
 }
 
+/// Removes a container that ended, adding the time it held its slot to its job's total.
+fn release_slot(state: &mut State, cx: &Ctx, container: ContainerId) -> Option<ContainerRec> {
+    let rec = state.detach(container)?;
+    if let Some(job) = state.jobs.get_mut(&rec.task.job) {
+        job.slot_ms[kind_ix(rec.kind)] += cx.now.0.saturating_sub(rec.allocated.0);
+    }
+    Some(rec)
+}
+
 /// Whether `container` runs the current attempt of `task`.
 fn owns(state: &State, task: TaskId, container: ContainerId) -> bool {
     let phase = state.jobs.get(&task.job).and_then(|j| j.task(task)).map(|t| t.phase);
     phase == Some(TaskPhase::Live(container))
 }
 
-fn task_completed(state: &mut State, cx: &mut Ctx, task: TaskId) {
+/// `run_ms`: how long the completing attempt ran, if its start was seen.
+fn task_completed(state: &mut State, cx: &mut Ctx, task: TaskId, run_ms: Option<u64>) {
     // An adopted container may jump straight to Completed; the job still ran.
     jobs::mark_started(state, cx, task.job);
     let Some(j) = state.jobs.get_mut(&task.job) else { return };
     j.set_phase(task, TaskPhase::Completed);
+    if let Some(t) = j.task_mut(task) {
+        t.run_ms = run_ms;
+    }
     cx.changed(task.job);
     if j.stage_done(task.stage.0 as usize) {
         state.release_stages(task.job);

@@ -49,6 +49,9 @@ fn spec(stages: Vec<StageSpec>) -> JobSpec {
         stages,
         class: None,
         queue: None,
+        deadline: None,
+        account: None,
+        input_bytes: None,
     }
 }
 
@@ -95,6 +98,8 @@ pub(super) fn recovered(id: u64, spec: JobSpec, state: JobState) -> RecoveredJob
     RecoveredJob {
         id: JobId(id),
         account: AccountId("alice".to_string()),
+        owner: AccountId("alice".to_string()),
+        deadline: None,
         spec,
         submitted: Timestamp::from_secs(1),
         state,

@@ -30,7 +30,7 @@ fn submit_persists_the_job_before_replying() {
         .collect();
     assert_eq!(kinds, ["admitted", "reply", "container", "launch", "changed"]);
     match &env.take_persists()[0] {
-        Persist::JobAdmitted { job: j, account, spec, submitted } => {
+        Persist::JobAdmitted { job: j, account, spec, submitted, .. } => {
             assert_eq!(
                 (*j, account.0.as_str(), spec.name.as_str(), *submitted),
                 (job, "alice", "wc", env.now)
@@ -92,7 +92,10 @@ fn cancel_kills_live_containers_and_replies() {
     let persisted = env.take_persists();
     assert!(matches!(
         &persisted[..],
-        [Persist::JobState { state: JobState::Cancelled, message: Some(_), .. }]
+        [
+            Persist::JobState { state: JobState::Cancelled, message: Some(_), .. },
+            Persist::History { record, .. }
+        ] if record.state == JobState::Cancelled && record.job == job
     ));
     let status = env.status(job);
     assert_eq!((status.stages[0].pending, status.stages[0].running, status.stages[1].pending), (0, 0, 0));
@@ -150,7 +153,7 @@ fn users_see_only_their_own_jobs_and_admins_see_all() {
         other => panic!("{other:?}"),
     };
     let view = env.core.view();
-    let ids = |who| view.jobs(&who).iter().map(|s| s.id).collect::<Vec<_>>();
+    let ids = |who| view.all_jobs(&who).iter().map(|s| s.id).collect::<Vec<_>>();
     assert_eq!(ids(alice()), vec![a]);
     assert_eq!(ids(bob()), vec![b]);
     assert_eq!(ids(root()), vec![a, b]);

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::identity::{Identity, Role};
 use slotmarket_common::ids::{AgentId, ContainerId, JobId};
-use slotmarket_common::protocol::{ContainerReport, JobStatus, Launch, MasterToAgent, Response};
+use slotmarket_common::protocol::{ContainerReport, JobHistory, JobStatus, Launch, MasterToAgent, Response};
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
 
@@ -347,6 +347,12 @@ fn round_trip_command(command: &Command) {
         Command::Reply { response, .. } => round_trip(response),
         Command::Persist(Persist::JobAdmitted { spec, .. }) => round_trip(spec),
         Command::Persist(Persist::Container { report, .. }) => round_trip(report),
+        Command::Persist(Persist::History { record, .. }) => {
+            round_trip(record);
+            // The store keeps history as JSON.
+            let json = serde_json::to_string(record).expect("encodes as JSON");
+            assert_eq!(&serde_json::from_str::<JobHistory>(&json).expect("decodes from JSON"), record);
+        }
         Command::Persist(Persist::JobState { .. }) | Command::JobChanged { .. } => {}
     }
 }

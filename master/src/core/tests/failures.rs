@@ -150,7 +150,7 @@ fn a_disconnected_agent_gets_no_launches_and_is_lost_quietly() {
     env.assert_no_commands();
     let node = env.core.view().nodes().remove(0);
     assert_eq!((node.agent, node.map_used), (n2, 1));
-    assert_eq!(env.core.view().jobs(&super::env::alice())[0].tasks_running, 0);
+    assert_eq!(env.core.view().all_jobs(&super::env::alice())[0].tasks_running, 0);
 }
 
 #[test]

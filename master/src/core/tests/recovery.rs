@@ -198,7 +198,7 @@ fn recovered_ended_jobs_are_listed_but_never_run() {
     let mut stored = recovered(3, JobBuilder::maps(2).build(), JobState::Cancelled);
     stored.containers = vec![("n1".into(), report(5, task(JobId(3), 0, 0), 1, Running, env.now))];
     env.recover(stored);
-    assert_eq!(env.core.view().jobs(&alice())[0].state, JobState::Cancelled);
+    assert_eq!(env.core.view().all_jobs(&alice())[0].state, JobState::Cancelled);
     let n1 = env.join_agent_with("n1", 2, 0, vec![report(5, task(JobId(3), 0, 0), 1, Running, env.now)]);
     assert_eq!(env.take_kills(1), vec![(n1, ContainerId(5), "unknown to the master".into())]);
     assert_eq!(env.submit(JobBuilder::maps(1).build()), JobId(4));
@@ -215,7 +215,13 @@ fn a_recovered_job_whose_last_task_had_completed_is_completed() {
     assert_eq!(env.core.view().job_state(JobId(1)), Some(JobState::Completed));
     let persisted = env.take_persists();
     assert!(
-        matches!(&persisted[..], [Persist::JobState { state: JobState::Completed, .. }]),
+        matches!(
+            &persisted[..],
+            [
+                Persist::JobState { state: JobState::Completed, tasks_completed: 1, .. },
+                Persist::History { .. }
+            ]
+        ),
         "{persisted:?}"
     );
     env.assert_no_commands();

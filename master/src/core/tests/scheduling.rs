@@ -80,8 +80,11 @@ fn reduce_tasks_start_only_after_every_map_task_completed() {
     env.take_changed();
     env.finish(reduces[1].container);
     let persists = env.take_persists();
-    let last = persists.last().expect("job state persisted");
-    assert!(matches!(last, Persist::JobState { job: j, state: JobState::Completed, .. } if *j == job));
+    let [.., ended, Persist::History { record, .. }] = &persists[..] else { panic!("{persists:?}") };
+    assert!(
+        matches!(ended, Persist::JobState { job: j, state: JobState::Completed, tasks_completed: 5, .. } if *j == job)
+    );
+    assert_eq!((record.job, record.state, record.tasks()), (job, JobState::Completed, 5));
     assert_eq!(env.take_changed(), vec![job]);
     let status = env.status(job);
     assert_eq!((status.summary.tasks_completed, status.summary.tasks_running), (5, 0));

@@ -1,0 +1,125 @@
+//! `slotmarket history [--name NAME]`: recorded runs of ended jobs, newest first: when
+//! they ran, how long they waited and took, what their tasks took and the slot time they
+//! used. Estimates and profiles learn from the same records.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde::Serialize;
+use slotmarket_common::protocol::{HistoryQuery, JobHistory};
+
+use crate::connection::{self, ConnectionArgs};
+use crate::output::{self, Align, Table};
+
+/// Arguments of `history`.
+#[derive(Debug, Args)]
+pub(crate) struct HistoryArgs {
+    /// Only runs of jobs with this name.
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    /// Most runs to show.
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    limit: u32,
+}
+
+/// The `--json` document: the records as the master keeps them.
+#[derive(Debug, Serialize)]
+struct List {
+    /// Newest first.
+    runs: Vec<JobHistory>,
+}
+
+/// Runs `history`.
+pub(crate) async fn run(conn: &ConnectionArgs, args: HistoryArgs, json: bool) -> Result<ExitCode> {
+    let client = connection::connect_from_args(conn).await?;
+    let query = HistoryQuery { name: args.name, limit: args.limit };
+    let runs = connection::bounded(client.history(query)).await.context("reading job history")?;
+    connection::close(client).await;
+    if json {
+        output::print_json(&List { runs })?;
+    } else if runs.is_empty() {
+        println!("no recorded runs");
+    } else {
+        print!("{}", table(&runs).render());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One row per run.
+fn table(runs: &[JobHistory]) -> Table {
+    let mut table = Table::new(&[
+        ("job", Align::Left),
+        ("name", Align::Left),
+        ("account", Align::Left),
+        ("state", Align::Left),
+        ("finished", Align::Left),
+        ("wait", Align::Right),
+        ("took", Align::Right),
+        ("tasks", Align::Right),
+        ("task mean", Align::Right),
+        ("slot-s", Align::Right),
+    ]);
+    for run in runs {
+        table.row(vec![
+            run.job.to_string(),
+            run.name.clone(),
+            run.account.to_string(),
+            run.state.to_string(),
+            output::clock(run.finished),
+            run.wait_ms().map_or_else(|| "-".into(), millis),
+            millis(run.completion_ms()),
+            run.tasks().to_string(),
+            mean_task_ms(run).map_or_else(|| "-".into(), millis),
+            format!("{:.1}", run.slot_secs()),
+        ]);
+    }
+    table
+}
+
+/// Mean run time of the tasks that completed.
+fn mean_task_ms(run: &JobHistory) -> Option<u64> {
+    let times: Vec<u64> = run.stages.iter().flat_map(|s| s.run_ms.iter().flatten().copied()).collect();
+    (!times.is_empty()).then(|| times.iter().sum::<u64>() / times.len() as u64)
+}
+
+fn millis(ms: u64) -> String {
+    format!("{}s", output::secs(std::time::Duration::from_millis(ms)))
+}
+
+#[cfg(test)]
+mod tests {
+    use slotmarket_common::ids::{AccountId, JobId};
+    use slotmarket_common::protocol::{JobState, StageHistory};
+    use slotmarket_common::spec::SlotKind;
+    use slotmarket_common::time::Timestamp;
+
+    use super::*;
+
+    #[test]
+    fn a_run_shows_its_wait_length_and_task_mean() {
+        let run = JobHistory {
+            job: JobId(4),
+            name: "wc".into(),
+            account: AccountId("alice".into()),
+            class: None,
+            state: JobState::Completed,
+            submitted: Timestamp(10_000),
+            started: Some(Timestamp(10_500)),
+            finished: Timestamp(20_000),
+            deadline: None,
+            input_bytes: None,
+            slot_ms: [6_000, 2_500],
+            stages: vec![StageHistory {
+                name: "map".into(),
+                slot: SlotKind::Map,
+                run_ms: vec![Some(3_000), Some(1_000), None],
+                attempts: vec![1, 2, 4],
+            }],
+        };
+        let text = table(&[run]).render();
+        let row = text.lines().nth(1).unwrap();
+        assert!(row.starts_with("j4   wc    alice    completed"), "{text}");
+        assert!(row.ends_with("0.5s  10.0s      3       2.0s     8.5"), "{text}");
+    }
+}
