@@ -56,10 +56,13 @@ pub(super) fn jobs_page(
         }
         if view.has_job(stored.id) { ControlFlow::Continue(()) } else { page.push(stored) }
     })?;
-    // Jobs admitted in this batch are in the core but not yet in the store.
-    for job in held {
-        if page.push(job).is_break() {
-            break;
+    // Jobs admitted in this batch are in the core but not yet in the store; they come
+    // last, so only once the store's jobs are exhausted (a full page stops right there).
+    if !page.more {
+        for job in held {
+            if page.push(job).is_break() {
+                break;
+            }
         }
     }
     Ok(page.finish())
@@ -112,4 +115,148 @@ impl Page {
 
 fn encoded_len(value: &impl serde::Serialize) -> usize {
     postcard::experimental::serialized_size(value).unwrap_or(usize::MAX / 4)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use slotmarket_common::identity::Role;
+    use slotmarket_common::ids::{AccountId, ContainerId};
+    use slotmarket_common::protocol::{DEFAULT_MAX_FRAME, JobState};
+    use slotmarket_common::spec::JobSpec;
+    use slotmarket_common::time::Timestamp;
+
+    use super::*;
+    use crate::core::{Core, CoreConfig, Event, Persist, RequestId, StoreRecovery};
+
+    const ENDED: u64 = 50_000;
+
+    fn spec(name: &str) -> JobSpec {
+        let toml = format!(
+            "name = \"{name}\"\n[[stage]]\nname = \"m\"\ntasks = 1\nslot = \"map\"\ncommand = \"true\"\n"
+        );
+        JobSpec::from_toml(&toml).unwrap()
+    }
+
+    fn user(name: &str) -> Identity {
+        Identity { role: Role::User, principal: name.into() }
+    }
+
+    /// Walks every page of `query` and checks each answer fits a frame.
+    fn walk(view: &CoreView<'_>, store: &Store, caller: &Identity, mut query: JobsQuery) -> Vec<JobId> {
+        let mut ids = Vec::new();
+        loop {
+            let page = jobs_page(view, store, caller, &query).unwrap();
+            let frame = postcard::to_allocvec(&Response::Jobs(page.clone())).unwrap();
+            assert!(frame.len() < DEFAULT_MAX_FRAME, "a page of {} bytes", frame.len());
+            assert!(!page.jobs.is_empty() || page.next.is_none());
+            ids.extend(page.jobs.iter().map(|j| j.id));
+            match page.next {
+                Some(next) => query.after = Some(next),
+                None => return ids,
+            }
+        }
+    }
+
+    /// 50,000 ended jobs with 4 KB names in the store, plus jobs only the core holds
+    /// (admitted in a batch whose write is not committed yet): every job is listed once.
+    #[test]
+    fn paging_lists_every_job_exactly_once_within_the_frame_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let long = |i: u64| format!("{i:06}-{}", "x".repeat(4089));
+        for chunk in (1..=ENDED).collect::<Vec<_>>().chunks(5_000) {
+            let ops: Vec<Persist> = chunk
+                .iter()
+                .flat_map(|&i| {
+                    let owner = AccountId(if i % 2 == 0 { "alice" } else { "bob" }.into());
+                    let job = JobId(i);
+                    [
+                        Persist::JobAdmitted {
+                            job,
+                            account: owner.clone(),
+                            owner,
+                            spec: spec(&long(i)),
+                            submitted: Timestamp(i),
+                            deadline: None,
+                        },
+                        Persist::JobState {
+                            job,
+                            state: JobState::Completed,
+                            at: Timestamp(i + 1),
+                            message: None,
+                            tasks_completed: 1,
+                        },
+                    ]
+                })
+                .collect();
+            store.apply(&ops).unwrap();
+        }
+        let mut core = Core::new(CoreConfig::default());
+        let recovery =
+            StoreRecovery { next_job: JobId(ENDED + 1), next_container: ContainerId(1), history: vec![] };
+        let _ = core.handle(Timestamp(0), Event::StoreRecovered(recovery));
+        for request in 0..3 {
+            let event =
+                Event::JobSubmitted { request: RequestId(request), caller: user("alice"), spec: spec("new") };
+            let _ = core.handle(Timestamp(ENDED + 10), event);
+        }
+        let view = core.view();
+        let admin = Identity { role: Role::Admin, principal: "root".into() };
+
+        let oldest =
+            JobsQuery { newest_first: false, after: None, limit: MAX_PAGE, states: vec![], account: None };
+        let all = walk(&view, &store, &admin, oldest.clone());
+        assert_eq!(all.len() as u64, ENDED + 3);
+        assert!(all.windows(2).all(|w| w[0] < w[1]), "oldest first, no repeats");
+        assert_eq!(all.iter().copied().collect::<BTreeSet<_>>().len() as u64, ENDED + 3);
+
+        let newest = JobsQuery { newest_first: true, ..oldest.clone() };
+        let alice = walk(&view, &store, &user("alice"), newest);
+        assert_eq!(alice.len() as u64, ENDED / 2 + 3);
+        assert!(alice.windows(2).all(|w| w[0] > w[1]), "newest first, no repeats");
+        assert_eq!(alice[..4], [JobId(ENDED + 3), JobId(ENDED + 2), JobId(ENDED + 1), JobId(ENDED)]);
+
+        let pending = JobsQuery { states: vec![JobState::Pending], limit: 2, ..oldest };
+        let ids = walk(&view, &store, &admin, pending);
+        assert_eq!(ids, vec![JobId(ENDED + 1), JobId(ENDED + 2), JobId(ENDED + 3)]);
+    }
+
+    #[test]
+    fn the_status_of_a_dropped_job_comes_from_the_store_and_hides_others_jobs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let owner = AccountId("alice".into());
+        let job = JobId(7);
+        store
+            .apply(&[
+                Persist::JobAdmitted {
+                    job,
+                    account: owner.clone(),
+                    owner,
+                    spec: spec("wc"),
+                    submitted: Timestamp(1),
+                    deadline: Some(Timestamp(60_000)),
+                },
+                Persist::JobState {
+                    job,
+                    state: JobState::Failed,
+                    at: Timestamp(9),
+                    message: None,
+                    tasks_completed: 0,
+                },
+            ])
+            .unwrap();
+        let core = Core::new(CoreConfig::default());
+        let view = core.view();
+        let status = job_status(&view, &store, &user("alice"), job).unwrap().unwrap();
+        assert_eq!(
+            (status.summary.state, status.summary.deadline),
+            (JobState::Failed, Some(Timestamp(60_000)))
+        );
+        let hidden = job_status(&view, &store, &user("bob"), job).unwrap().unwrap_err();
+        let unknown = job_status(&view, &store, &user("bob"), JobId(8)).unwrap().unwrap_err();
+        assert_eq!((hidden.kind, hidden.message), (unknown.kind, "no job j7".to_string()));
+    }
 }
