@@ -6,9 +6,15 @@
 //!  │                      ▲  │           │           ├──────> Failed
 //!  └──────────────────────┘  └───────────┴───────────┴──────> Killed / Failed
 //! ```
-//! `New`: the master created the request. `Reserved`: a slot is held for it (DRESS).
-//! `Allocated`: bound to an agent slot. `Acquired`: the agent accepted it and made its
-//! directory. `Running`: the process started. The last three are terminal.
+//! `New`: the master created the request. `Allocated`: bound to an agent slot. `Acquired`:
+//! the agent accepted it and made its directory. `Running`: the process started. The last
+//! three are terminal.
+//!
+//! `Reserved` is kept in the wire enum (its position is the format) but no container ever
+//! enters it. A reservation is not a property of one container: DRESS holds a share of a
+//! slot kind for a class of jobs, whichever containers end up using it. So reservations are
+//! a slot partition the policy states with its decisions (slots of a kind held for a set
+//! of jobs) and the reactor checks before it launches anything, not a container state.
 
 use std::fmt;
 
@@ -19,7 +25,8 @@ use serde::{Deserialize, Serialize};
 pub enum ContainerState {
     /// The master created the request.
     New,
-    /// A slot is held for it (DRESS reservation).
+    /// Unused: reservations are slot partitions set by the policy, not a container state
+    /// (see the module docs). Kept so the wire format stays stable.
     Reserved,
     /// The master bound it to an agent slot and sent the launch.
     Allocated,

@@ -1,6 +1,25 @@
 //! The master's sans-IO core: jobs, stages, tasks, containers, agents and the scheduling
 //! policy. It does no I/O and reads no clock; drivers feed it timestamped events and carry
 //! out the commands it returns (see [`Core`]).
+//!
+//! # Where deciding code lives
+//!
+//! - `event`, `command`: what comes in and what goes out; `reactor/`: the only code that
+//!   changes state, one handler per event; `state`: jobs, tasks, containers, agents and the
+//!   indexes over them; `view`: read-only answers for clients; `invariants`: cross-checks.
+//! - `policy/`: allocation. One file per policy behind the `Policy` trait; a policy sees the
+//!   state only through `SchedView` (jobs with deadlines, accounts and per-kind progress;
+//!   containers with their times) and answers with `Decisions` the reactor checks.
+//!   Reservations (DRESS) will be part of those decisions: a slot partition per kind, not a
+//!   container state.
+//! - `history`: the recorded runs of ended jobs that estimators learn from. MRM's
+//!   admission, estimation and pricing (`admission.rs`, `estimate.rs`, `pricing.rs`) sit
+//!   beside it, in front of the policies; budgets, rates and the ledger in `accounting.rs`.
+//!
+//! Purity is enforced by a test that scans this directory for clocks and I/O
+//! (`tests/purity.rs`). Splitting the core into its own crate would make it a compile
+//! error instead; it is not done yet because `common` would first need its transport
+//! behind a feature, and the scan has not let anything through.
 
 pub mod command;
 pub mod event;
