@@ -2,9 +2,11 @@
 //! carries the identities needed to fence it against late or duplicate delivery.
 
 use slotmarket_common::ids::{AccountId, AgentId, JobId};
-use slotmarket_common::protocol::ContainerReport;
+use slotmarket_common::money::Credits;
+use slotmarket_common::protocol::{ContainerReport, LedgerEntry};
 use slotmarket_common::spec::JobSpec;
 
+use super::accounting::StoredAccount;
 use super::{Caller, RequestId};
 
 /// Something that happened, as told to the core.
@@ -65,6 +67,40 @@ pub enum Event {
     /// A job read back from the store when the master starts. Replayed before any agent
     /// joins; `now` is the recovery time.
     JobRecovered(RecoveredJob),
+    /// An administrator asked to create an account (with an optional first grant).
+    AccountAddRequested {
+        /// Where the reply goes.
+        request: RequestId,
+        /// Who asked.
+        caller: Caller,
+        /// The account's name.
+        account: AccountId,
+        /// A first grant.
+        budget: Option<Credits>,
+        /// Users besides its namesake who may read it and submit to it.
+        members: Vec<String>,
+    },
+    /// An administrator asked to grant budget to an account (negative: take it back).
+    BudgetAddRequested {
+        /// Where the reply goes.
+        request: RequestId,
+        /// Who asked.
+        caller: Caller,
+        /// The account.
+        account: AccountId,
+        /// The change.
+        amount: Credits,
+        /// Why, kept on the entry.
+        memo: Option<String>,
+    },
+    /// Accounts and the whole ledger read back from the store when the master starts
+    /// (already checked by the store); replayed before the jobs.
+    AccountsRecovered {
+        /// Every created account.
+        accounts: Vec<StoredAccount>,
+        /// Every ledger entry, in sequence order.
+        ledger: Vec<LedgerEntry>,
+    },
 }
 
 /// A stored job, as the store hands it back after a restart.

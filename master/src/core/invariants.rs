@@ -20,7 +20,8 @@ pub fn check(core: &Core) -> Result<(), String> {
     for job in state.jobs.values() {
         check_job(state, job)?;
     }
-    check_ready_index(state)
+    check_ready_index(state)?;
+    state.accounts.check()
 }
 
 fn check_agents(state: &State) -> Result<(), String> {

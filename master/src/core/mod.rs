@@ -2,6 +2,7 @@
 //! policy. It does no I/O and reads no clock; drivers feed it timestamped events and carry
 //! out the commands it returns (see [`Core`]).
 
+pub mod accounting;
 pub mod command;
 pub mod event;
 pub mod invariants;
@@ -20,6 +21,7 @@ use slotmarket_common::identity::Identity;
 use slotmarket_common::ids::JobId;
 use slotmarket_common::time::Timestamp;
 
+pub use accounting::StoredAccount;
 pub use command::{Command, KillReason, Persist};
 pub use event::{Event, RecoveredJob};
 pub use policy::PolicyName;
@@ -97,8 +99,9 @@ impl Default for CoreConfig {
 /// clock) and must not go backwards; a `now` earlier than one already seen is treated as
 /// the latest seen. The core keeps no timers of its own.
 ///
-/// Start-up: replay every stored job as [`Event::JobRecovered`] before the first
-/// `AgentJoined`, so reconnecting agents can adopt the containers that kept running.
+/// Start-up: replay the stored accounts and ledger as [`Event::AccountsRecovered`], then
+/// every stored job as [`Event::JobRecovered`], before the first `AgentJoined`, so
+/// reconnecting agents can adopt the containers that kept running.
 #[derive(Debug)]
 pub struct Core {
     config: CoreConfig,

@@ -12,6 +12,8 @@ use slotmarket_common::protocol::JobState;
 use slotmarket_common::spec::{JobSpec, SlotKind};
 use slotmarket_common::time::Timestamp;
 
+use super::accounting::Accounts;
+
 /// Number of slot kinds; arrays indexed by [`kind_ix`].
 pub(crate) const KINDS: usize = 2;
 
@@ -56,6 +58,8 @@ pub(crate) struct State {
     /// Reports dropped by fencing (unknown container, wrong agent, stale attempt, refused
     /// transition). The core cannot log, so the driver may expose this count.
     pub(crate) ignored_reports: u64,
+    /// Accounts, budgets and the ledger.
+    pub(crate) accounts: Accounts,
 }
 
 impl Default for State {
@@ -72,6 +76,7 @@ impl Default for State {
             next_job: 1,
             next_container: 1,
             ignored_reports: 0,
+            accounts: Accounts::default(),
         }
     }
 }

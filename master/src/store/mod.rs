@@ -1,7 +1,8 @@
-//! The master's durable state: jobs and the history of their containers in SQLite (WAL)
-//! under the data directory. Executes the core's `Persist` commands and hands stored
-//! jobs back on start so they can be replayed into the core.
+//! The master's durable state: jobs, the history of their containers, accounts and the
+//! ledger in SQLite (WAL) under the data directory. Executes the core's `Persist` commands
+//! and hands stored jobs and accounts back on start so they can be replayed into the core.
 
+mod ledger;
 mod schema;
 
 use std::collections::BTreeMap;
@@ -192,6 +193,10 @@ fn apply_one(tx: &Transaction<'_>, op: &Persist) -> Result<(), StoreError> {
             )?
             .execute(params![to_i64(job.0), state.name(), started, finished, message])?;
         }
+        Persist::Account { account, members, created } => {
+            ledger::insert_account(tx, account, members, *created)?
+        }
+        Persist::Ledger(entry) => ledger::insert_entry(tx, entry)?,
         Persist::Container { node, report } => {
             let r = report;
             tx.prepare_cached(

@@ -347,7 +347,9 @@ fn round_trip_command(command: &Command) {
         Command::Reply { response, .. } => round_trip(response),
         Command::Persist(Persist::JobAdmitted { spec, .. }) => round_trip(spec),
         Command::Persist(Persist::Container { report, .. }) => round_trip(report),
-        Command::Persist(Persist::JobState { .. }) | Command::JobChanged { .. } => {}
+        Command::Persist(Persist::Ledger(entry)) => round_trip(entry),
+        Command::Persist(Persist::JobState { .. } | Persist::Account { .. }) | Command::JobChanged { .. } => {
+        }
     }
 }
 
