@@ -147,7 +147,7 @@ fn admins_reach_every_created_account_and_agents_none() {
 }
 
 #[test]
-fn users_list_their_namesake_first_among_their_accounts_in_name_order() {
+fn users_list_their_namesake_and_member_accounts_in_name_order() {
     let mut a = accounts();
     a.create(id("aaa"), vec!["carol".into()], None, &root(), T).unwrap();
     let names = |who: &Identity| -> Vec<String> { a.visible(who).into_iter().map(|s| s.account.0).collect() };

@@ -106,3 +106,7 @@ fn entry_row(row: &Row<'_>) -> rusqlite::Result<Result<LedgerEntry, StoreError>>
         Ok(LedgerEntry { seq, account: AccountId(account), at, amount, kind, memo })
     })())
 }
+
+#[cfg(test)]
+#[path = "ledger_tests.rs"]
+mod tests;
