@@ -1,5 +1,5 @@
-//! The master's sans-IO core: jobs, stages, tasks, containers, agents and the scheduling
-//! policy. It does no I/O and reads no clock; drivers feed it timestamped events and carry
+//! The master's sans-IO core: jobs, stages, tasks, containers, agents, accounts with
+//! their ledger, and the scheduling policy. It does no I/O and reads no clock; drivers feed it timestamped events and carry
 //! out the commands it returns (see [`Core`]).
 
 pub mod accounting;

@@ -58,8 +58,10 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT seq, account, at_ms, amount_micro, kind, job, detail, memo FROM ledger ORDER BY seq",
         )?;
-        let ledger =
-            stmt.query_map([], entry_row)?.map(|row| row?).collect::<Result<Vec<_>, StoreError>>()?;
+        let mut ledger = Vec::new();
+        for row in stmt.query_map([], LedgerRow::read)? {
+            ledger.push(row?.into_entry()?);
+        }
         Accounts::replay(accounts.clone(), ledger.clone())
             .map_err(|e| StoreError::Corrupt(format!("ledger does not add up: {e}")))?;
         Ok((accounts, ledger))
@@ -86,25 +88,51 @@ impl Store {
     }
 }
 
-/// One ledger row as an entry (the outer `Result` is SQLite's, the inner one ours).
-fn entry_row(row: &Row<'_>) -> rusqlite::Result<Result<LedgerEntry, StoreError>> {
-    let seq: i64 = row.get(0)?;
-    let account: String = row.get(1)?;
-    let at: i64 = row.get(2)?;
-    let amount = Credits(row.get(3)?);
-    let kind: String = row.get(4)?;
-    let job: Option<i64> = row.get(5)?;
-    let detail: String = row.get(6)?;
-    let memo: Option<String> = row.get(7)?;
-    Ok((|| {
-        let kind = match kind.as_str() {
-            "grant" => EntryKind::Grant { by: detail },
-            "charge" => EntryKind::Charge { job: job.map(to_u64).transpose()?.map(JobId), reason: detail },
+/// A ledger row as SQLite hands it back, before its values are checked.
+struct LedgerRow {
+    seq: i64,
+    account: String,
+    at: i64,
+    amount: i64,
+    kind: String,
+    job: Option<i64>,
+    detail: String,
+    memo: Option<String>,
+}
+
+impl LedgerRow {
+    fn read(row: &Row<'_>) -> rusqlite::Result<LedgerRow> {
+        Ok(LedgerRow {
+            seq: row.get(0)?,
+            account: row.get(1)?,
+            at: row.get(2)?,
+            amount: row.get(3)?,
+            kind: row.get(4)?,
+            job: row.get(5)?,
+            detail: row.get(6)?,
+            memo: row.get(7)?,
+        })
+    }
+
+    /// The entry, or `Corrupt` for a kind or a number this build cannot read.
+    fn into_entry(self) -> Result<LedgerEntry, StoreError> {
+        let kind = match self.kind.as_str() {
+            "grant" => EntryKind::Grant { by: self.detail },
+            "charge" => {
+                let job = self.job.map(to_u64).transpose()?.map(JobId);
+                EntryKind::Charge { job, reason: self.detail }
+            }
             other => return Err(unknown("ledger entry kind", other)),
         };
-        let (seq, at) = (to_u64(seq)?, Timestamp(to_u64(at)?));
-        Ok(LedgerEntry { seq, account: AccountId(account), at, amount, kind, memo })
-    })())
+        Ok(LedgerEntry {
+            seq: to_u64(self.seq)?,
+            account: AccountId(self.account),
+            at: Timestamp(to_u64(self.at)?),
+            amount: Credits(self.amount),
+            kind,
+            memo: self.memo,
+        })
+    }
 }
 
 #[cfg(test)]
