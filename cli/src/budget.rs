@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 use slotmarket_common::ids::AccountId;
 use slotmarket_common::money::Credits;
+use slotmarket_common::protocol::{AccountSummary, LedgerEntry};
 
 use crate::account::{AccountJson, parse_credits};
 use crate::connection::{self, ConnectionArgs};
@@ -60,15 +61,45 @@ pub(crate) async fn run(conn: &ConnectionArgs, command: BudgetCommand, json: boo
             account: AccountJson::from(&account),
         })?;
     } else {
-        let verb = if entry.amount.is_negative() { "took back" } else { "granted" };
-        let shown = entry.amount.checked_neg().filter(|_| entry.amount.is_negative()).unwrap_or(entry.amount);
-        println!(
-            "{verb} {shown} {} {} (ledger entry {}); balance {}",
-            if entry.amount.is_negative() { "from" } else { "to" },
-            account.account,
-            entry.seq,
-            account.balance
-        );
+        println!("{}", describe(&entry, &account));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The sentence printed for a grant or a take-back, e.g.
+/// `granted 2.50 to lab (ledger entry 4); balance 12.50`.
+fn describe(entry: &LedgerEntry, account: &AccountSummary) -> String {
+    let (verb, magnitude, preposition) = match entry.amount.checked_neg() {
+        Some(taken) if entry.amount.is_negative() => ("took back", taken, "from"),
+        _ => ("granted", entry.amount, "to"),
+    };
+    format!(
+        "{verb} {magnitude} {preposition} {} (ledger entry {}); balance {}",
+        account.account, entry.seq, account.balance
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use slotmarket_common::protocol::EntryKind;
+    use slotmarket_common::time::Timestamp;
+
+    use super::*;
+    use crate::account::tests::lab;
+
+    #[test]
+    fn grants_and_take_backs_read_as_sentences() {
+        let mut entry = LedgerEntry {
+            seq: 4,
+            account: AccountId("lab".into()),
+            at: Timestamp(1),
+            amount: Credits(2_500_000),
+            kind: EntryKind::Grant { by: "root".into() },
+            memo: None,
+        };
+        assert_eq!(describe(&entry, &lab()), "granted 2.50 to lab (ledger entry 4); balance 10.50");
+        entry.amount = Credits(-500_000);
+        entry.kind = EntryKind::Charge { job: None, reason: "budget reduced by admin:root".into() };
+        assert_eq!(describe(&entry, &lab()), "took back 0.50 from lab (ledger entry 4); balance 10.50");
+    }
 }
