@@ -6,7 +6,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// Step `i` brings a database from version `i` to `i + 1`; version 0 is an empty file.
-const MIGRATIONS: &[&str] = &[V1, V2_ACCOUNTS_LEDGER];
+const MIGRATIONS: &[&str] = &[V1, ACCOUNTS_AND_LEDGER];
 
 /// The version this build writes: the number of migration steps.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -49,7 +49,7 @@ CREATE INDEX transitions_by_container ON transitions(container);
 /// Accounts and their append-only ledger. Balances are not stored: they are the sums of
 /// the entries, recomputed (and checked) at every start. Triggers refuse any UPDATE or
 /// DELETE of a ledger row, so not even a bug can rewrite history.
-const V2_ACCOUNTS_LEDGER: &str = "
+const ACCOUNTS_AND_LEDGER: &str = "
 CREATE TABLE accounts (
     name         TEXT    PRIMARY KEY,
     created_ms   INTEGER NOT NULL,
