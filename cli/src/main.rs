@@ -7,6 +7,7 @@
 //! - `output` — aligned tables for people, stable JSON shapes for scripts;
 //! - `submit`, `status`, `jobs`, `history`, `nodes`, `cancel` — one request each (`jobs
 //!   --all` pages through every job);
+//! - `account`, `budget`, `ledger` — accounts, admins' grants and the ledger;
 //! - `pki` — the cluster CA and certificates;
 //! - `demo` — a whole local cluster in separate processes running a small workload;
 //! - `workload` — a generated trace of jobs submitted at arrival times, with a summary;
@@ -16,6 +17,8 @@
 //! spec or workload file; `submit --wait`, `demo` and `workload run` also exit 1 when a
 //! job did not complete.
 
+mod account;
+mod budget;
 mod cancel;
 mod connection;
 mod demo;
@@ -23,6 +26,7 @@ mod demo;
 mod fake_master;
 mod history;
 mod jobs;
+mod ledger;
 mod nodes;
 mod output;
 mod pki;
@@ -76,6 +80,13 @@ enum Command {
     /// Run a generated workload (arrivals, size bins, classes) against the cluster.
     #[command(subcommand)]
     Workload(workload::WorkloadCommand),
+    /// Show accounts (yours and those listing you; all for admins), or `add` one (admins).
+    Account(account::AccountArgs),
+    /// Grant budget to an account (admins).
+    #[command(subcommand)]
+    Budget(budget::BudgetCommand),
+    /// Show an account's ledger: every grant and charge, oldest first.
+    Ledger(ledger::LedgerArgs),
 }
 
 fn main() -> ExitCode {
@@ -111,6 +122,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pki(command) => pki::run(command, json),
         Command::Demo(args) => demo::run(args, json).await,
         Command::Workload(command) => workload::run(&cli.connection, command, json).await,
+        Command::Account(args) => account::run(&cli.connection, args, json).await,
+        Command::Budget(command) => budget::run(&cli.connection, command, json).await,
+        Command::Ledger(args) => ledger::run(&cli.connection, args, json).await,
     }
 }
 
@@ -124,6 +138,7 @@ fn init_tracing() {
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
+    use slotmarket_common::money::Credits;
 
     use super::*;
 
@@ -138,6 +153,49 @@ mod tests {
         assert!(cli.json);
         assert_eq!(cli.connection.master.as_deref(), Some("10.0.0.1:7400"));
         assert!(matches!(cli.command, Command::Jobs(_)));
+    }
+
+    #[test]
+    fn account_commands_parse_names_amounts_and_members() {
+        let cli = Cli::try_parse_from([
+            "slotmarket",
+            "account",
+            "add",
+            "lab",
+            "--budget",
+            "12.5",
+            "--member",
+            "alice",
+            "--member",
+            "bob",
+        ])
+        .unwrap();
+        let Command::Account(account::AccountArgs {
+            command: Some(account::AccountCommand::Add(add)),
+            name: None,
+        }) = cli.command
+        else {
+            panic!("not account add")
+        };
+        assert_eq!(
+            (add.name.as_str(), add.budget, add.members),
+            ("lab", Some(Credits(12_500_000)), vec!["alice".to_string(), "bob".into()])
+        );
+        let cli = Cli::try_parse_from(["slotmarket", "account", "lab", "--json"]).unwrap();
+        let Command::Account(args) = cli.command else { panic!("not account") };
+        assert_eq!((args.command.is_none(), args.name.as_deref()), (true, Some("lab")));
+
+        let cli = Cli::try_parse_from(["slotmarket", "budget", "add", "lab", "-5", "--memo", "fix"]).unwrap();
+        let Command::Budget(budget::BudgetCommand::Add(add)) = cli.command else { panic!("not budget add") };
+        assert_eq!((add.amount, add.memo.as_deref()), (Credits(-5_000_000), Some("fix")));
+        let err =
+            Cli::try_parse_from(["slotmarket", "budget", "add", "lab", "5.0000001"]).unwrap_err().to_string();
+        assert!(err.contains("\"5.0000001\" has more than 6 decimal places"), "{err}");
+
+        let cli = Cli::try_parse_from(["slotmarket", "ledger", "--after", "3", "--limit", "10"]).unwrap();
+        let Command::Ledger(args) = cli.command else { panic!("not ledger") };
+        assert_eq!((args.name, args.after, args.limit), (None, 3, Some(10)));
+        assert!(Cli::try_parse_from(["slotmarket", "ledger", "--limit", "0"]).is_err());
     }
 
     #[test]

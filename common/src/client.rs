@@ -9,11 +9,12 @@ use quinn::{RecvStream, VarInt};
 use thiserror::Error;
 
 use crate::identity::Identity;
-use crate::ids::JobId;
+use crate::ids::{AccountId, JobId};
+use crate::money::Credits;
 use crate::pki::{PkiError, TlsFiles};
 use crate::protocol::{
-    ClientRequest, DEFAULT_MAX_FRAME, ErrorReply, HistoryQuery, JobHistory, JobState, JobStatus, JobSummary,
-    JobsPage, JobsQuery, NodeSummary, Request, Response,
+    AccountSummary, ClientRequest, DEFAULT_MAX_FRAME, ErrorReply, HistoryQuery, JobHistory, JobState,
+    JobStatus, JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage, NodeSummary, Request, Response,
 };
 use crate::spec::JobSpec;
 use crate::transport::{self, StreamError, TransportError, read_frame, write_frame};
@@ -158,6 +159,59 @@ impl Client {
         .await
     }
 
+    /// Admins: creates `account` with an optional first grant and members.
+    pub async fn account_add(
+        &self,
+        account: AccountId,
+        budget: Option<Credits>,
+        members: Vec<String>,
+    ) -> Result<AccountSummary, ClientError> {
+        self.expect(Request::AccountAdd { account, budget, members }, |response| match response {
+            Response::AccountAdded(summary) => Some(summary),
+            _ => None,
+        })
+        .await
+    }
+
+    /// Admins: grants `amount` to `account` (negative: takes budget back); answers the
+    /// ledger entry written and the account after it.
+    pub async fn budget_add(
+        &self,
+        account: AccountId,
+        amount: Credits,
+        memo: Option<String>,
+    ) -> Result<(LedgerEntry, AccountSummary), ClientError> {
+        self.expect(Request::BudgetAdd { account, amount, memo }, |response| match response {
+            Response::BudgetAdded { entry, account } => Some((entry, account)),
+            _ => None,
+        })
+        .await
+    }
+
+    /// One account, or (`None`) every account the caller may read.
+    pub async fn accounts(&self, account: Option<AccountId>) -> Result<Vec<AccountSummary>, ClientError> {
+        self.expect(Request::Account { account }, |response| match response {
+            Response::Accounts(accounts) => Some(accounts),
+            _ => None,
+        })
+        .await
+    }
+
+    /// One page of `account`'s ledger: entries after `after_seq`, at most `limit` (the
+    /// master caps it at [`MAX_LEDGER_PAGE`](crate::protocol::MAX_LEDGER_PAGE)).
+    pub async fn ledger_page(
+        &self,
+        account: AccountId,
+        after_seq: u64,
+        limit: u32,
+    ) -> Result<LedgerPage, ClientError> {
+        self.expect(Request::Ledger { account, after_seq, limit }, |response| match response {
+            Response::Ledger(page) => Some(page),
+            _ => None,
+        })
+        .await
+    }
+
     /// Starts watching `job`: the returned [`Watch`] yields the job's status now and after
     /// every change until the master ends the stream. Errors from the master (no such job,
     /// forbidden) arrive on the first [`Watch::next`].
@@ -231,5 +285,9 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::Cancelled { .. } => "Cancelled",
         Response::Error(_) => "Error",
         Response::History(_) => "History",
+        Response::AccountAdded(_) => "AccountAdded",
+        Response::BudgetAdded { .. } => "BudgetAdded",
+        Response::Accounts(_) => "Accounts",
+        Response::Ledger(_) => "Ledger",
     }
 }

@@ -1,7 +1,7 @@
 //! Everything more than one Slotmarket binary needs: identifiers, time, job specs,
 //! container states, the wire protocol, the QUIC transport and the certificate authority.
 //!
-//! The pure modules (`ids`, `time`, `spec`, `container`, `protocol`) do no I/O and are
+//! The pure modules (`ids`, `time`, `money`, `spec`, `container`, `protocol`) do no I/O and are
 //! the only parts of this crate the master's sans-IO core may use; `metrics` (run
 //! summaries shared by the simulator and the live workload runner), `rng` (the seeded
 //! generator every tool draws from) and `workload_mix` (MRM's Table 1 and the job-alone
@@ -12,6 +12,7 @@ pub mod container;
 pub mod identity;
 pub mod ids;
 pub mod metrics;
+pub mod money;
 pub mod protocol;
 pub mod rng;
 pub mod spec;

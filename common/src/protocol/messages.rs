@@ -6,8 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::accounts::{AccountSummary, LedgerEntry, LedgerPage};
 use crate::container::ContainerState;
 use crate::ids::{AccountId, AgentId, AttemptId, ContainerId, JobId, TaskId};
+use crate::money::Credits;
 use crate::protocol::JobHistory;
 use crate::spec::{JobSpec, SlotKind, TaskVars};
 use crate::time::Timestamp;
@@ -157,6 +159,41 @@ pub enum Request {
     },
     /// Recorded runs of ended jobs the caller may see; answered `History`.
     History(HistoryQuery),
+    /// Admins: create an account, optionally with a first grant; answered `AccountAdded`
+    /// once stored.
+    AccountAdd {
+        /// Its name (`[A-Za-z0-9._-]{1,64}`).
+        account: AccountId,
+        /// A first grant, recorded as the account's first ledger entry.
+        budget: Option<Credits>,
+        /// Users other than its namesake who may read it and submit to it.
+        members: Vec<String>,
+    },
+    /// Admins: grant budget to an account (a negative amount takes budget back, never
+    /// below zero); answered `BudgetAdded` once stored.
+    BudgetAdd {
+        /// The account.
+        account: AccountId,
+        /// The change; not zero.
+        amount: Credits,
+        /// Why, kept on the ledger entry.
+        memo: Option<String>,
+    },
+    /// One account (`Some`) or every account the caller may read (`None`); answered
+    /// `Accounts`.
+    Account {
+        /// The account.
+        account: Option<AccountId>,
+    },
+    /// A page of an account's ledger; answered `Ledger`.
+    Ledger {
+        /// The account.
+        account: AccountId,
+        /// Only entries with a larger sequence number (0: from the start).
+        after_seq: u64,
+        /// At most this many entries (the master caps it at `MAX_LEDGER_PAGE`).
+        limit: u32,
+    },
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -236,6 +273,19 @@ pub enum Response {
     Error(ErrorReply),
     /// Recorded runs of ended jobs, newest first.
     History(Vec<JobHistory>),
+    /// The account is created and stored.
+    AccountAdded(AccountSummary),
+    /// The grant is stored.
+    BudgetAdded {
+        /// The ledger entry written.
+        entry: LedgerEntry,
+        /// The account after it.
+        account: AccountSummary,
+    },
+    /// Accounts, by name.
+    Accounts(Vec<AccountSummary>),
+    /// A page of a ledger.
+    Ledger(LedgerPage),
 }
 
 impl Response {
@@ -267,7 +317,7 @@ impl ErrorReply {
 pub enum ErrorKind {
     /// The request is malformed or the spec invalid.
     BadRequest,
-    /// No such job.
+    /// No such job or account (another user's account answers this too).
     NotFound,
     /// The caller's role or account may not do this.
     Forbidden,

@@ -1,10 +1,12 @@
 //! The wire protocol: message enums and the length-prefixed frame codec. Pure: no
 //! sockets here (see `transport` for quinn streams).
 
+pub mod accounts;
 pub mod frame;
 pub mod history;
 pub mod messages;
 
+pub use accounts::{AccountSummary, EntryKind, LedgerEntry, LedgerPage, MAX_LEDGER_PAGE};
 pub use frame::{DEFAULT_MAX_FRAME, FrameError, decode_frame, encode_frame};
 pub use history::{JobHistory, StageHistory};
 pub use messages::*;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slotmarket_common::ids::{AccountId, AgentId, ContainerId, JobId};
-use slotmarket_common::protocol::{ContainerReport, JobHistory, JobState, Launch, Response};
+use slotmarket_common::protocol::{ContainerReport, JobHistory, JobState, Launch, LedgerEntry, Response};
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
 
@@ -155,6 +155,18 @@ pub enum Persist {
         /// Runs of the same name to keep, newest first.
         keep_per_name: usize,
     },
+    /// An account was created; its first grant, if any, follows as a `Ledger` write.
+    Account {
+        /// Its name.
+        account: AccountId,
+        /// Users besides its namesake who may read it and submit to it.
+        members: Vec<String>,
+        /// When.
+        created: Timestamp,
+    },
+    /// A ledger entry. The ledger is append-only: entries are never changed or removed,
+    /// and balances are derived from them.
+    Ledger(LedgerEntry),
 }
 
 #[cfg(test)]

@@ -2,9 +2,11 @@
 //! carries the identities needed to fence it against late or duplicate delivery.
 
 use slotmarket_common::ids::{AccountId, AgentId, ContainerId, JobId};
-use slotmarket_common::protocol::{ContainerReport, JobHistory};
+use slotmarket_common::money::Credits;
+use slotmarket_common::protocol::{ContainerReport, JobHistory, LedgerEntry};
 use slotmarket_common::spec::JobSpec;
 
+use super::accounting::StoredAccount;
 use super::{Caller, RequestId};
 
 /// Something that happened, as told to the core.
@@ -68,6 +70,40 @@ pub enum Event {
     /// What the store knows beyond the jobs still running: id counters and job history.
     /// Replayed once at start-up, before the first `JobRecovered`.
     StoreRecovered(StoreRecovery),
+    /// An administrator asked to create an account (with an optional first grant).
+    AccountAddRequested {
+        /// Where the reply goes.
+        request: RequestId,
+        /// Who asked.
+        caller: Caller,
+        /// The account's name.
+        account: AccountId,
+        /// A first grant.
+        budget: Option<Credits>,
+        /// Users besides its namesake who may read it and submit to it.
+        members: Vec<String>,
+    },
+    /// An administrator asked to grant budget to an account (negative: take it back).
+    BudgetAddRequested {
+        /// Where the reply goes.
+        request: RequestId,
+        /// Who asked.
+        caller: Caller,
+        /// The account.
+        account: AccountId,
+        /// The change.
+        amount: Credits,
+        /// Why, kept on the entry.
+        memo: Option<String>,
+    },
+    /// Accounts and the whole ledger read back from the store when the master starts
+    /// (already checked by the store); replayed before the jobs.
+    AccountsRecovered {
+        /// Every created account.
+        accounts: Vec<StoredAccount>,
+        /// Every ledger entry, in sequence order.
+        ledger: Vec<LedgerEntry>,
+    },
 }
 
 /// The store's state outside the active jobs, as read back after a restart.

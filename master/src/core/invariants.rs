@@ -1,7 +1,8 @@
 //! Executable cross-checks of the core's state, called after every step by the tests and
 //! the simulator: slot tables match the containers, every live container belongs to
-//! exactly one holder and its task's current attempt, counters match the tasks, and
-//! ended jobs have nothing live. Costs O(tasks + containers); not for the hot path.
+//! exactly one holder and its task's current attempt, counters match the tasks,
+//! ended jobs have nothing live, and account totals match their ledger entries. Costs
+//! O(tasks + containers + ledger entries); not for the hot path.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,7 +21,8 @@ pub fn check(core: &Core) -> Result<(), String> {
     for job in state.jobs.values() {
         check_job(state, job)?;
     }
-    check_ready_index(state)
+    check_ready_index(state)?;
+    state.accounts.check()
 }
 
 fn check_agents(state: &State) -> Result<(), String> {

@@ -1,5 +1,5 @@
-//! The master's sans-IO core: jobs, stages, tasks, containers, agents and the scheduling
-//! policy. It does no I/O and reads no clock; drivers feed it timestamped events and carry
+//! The master's sans-IO core: jobs, stages, tasks, containers, agents, accounts with
+//! their ledger, and the scheduling policy. It does no I/O and reads no clock; drivers feed it timestamped events and carry
 //! out the commands it returns (see [`Core`]).
 //!
 //! # Where deciding code lives
@@ -21,6 +21,7 @@
 //! error instead; it is not done yet because `common` would first need its transport
 //! behind a feature, and the scan has not let anything through.
 
+pub mod accounting;
 pub mod command;
 pub mod event;
 mod history;
@@ -40,6 +41,7 @@ use slotmarket_common::identity::Identity;
 use slotmarket_common::ids::JobId;
 use slotmarket_common::time::Timestamp;
 
+pub use accounting::StoredAccount;
 pub use command::{Command, KillReason, Persist};
 pub use event::{Event, RecoveredJob, StoreRecovery};
 pub use history::HistoryLimits;
@@ -122,9 +124,10 @@ impl Default for CoreConfig {
 /// clock) and must not go backwards; a `now` earlier than one already seen is treated as
 /// the latest seen. The core keeps no timers of its own.
 ///
-/// Start-up: replay [`Event::StoreRecovered`] (id counters, history), then every stored
-/// job that had not ended as [`Event::JobRecovered`], all before the first `AgentJoined`,
-/// so reconnecting agents can adopt the containers that kept running.
+/// Start-up: replay the stored accounts and ledger as [`Event::AccountsRecovered`], then
+/// [`Event::StoreRecovered`] (id counters, history), then every stored job that had not
+/// ended as [`Event::JobRecovered`], all before the first `AgentJoined`, so reconnecting
+/// agents can adopt the containers that kept running.
 #[derive(Debug)]
 pub struct Core {
     config: CoreConfig,

@@ -12,6 +12,7 @@ use slotmarket_common::protocol::JobState;
 use slotmarket_common::spec::{JobSpec, SlotKind};
 use slotmarket_common::time::Timestamp;
 
+use super::accounting::Accounts;
 use super::history::{History, HistoryLimits};
 
 /// Number of slot kinds; arrays indexed by [`kind_ix`].
@@ -63,6 +64,8 @@ pub(crate) struct State {
     /// Reports dropped by fencing (unknown container, wrong agent, stale attempt, refused
     /// transition). The core cannot log, so the driver may expose this count.
     pub(crate) ignored_reports: u64,
+    /// Accounts, budgets and the ledger.
+    pub(crate) accounts: Accounts,
 }
 
 impl State {
@@ -82,6 +85,7 @@ impl State {
             ended: VecDeque::new(),
             history: History::new(limits),
             ignored_reports: 0,
+            accounts: Accounts::default(),
         }
     }
 }

@@ -1,16 +1,19 @@
-//! `CoreView`: read-only answers to status, listing and node queries, with the access
-//! rule that users see only their own jobs and admins see every job.
+//! `CoreView`: read-only answers to status, listing, node, account and ledger queries,
+//! with the access rules that users see only their own jobs and the accounts they
+//! belong to, and admins see everything.
 
-use slotmarket_common::ids::JobId;
+use slotmarket_common::ids::{AccountId, JobId};
 #[cfg(test)]
 use slotmarket_common::protocol::JobState;
 use std::ops::Bound;
 
 use slotmarket_common::protocol::{
-    ErrorKind, ErrorReply, JobHistory, JobStatus, JobSummary, JobsQuery, NodeSummary, StageStatus,
+    AccountSummary, ErrorKind, ErrorReply, JobHistory, JobStatus, JobSummary, JobsQuery, LedgerPage,
+    NodeSummary, StageStatus,
 };
 
 use super::Caller;
+use super::accounting::AccountError;
 use super::reactor::may_see;
 use super::state::{Job, State, kind_ix};
 use slotmarket_common::spec::SlotKind;
@@ -110,6 +113,38 @@ impl<'a> CoreView<'a> {
         self.state.jobs.get(&job).map(|j| j.state)
     }
 
+    /// `Some(account)` as the caller may see it, or (`None`) every account they may read.
+    /// Another user's account answers `NotFound`, exactly as a missing one does.
+    pub fn accounts(
+        &self,
+        caller: &Caller,
+        account: Option<&AccountId>,
+    ) -> Result<Vec<AccountSummary>, ErrorReply> {
+        let accounts = &self.state.accounts;
+        match account {
+            None => Ok(accounts.visible(caller)),
+            Some(account) => accounts.summary(caller, account).map(|s| vec![s]).map_err(not_found),
+        }
+    }
+
+    /// A page of `account`'s ledger: entries after `after_seq`, at most `limit` (capped at
+    /// `MAX_LEDGER_PAGE`), with the same `NotFound` rule as [`accounts`](CoreView::accounts).
+    pub fn ledger(
+        &self,
+        caller: &Caller,
+        account: &AccountId,
+        after_seq: u64,
+        limit: u32,
+    ) -> Result<LedgerPage, ErrorReply> {
+        self.state.accounts.ledger_page(caller, account, after_seq, limit).map_err(not_found)
+    }
+
+    /// Stored ledger records the core could not apply at recovery (0 unless the store's
+    /// own check was bypassed); the server logs it when it is not zero.
+    pub fn accounts_refused_on_replay(&self) -> u64 {
+        self.state.accounts.refused_on_replay()
+    }
+
     /// Container reports dropped by fencing since start (wrong agent, stale attempt,
     /// unknown container, refused transition); the server logs it when it grows.
     pub fn ignored_reports(&self) -> u64 {
@@ -122,6 +157,11 @@ fn selects(query: &JobsQuery, caller: &Caller, j: &Job) -> bool {
     may_see(caller, j)
         && (query.states.is_empty() || query.states.contains(&j.state))
         && query.account.as_ref().is_none_or(|a| *a == j.account)
+}
+
+/// An account query's refusal: only ever `NotFound`, whatever the reason.
+fn not_found(err: AccountError) -> ErrorReply {
+    ErrorReply::new(ErrorKind::NotFound, err.to_string())
 }
 
 fn summary(j: &Job) -> JobSummary {

@@ -9,7 +9,7 @@ use slotmarket_common::ids::{AgentId, ContainerId, JobId};
 use slotmarket_common::protocol::{ContainerReport, ErrorKind, Launch, MasterToAgent, Request, Response};
 use slotmarket_common::time::Timestamp;
 use tokio::sync::{mpsc, oneshot};
-use tracing::{debug, error, warn};
+use tracing::{debug, error, info, warn};
 
 use super::{ServerError, reads};
 use crate::core::{Command, Core, Event, KillReason, Persist, RequestId};
@@ -110,14 +110,22 @@ impl Actor {
         }
     }
 
-    /// Replays every stored job into the core at the actor's current time; returns how
-    /// many there were. Call it once, before `run`, so the jobs are in place before any
-    /// agent joins.
+    /// Replays the stored accounts and ledger, then every stored job, into the core at
+    /// the actor's current time; returns how many jobs there were. Call it once, before
+    /// `run`, so the jobs are in place before any agent joins.
     pub(super) fn recover(&mut self) -> Result<usize, StoreError> {
-        let now = self.clock.now();
-        let mut commands = self.core.handle(now, Event::StoreRecovered(self.store.recover_store()?));
+        let (accounts, ledger) = self.store.recover_accounts()?;
+        let store = self.store.recover_store()?;
         let jobs = self.store.recover()?;
         let count = jobs.len();
+        let now = self.clock.now();
+        info!(accounts = accounts.len(), entries = ledger.len(), "recovered accounts and ledger");
+        let mut commands = self.core.handle(now, Event::AccountsRecovered { accounts, ledger });
+        let refused = self.core.view().accounts_refused_on_replay();
+        if refused > 0 {
+            warn!(refused, "stored account records the core could not apply");
+        }
+        commands.extend(self.core.handle(now, Event::StoreRecovered(store)));
         for job in jobs {
             commands.extend(self.core.handle(now, Event::JobRecovered(job)));
         }
@@ -213,6 +221,20 @@ impl Actor {
             }
             Request::Submit { spec } => Event::JobSubmitted { request: id, caller, spec },
             Request::Cancel { job } => Event::JobCancelRequested { request: id, caller, job },
+            Request::Account { account } => {
+                let accounts = view.accounts(&caller, account.as_ref());
+                return answer(reply, accounts.map_or_else(Response::Error, Response::Accounts));
+            }
+            Request::Ledger { account, after_seq, limit } => {
+                let page = view.ledger(&caller, &account, after_seq, limit);
+                return answer(reply, page.map_or_else(Response::Error, Response::Ledger));
+            }
+            Request::AccountAdd { account, budget, members } => {
+                Event::AccountAddRequested { request: id, caller, account, budget, members }
+            }
+            Request::BudgetAdd { account, amount, memo } => {
+                Event::BudgetAddRequested { request: id, caller, account, amount, memo }
+            }
         };
         self.next_request += 1;
         self.replies.insert(id, reply);

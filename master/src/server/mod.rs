@@ -30,8 +30,8 @@ pub(crate) use actor::Input;
 /// Why the server stopped with an error.
 #[derive(Debug, Error)]
 pub enum ServerError {
-    /// The stored jobs could not be read back at start.
-    #[error("recovering stored jobs: {0}")]
+    /// The stored accounts, ledger or jobs could not be read back at start.
+    #[error("recovering stored state: {0}")]
     Recover(#[source] StoreError),
     /// The store failed; the master stops rather than acknowledge what it cannot keep.
     #[error("store failed, stopping: {0}")]

@@ -1,9 +1,10 @@
-//! The master's durable state: jobs and the history of their containers in SQLite (WAL)
-//! under the data directory. Executes the core's `Persist` commands (here), hands stored
-//! state back on start so it can be replayed into the core (`recover`), and answers for
-//! ended jobs the core no longer holds (`ended`).
+//! The master's durable state: jobs, the history of their containers, accounts and the
+//! ledger in SQLite (WAL) under the data directory. Executes the core's `Persist` commands
+//! (here), hands stored state back on start so it can be replayed into the core
+//! (`recover`, `ledger`), and answers for ended jobs the core no longer holds (`ended`).
 
 mod ended;
+mod ledger;
 mod recover;
 mod schema;
 
@@ -120,6 +121,10 @@ fn apply_one(tx: &Transaction<'_>, op: &Persist) -> Result<(), StoreError> {
                 to_i64(*tasks_completed)
             ])?;
         }
+        Persist::Account { account, members, created } => {
+            ledger::insert_account(tx, account, members, *created)?
+        }
+        Persist::Ledger(entry) => ledger::insert_entry(tx, entry)?,
         Persist::Container { node, report } => {
             let r = report;
             tx.prepare_cached(

@@ -6,7 +6,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// Step `i` brings a database from version `i` to `i + 1`; version 0 is an empty file.
-const MIGRATIONS: &[&str] = &[V1, V2_JOBS_AND_HISTORY];
+const MIGRATIONS: &[&str] = &[V1, V2_JOBS_AND_HISTORY, ACCOUNTS_AND_LEDGER];
 
 /// The version this build writes: the number of migration steps.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -66,6 +66,33 @@ CREATE TABLE job_history (
     record_json TEXT    NOT NULL
 );
 CREATE INDEX job_history_by_name ON job_history(name, job);
+";
+
+/// Accounts and their append-only ledger. Balances are not stored: they are the sums of
+/// the entries, recomputed (and checked) at every start. Triggers refuse any UPDATE or
+/// DELETE of a ledger row, so not even a bug can rewrite history.
+const ACCOUNTS_AND_LEDGER: &str = "
+CREATE TABLE accounts (
+    name         TEXT    PRIMARY KEY,
+    created_ms   INTEGER NOT NULL,
+    members_json TEXT    NOT NULL
+);
+-- kind 'grant': detail = granting principal; kind 'charge': detail = reason, job if any.
+CREATE TABLE ledger (
+    seq          INTEGER PRIMARY KEY,
+    account      TEXT    NOT NULL REFERENCES accounts(name),
+    at_ms        INTEGER NOT NULL,
+    amount_micro INTEGER NOT NULL,
+    kind         TEXT    NOT NULL,
+    job          INTEGER,
+    detail       TEXT    NOT NULL,
+    memo         TEXT
+);
+CREATE INDEX ledger_by_account ON ledger(account, seq);
+CREATE TRIGGER ledger_no_update BEFORE UPDATE ON ledger
+BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+CREATE TRIGGER ledger_no_delete BEFORE DELETE ON ledger
+BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
 ";
 
 /// Brings a database to [`SCHEMA_VERSION`], one step per transaction, or refuses a file

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use slotmarket_common::ids::AccountId;
 use slotmarket_common::protocol::{JobState, JobsQuery};
 use slotmarket_common::spec::JobSpec;
 
@@ -24,6 +25,8 @@ command = "sleep 30"
 async fn a_deadline_and_account_survive_a_master_kill() {
     let mut cluster = TestCluster::start(&[agent("node-1", 1, 1)]).await;
     let admin = cluster.client("admin").await;
+    let research = AccountId("research".into());
+    admin.account_add(research, None, vec![]).await.expect("create research");
     let spec = JobSpec::from_toml(SPEC).expect("spec");
     let before = std::time::SystemTime::now();
     let job = admin.submit(spec.clone()).await.expect("admin submits to research");

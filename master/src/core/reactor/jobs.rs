@@ -30,8 +30,10 @@ pub(super) fn on_job_submitted(
         return reply_error(cx, request, ErrorKind::BadRequest, e.to_string());
     }
     let account = spec.account.as_ref().map_or_else(|| caller.account(), |a| AccountId(a.clone()));
-    if !may_submit_to(caller, &account) {
-        let message = format!("{caller} may not submit to account {account}; submit to your own");
+    if !state.accounts.may_submit_to(caller, &account) {
+        let message = format!(
+            "{caller} may not submit to account {account}; submit to your own or one you are a member of"
+        );
         return reply_error(cx, request, ErrorKind::Forbidden, message);
     }
     let deadline = spec.deadline.map(|d| d.resolve(cx.now));
@@ -56,11 +58,6 @@ pub(super) fn on_job_submitted(
     (j.owner, j.deadline) = (owner, deadline);
     state.insert_job(j);
     state.release_stages(job);
-}
-
-/// Whether `caller` may run jobs on `account`: admins on any, users on their own.
-fn may_submit_to(caller: &Caller, account: &AccountId) -> bool {
-    caller.role == Role::Admin || caller.account() == *account
 }
 
 /// Cancels a job the caller may act for: kills its live containers, drops its pending

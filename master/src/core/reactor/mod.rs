@@ -7,7 +7,9 @@
 //! - `agents`: registration (with adoption of live containers), heartbeats, loss by silence.
 //! - `recovery`: rebuilding jobs from the store after a restart.
 //! - `launch`: assignments and preemptions decided by the policy.
+//! - `accounts`: creating accounts, granting budget, restoring the ledger after a restart.
 
+mod accounts;
 mod agents;
 mod jobs;
 mod launch;
@@ -119,5 +121,16 @@ pub(crate) fn dispatch(state: &mut State, cx: &mut Ctx, event: Event) {
         }
         Event::JobRecovered(job) => recovery::on_job_recovered(state, cx, job),
         Event::StoreRecovered(recovery) => recovery::on_store_recovered(state, recovery),
+        Event::AccountAddRequested { request, caller, account, budget, members } => {
+            let add = accounts::AccountAdd { account, budget, members };
+            accounts::on_account_add_requested(state, cx, request, &caller, add);
+        }
+        Event::BudgetAddRequested { request, caller, account, amount, memo } => {
+            let add = accounts::BudgetAdd { account, amount, memo };
+            accounts::on_budget_add_requested(state, cx, request, &caller, add);
+        }
+        Event::AccountsRecovered { accounts, ledger } => {
+            accounts::on_accounts_recovered(state, accounts, ledger)
+        }
     }
 }

@@ -353,7 +353,9 @@ fn round_trip_command(command: &Command) {
             let json = serde_json::to_string(record).expect("encodes as JSON");
             assert_eq!(&serde_json::from_str::<JobHistory>(&json).expect("decodes from JSON"), record);
         }
-        Command::Persist(Persist::JobState { .. }) | Command::JobChanged { .. } => {}
+        Command::Persist(Persist::Ledger(entry)) => round_trip(entry),
+        Command::Persist(Persist::JobState { .. } | Persist::Account { .. }) | Command::JobChanged { .. } => {
+        }
     }
 }
 

@@ -52,10 +52,21 @@ fn a_deadline_already_passed_is_refused_with_the_time() {
 }
 
 #[test]
-fn users_submit_to_their_own_account_and_admins_to_any() {
+fn users_submit_to_accounts_they_belong_to_and_admins_to_created_ones() {
     let mut env = TestEnv::new();
     let mut spec = JobBuilder::maps(1).build();
     spec.account = Some("research".into());
+    assert_eq!(refusal(env.submit_as(root(), spec.clone())).0, ErrorKind::Forbidden, "no such account yet");
+    let request = env.request();
+    let add = Event::AccountAddRequested {
+        request,
+        caller: root(),
+        account: AccountId("research".into()),
+        budget: None,
+        members: vec![],
+    };
+    env.handle(add);
+    env.take_reply(request);
     let (kind, message) = refusal(env.submit_as(alice(), spec.clone()));
     assert_eq!(kind, ErrorKind::Forbidden);
     assert!(message.contains("may not submit to account research"), "{message}");

@@ -5,6 +5,7 @@
 mod builders;
 mod env;
 
+mod accounts;
 mod clients;
 mod failures;
 mod market;

@@ -1,0 +1,111 @@
+//! Account handlers: creating accounts and granting budget (administrators only), and
+//! restoring accounts and the ledger after a restart. Each write is a `Persist` emitted
+//! before the reply that announces it, as for submits.
+
+use slotmarket_common::identity::Role;
+use slotmarket_common::ids::AccountId;
+use slotmarket_common::money::Credits;
+use slotmarket_common::protocol::{ErrorKind, LedgerEntry, Response};
+
+use super::Ctx;
+use crate::core::accounting::{AccountError, StoredAccount};
+use crate::core::command::{Command, Persist};
+use crate::core::state::State;
+use crate::core::{Caller, RequestId};
+
+/// What an `AccountAddRequested` event asks for.
+pub(super) struct AccountAdd {
+    pub(super) account: AccountId,
+    pub(super) budget: Option<Credits>,
+    pub(super) members: Vec<String>,
+}
+
+/// What a `BudgetAddRequested` event asks for.
+pub(super) struct BudgetAdd {
+    pub(super) account: AccountId,
+    pub(super) amount: Credits,
+    pub(super) memo: Option<String>,
+}
+
+/// Creates an account: `Persist(Account)`, then `Persist(Ledger)` for a first budget,
+/// then `Reply{AccountAdded}`.
+pub(super) fn on_account_add_requested(
+    state: &mut State,
+    cx: &mut Ctx,
+    request: RequestId,
+    caller: &Caller,
+    add: AccountAdd,
+) {
+    if caller.role != Role::Admin {
+        let message = format!("{caller} may not create accounts; an admin certificate is needed");
+        return reply(cx, request, Response::error(ErrorKind::Forbidden, message));
+    }
+    let created = state.accounts.create(add.account.clone(), add.members, add.budget, caller, cx.now);
+    let (stored, entry) = match created {
+        Ok(created) => created,
+        Err(err) => return reply_refused(cx, request, &err),
+    };
+    let StoredAccount { account, members, created } = stored;
+    cx.persist(Persist::Account { account, members, created });
+    if let Some(entry) = entry {
+        cx.persist(Persist::Ledger(entry));
+    }
+    match state.accounts.summary(caller, &add.account) {
+        Ok(summary) => reply(cx, request, Response::AccountAdded(summary)),
+        Err(err) => reply_refused(cx, request, &err),
+    }
+}
+
+/// Grants budget: `Persist(Ledger)` then `Reply{BudgetAdded}`. Only administrators
+/// grant; any other caller is refused the same way whatever the account, so the answer
+/// reveals nothing about it.
+pub(super) fn on_budget_add_requested(
+    state: &mut State,
+    cx: &mut Ctx,
+    request: RequestId,
+    caller: &Caller,
+    add: BudgetAdd,
+) {
+    if caller.role != Role::Admin {
+        let message = format!("{caller} may not grant budget; an admin certificate is needed");
+        return reply(cx, request, Response::error(ErrorKind::Forbidden, message));
+    }
+    let BudgetAdd { account, amount, memo } = add;
+    let entry = match state.accounts.grant(&account, amount, caller, memo, cx.now) {
+        Ok(entry) => entry,
+        Err(err) => return reply_refused(cx, request, &err),
+    };
+    cx.persist(Persist::Ledger(entry.clone()));
+    match state.accounts.summary(caller, &account) {
+        Ok(summary) => reply(cx, request, Response::BudgetAdded { entry, account: summary }),
+        Err(err) => reply_refused(cx, request, &err),
+    }
+}
+
+/// Restores the stored accounts and ledger (checked by the store already; anything
+/// still refused is counted, see `CoreView::accounts_refused_on_replay`).
+pub(super) fn on_accounts_recovered(
+    state: &mut State,
+    accounts: Vec<StoredAccount>,
+    ledger: Vec<LedgerEntry>,
+) {
+    state.accounts.restore(accounts, ledger);
+}
+
+/// Answers a refused account request with the error kind its cause deserves.
+fn reply_refused(cx: &mut Ctx, request: RequestId, err: &AccountError) {
+    let kind = match err {
+        AccountError::NotFound { .. } => ErrorKind::NotFound,
+        _ => ErrorKind::BadRequest,
+    };
+    let mut message = err.to_string();
+    if let AccountError::NotFound { account } = err {
+        // A user's namesake account is implicit until created; say how to create it.
+        message.push_str(&format!("; create it with `slotmarket account add {account}`"));
+    }
+    reply(cx, request, Response::error(kind, message));
+}
+
+fn reply(cx: &mut Ctx, request: RequestId, response: Response) {
+    cx.push(Command::Reply { request, response });
+}

@@ -1,0 +1,146 @@
+//! Store round trips of accounts and the ledger, its append-only guard and the balance
+//! check at recovery.
+
+use slotmarket_common::identity::{Identity, Role};
+use slotmarket_common::ids::{AccountId, JobId};
+use slotmarket_common::money::Credits;
+use slotmarket_common::protocol::{EntryKind, LedgerEntry};
+use slotmarket_common::time::Timestamp;
+
+use crate::core::Persist;
+use crate::core::accounting::Accounts;
+use crate::store::{Store, StoreError};
+
+fn id(name: &str) -> AccountId {
+    AccountId(name.into())
+}
+
+fn cr(text: &str) -> Credits {
+    text.parse().unwrap()
+}
+
+/// Two accounts with grants, an adjustment and a job charge, made by the core's own
+/// rules, and the writes that record them.
+fn history() -> (Accounts, Vec<Persist>) {
+    let root = Identity { role: Role::Admin, principal: "root".into() };
+    let mut accounts = Accounts::default();
+    let mut writes = Vec::new();
+    for (name, members, budget) in
+        [("lab", vec!["alice".to_string(), "bob".into()], Some("10")), ("bob", vec![], None)]
+    {
+        let (stored, entry) =
+            accounts.create(id(name), members, budget.map(cr), &root, Timestamp(5)).unwrap();
+        writes.push(Persist::Account {
+            account: stored.account,
+            members: stored.members,
+            created: stored.created,
+        });
+        writes.extend(entry.map(Persist::Ledger));
+    }
+    let entries = [
+        accounts.grant(&id("bob"), cr("2.5"), &root, Some("first \"quoted\" memo".into()), Timestamp(6)),
+        accounts.grant(&id("lab"), cr("-0.75"), &root, None, Timestamp(7)),
+        accounts.charge(&id("lab"), cr("1.000001"), Some(JobId(9)), "price".into(), Timestamp(8)),
+    ];
+    writes.extend(entries.into_iter().map(|e| Persist::Ledger(e.unwrap())));
+    (accounts, writes)
+}
+
+#[test]
+fn accounts_and_the_ledger_survive_a_reopen_and_replay_to_the_same_balances() {
+    let dir = tempfile::tempdir().unwrap();
+    let (accounts, writes) = history();
+    {
+        let mut store = Store::open(dir.path()).unwrap();
+        // Two transactions, as two batches of the actor would be.
+        store.apply(&writes[..3]).unwrap();
+        store.apply(&writes[3..]).unwrap();
+    }
+    let store = Store::open(dir.path()).unwrap();
+    let (stored, ledger) = store.recover_accounts().unwrap();
+    assert_eq!(stored.iter().map(|a| a.account.0.as_str()).collect::<Vec<_>>(), ["bob", "lab"]);
+    assert_eq!(stored[1].members, ["alice", "bob"]);
+    let written: Vec<&LedgerEntry> = writes
+        .iter()
+        .filter_map(|w| match w {
+            Persist::Ledger(e) => Some(e),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ledger.iter().collect::<Vec<_>>(), written);
+    let back = Accounts::replay(stored, ledger).unwrap();
+    assert_eq!(back, accounts);
+    assert_eq!(back.get(&id("lab")).unwrap().balance(), cr("8.249999"));
+    assert_eq!(back.get(&id("bob")).unwrap().balance(), cr("2.5"));
+}
+
+#[test]
+fn the_ledger_refuses_updates_and_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    store.apply(&history().1).unwrap();
+    for sql in ["UPDATE ledger SET amount_micro = 99000000 WHERE seq = 1", "DELETE FROM ledger WHERE seq = 3"]
+    {
+        let err = store.conn.execute(sql, []).unwrap_err();
+        assert!(err.to_string().contains("the ledger is append-only"), "{sql}: {err}");
+    }
+    assert_eq!(store.recover_accounts().unwrap().1.len(), 4);
+}
+
+#[test]
+fn an_entry_for_an_unknown_account_rolls_its_batch_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (_, writes) = history();
+    let stray = LedgerEntry {
+        seq: 50,
+        account: id("ghost"),
+        at: Timestamp(9),
+        amount: cr("1"),
+        kind: EntryKind::Grant { by: "root".into() },
+        memo: None,
+    };
+    let batch = [writes[0].clone(), writes[1].clone(), Persist::Ledger(stray)];
+    assert!(matches!(store.apply(&batch), Err(StoreError::Sqlite(_))));
+    let (accounts, ledger) = store.recover_accounts().unwrap();
+    assert!(accounts.is_empty() && ledger.is_empty());
+}
+
+#[test]
+fn a_ledger_that_does_not_add_up_stops_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let (_, writes) = history();
+    store.apply(&writes).unwrap();
+    // Written behind the core's back: a charge that takes bob below zero.
+    let overdraw = LedgerEntry {
+        seq: 7,
+        account: id("bob"),
+        at: Timestamp(10),
+        amount: cr("-3"),
+        kind: EntryKind::Charge { job: None, reason: "forged".into() },
+        memo: None,
+    };
+    store.apply(&[Persist::Ledger(overdraw)]).unwrap();
+    let err = store.recover_accounts().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "stored row is unreadable: ledger does not add up: ledger entry 7 takes account bob below zero or out of range"
+    );
+}
+
+#[test]
+fn an_unknown_entry_kind_is_reported_as_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    store.apply(&history().1[..1]).unwrap();
+    store
+        .conn
+        .execute(
+            "INSERT INTO ledger (seq, account, at_ms, amount_micro, kind, detail) VALUES (1, 'lab', 1, 5, 'gift', 'x')",
+            [],
+        )
+        .unwrap();
+    let err = store.recover_accounts().unwrap_err();
+    assert_eq!(err.to_string(), "stored row is unreadable: unknown ledger entry kind \"gift\"");
+}
