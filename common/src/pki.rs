@@ -18,7 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rcgen::{
     BasicConstraints, CertificateParams, CustomExtension, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
-    IsCa, KeyIdMethod, KeyPair,
+    Ia5String, IsCa, KeyIdMethod, KeyPair, SanType,
 };
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -331,7 +331,12 @@ fn ca_common_name(key: &KeyPair) -> String {
 }
 
 /// Fills in the subject, usages and validity of a leaf certificate for `key`.
-fn leaf_params(params: &mut CertificateParams, role: Role, name: &str, key: &KeyPair) {
+fn leaf_params(
+    params: &mut CertificateParams,
+    role: Role,
+    name: &str,
+    key: &KeyPair,
+) -> Result<(), PkiError> {
     let mut dn = DistinguishedName::new();
     dn.push(DnType::OrganizationName, ORGANIZATION);
     dn.push(DnType::OrganizationalUnitName, role.name());
@@ -346,8 +351,21 @@ fn leaf_params(params: &mut CertificateParams, role: Role, name: &str, key: &Key
         Role::Master => vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth],
         _ => vec![ExtendedKeyUsagePurpose::ClientAuth],
     };
+    if role != Role::Master {
+        // Client profiles (Python's `cryptography` verifier among them) require a subject
+        // alternative name; the identity itself is still read from the Subject.
+        let uri = Ia5String::try_from(client_uri(role, name)).map_err(PkiError::Generate)?;
+        params.subject_alt_names.push(SanType::URI(uri));
+    }
     params.use_authority_key_identifier_extension = true;
     set_validity(params);
+    Ok(())
+}
+
+/// The URI a client certificate names as its subject alternative name, e.g.
+/// `urn:slotmarket:user:alice`.
+pub fn client_uri(role: Role, name: &str) -> String {
+    format!("urn:{ORGANIZATION}:{}:{name}", role.name())
 }
 
 /// Makes a key, signs a leaf certificate for `(role, name)` with the CA and writes
@@ -360,7 +378,7 @@ fn sign_and_write(
     files: &TlsFiles,
 ) -> Result<(), PkiError> {
     let key = KeyPair::generate().map_err(PkiError::Generate)?;
-    leaf_params(&mut params, role, name, &key);
+    leaf_params(&mut params, role, name, &key)?;
     let cert = params.signed_by(&key, &ca.cert, &ca.key).map_err(PkiError::Generate)?;
     write_new(&files.key, key.serialize_pem().as_bytes(), 0o600)?;
     write_new(&files.cert, cert.pem().as_bytes(), 0o644)

@@ -253,5 +253,15 @@ fn certificates_carry_the_usages_tls_stacks_check() {
         assert!(has(|e| matches!(e, ParsedExtension::AuthorityKeyIdentifier(_))), "{name}.pem: no issuer id");
         let expected = if name == "master" { (true, true) } else { (false, true) };
         assert_eq!(eku, Some(expected), "{name}.pem: extended key usage (serverAuth, clientAuth)");
+        if name != "master" {
+            let sans = cert.subject_alternative_name().unwrap().map(|s| s.value.general_names.clone());
+            let role = identity_from_der(&der).unwrap().role;
+            let uri = client_uri(role, &name);
+            assert_eq!(
+                sans,
+                Some(vec![GeneralName::URI(&uri)]),
+                "{name}.pem: client certificates name a URI"
+            );
+        }
     }
 }

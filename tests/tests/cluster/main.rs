@@ -4,6 +4,7 @@
 mod cancel;
 mod demo;
 mod failover;
+mod interop;
 mod mapreduce;
 mod restart;
 mod security;
