@@ -210,7 +210,7 @@ impl ErrorReply {
 pub enum ErrorKind {
     /// The request is malformed or the spec invalid.
     BadRequest,
-    /// No such job.
+    /// No such job, or one the caller may not see (the two are not told apart).
     NotFound,
     /// The caller's role or account may not do this.
     Forbidden,

@@ -21,19 +21,11 @@ impl<'a> CoreView<'a> {
         CoreView { state }
     }
 
-    /// One job in detail: `NotFound` if there is no such job, `Forbidden` if the caller
-    /// may not act for its owner.
+    /// One job in detail, or [`no_such_job`] if there is no such job or the caller may
+    /// not act for its owner.
     pub fn job_status(&self, job: JobId, caller: &Caller) -> Result<JobStatus, ErrorReply> {
-        let j = self
-            .state
-            .jobs
-            .get(&job)
-            .ok_or_else(|| ErrorReply::new(ErrorKind::NotFound, format!("no job {job}")))?;
-        if !caller.may_act_for(&j.account) {
-            let message = format!("{caller} may not see {job}, which belongs to {}", j.account);
-            return Err(ErrorReply::new(ErrorKind::Forbidden, message));
-        }
-        Ok(status(j))
+        let j = self.state.jobs.get(&job).filter(|j| caller.may_act_for(&j.account));
+        j.map(status).ok_or_else(|| no_such_job(job))
     }
 
     /// The caller's jobs (every job for admins), oldest first.
@@ -72,6 +64,12 @@ impl<'a> CoreView<'a> {
     pub fn ignored_reports(&self) -> u64 {
         self.state.ignored_reports
     }
+}
+
+/// The answer for a job that does not exist and for one the caller may not see: the same
+/// kind and text, so probing ids reveals neither which jobs exist nor who owns them.
+pub(crate) fn no_such_job(job: JobId) -> ErrorReply {
+    ErrorReply::new(ErrorKind::NotFound, format!("no job {job}"))
 }
 
 fn summary(j: &Job) -> JobSummary {
