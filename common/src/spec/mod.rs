@@ -20,6 +20,7 @@
 //! command = "slotmarket-task wordcount reduce --task {task} --job-dir {job_dir}"
 //! ```
 
+mod shell;
 mod template;
 mod validate;
 
