@@ -159,11 +159,11 @@ fn users_see_only_their_own_jobs_and_admins_see_all() {
     assert_eq!(ids(caller(Role::Agent, "alice")), Vec::<JobId>::new());
     // Status (and watch, which starts from it) of a job the caller may not see answers as
     // an unknown id does, for users and for agents alike.
-    let hidden = |job, who| view.job_status(job, &who).map_err(Response::Error);
-    assert_eq!(hidden(a, bob()), Err(not_found(a)));
-    assert_eq!(hidden(a, caller(Role::Agent, "alice")), Err(not_found(a)));
-    assert_eq!(hidden(JobId(9), bob()), Err(not_found(JobId(9))));
-    assert_eq!(hidden(JobId(9), root()), Err(not_found(JobId(9))));
+    let answer = |job, who| view.job_status(job, &who).map_or_else(Response::Error, Response::Job);
+    assert_eq!(answer(a, bob()), not_found(a));
+    assert_eq!(answer(a, caller(Role::Agent, "alice")), not_found(a));
+    assert_eq!(answer(JobId(9), bob()), not_found(JobId(9)));
+    assert_eq!(answer(JobId(9), root()), not_found(JobId(9)));
     let status = view.job_status(a, &alice()).expect("own job");
     assert_eq!((status.summary.tasks_total, status.stages[0].pending), (1, 1));
     env.assert_no_commands();
