@@ -1,6 +1,7 @@
 //! Multi-process integration tests: real master and agent binaries on loopback.
 //! Run `cargo build` first so the binaries exist (the README's test command does).
 
+mod access;
 mod cancel;
 mod demo;
 mod failover;
