@@ -12,8 +12,8 @@ pub(crate) enum Context {
     /// Inside `"..."`: `$`, backquote, `"` and `\` are special.
     DoubleQuoted,
     /// Where quoting nests or is not parsed: inside `$(...)`, backquotes, `${...}`,
-    /// `$'...'`, a here-document, a comment, or right after a backslash. No quoting is
-    /// safe there.
+    /// `$'...'`, a here-document, a comment, right after a backslash, or right after a
+    /// `$` (which would turn a quoted value into `$'...'`). No quoting is safe there.
     Nested,
 }
 
@@ -41,6 +41,8 @@ pub(crate) struct Lexer {
     stack: Vec<Frame>,
     /// The previous character was an unquoted backslash.
     escaped: bool,
+    /// The previous character was a `$` that could start an expansion.
+    dollar: bool,
     /// The previous character, to tell `#` at a word's start (a comment) from one inside.
     previous: Option<char>,
 }
@@ -51,9 +53,12 @@ impl Lexer {
         let mut chars = text.chars().peekable();
         while let Some(c) = chars.next() {
             let next = chars.peek().copied();
-            if self.step(c, next) {
+            let expands = !self.escaped && !matches!(self.stack.last(), Some(Frame::Single | Frame::AnsiC));
+            let consumed = self.step(c, next);
+            if consumed {
                 chars.next();
             }
+            self.dollar = c == '$' && expands && !consumed;
             self.previous = Some(c);
         }
     }
@@ -61,13 +66,14 @@ impl Lexer {
     /// Notes that a placeholder's value was inserted: it is balanced and ends a word part.
     pub(crate) fn value_inserted(&mut self) {
         self.escaped = false;
+        self.dollar = false;
         self.previous = Some('x');
     }
 
     /// The quoting context at the current point.
     pub(crate) fn context(&self) -> Context {
         let nested = |f: &Frame| !matches!(f, Frame::Single | Frame::Double);
-        if self.escaped || self.stack.iter().any(nested) {
+        if self.escaped || self.dollar || self.stack.iter().any(nested) {
             return Context::Nested;
         }
         match self.stack.last() {
@@ -206,6 +212,11 @@ mod tests {
         assert_eq!(context_after("echo \"it's\" "), Context::Bare);
         assert_eq!(context_after("echo \\"), Context::Nested);
         assert_eq!(context_after("echo \\' "), Context::Bare);
+        assert_eq!(context_after("echo $"), Context::Nested);
+        assert_eq!(context_after("echo \"a$"), Context::Nested);
+        assert_eq!(context_after("echo \\$"), Context::Bare);
+        assert_eq!(context_after("echo '$"), Context::SingleQuoted);
+        assert_eq!(context_after("echo $x "), Context::Bare);
     }
 
     #[test]

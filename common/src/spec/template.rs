@@ -16,8 +16,8 @@ use crate::ids::{AttemptId, JobId};
 /// `{input}`) is shell-quoted for where it stands: bare it becomes one single-quoted word
 /// (`'it'\''s'`), inside `'...'` or `"..."` it is escaped for those quotes, and a value of
 /// only `A-Z a-z 0-9 _ . / : = + , @ % -` is inserted unchanged. Text placeholders are
-/// refused inside `$(...)`, backquotes, `${...}`, `$'...'`, here-documents, comments and
-/// after a backslash, where no quoting is safe.
+/// refused inside `$(...)`, backquotes, `${...}`, `$'...'`, here-documents and comments,
+/// and right after a backslash or `$`, where no quoting is safe.
 pub const PLACEHOLDERS: &[(&str, &str)] = &[
     ("{task}", "the task's index within its stage, from 0"),
     ("{tasks}", "the number of tasks in this stage"),
@@ -74,9 +74,9 @@ pub enum TemplateError {
     NoInput,
     /// A text placeholder where no shell quoting is safe.
     #[error(
-        "{{{0}}} stands inside $(...), backquotes, ${{...}}, $'...', a here-document, a comment or \
-         after a backslash, where its value cannot be quoted; set a variable first \
-         (v={{{0}}}; ... \"$v\")"
+        "{{{0}}} stands inside $(...), backquotes, ${{...}}, $'...', a here-document or a comment, \
+         or right after a backslash or '$', where its value cannot be quoted; set a variable \
+         first (v={{{0}}}; ... \"$v\")"
     )]
     Unquotable(String),
 }
