@@ -21,8 +21,9 @@ import ssl
 import sys
 import warnings
 
-from aioquic.asyncio import connect
+from aioquic.asyncio import QuicConnectionProtocol, connect
 from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.events import HandshakeCompleted
 from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store
 
@@ -101,13 +102,26 @@ def decode_nodes(payload):
     return variant, nodes
 
 
+class Peer(QuicConnectionProtocol):
+    """aioquic's stream handling, plus the ALPN the handshake settled on."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.alpn = None
+
+    def quic_event_received(self, event):
+        if isinstance(event, HandshakeCompleted):
+            self.alpn = event.alpn_protocol
+        super().quic_event_received(event)
+
+
 async def ask_nodes(pki_dir, host, port, user):
     config = QuicConfiguration(is_client=True, alpn_protocols=[ALPN], server_name="localhost")
     config.verify_mode = ssl.CERT_REQUIRED
     config.load_verify_locations(cafile=f"{pki_dir}/ca.pem")
     config.load_cert_chain(f"{pki_dir}/{user}.pem", f"{pki_dir}/{user}.key")
-    async with connect(host, port, configuration=config, wait_connected=True) as client:
-        alpn = client._quic.tls.alpn_negotiated
+    async with connect(host, port, configuration=config, create_protocol=Peer, wait_connected=True) as client:
+        alpn = client.alpn
         reader, writer = await client.create_stream()
         writer.write(nodes_frame())
         writer.write_eof()
