@@ -384,9 +384,12 @@ fn sign_and_write(
     write_new(&files.cert, cert.pem().as_bytes(), 0o644)
 }
 
-/// KeyUsage bit numbers (RFC 5280 section 4.2.1.3).
+// KeyUsage bit numbers (RFC 5280 section 4.2.1.3).
+/// `digitalSignature`: signing TLS handshakes.
 const KEY_USAGE_DIGITAL_SIGNATURE: u8 = 0;
+/// `keyCertSign`: signing certificates (the CA).
 const KEY_USAGE_KEY_CERT_SIGN: u8 = 5;
+/// `cRLSign`: signing revocation lists (the CA).
 const KEY_USAGE_CRL_SIGN: u8 = 6;
 
 /// basicConstraints of an end entity: critical, and an empty SEQUENCE, since `cA` is
