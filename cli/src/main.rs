@@ -103,7 +103,8 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             // `{:#}` prints the whole context chain on one line: "what we did: why it failed".
-            eprintln!("error: {err:#}");
+            // The master's messages may quote names other people chose: sanitise.
+            eprintln!("error: {}", output::sanitize(&format!("{err:#}")));
             ExitCode::FAILURE
         }
     }

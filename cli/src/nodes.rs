@@ -1,4 +1,5 @@
-//! `slotmarket nodes`: the agents the master knows, with slot use.
+//! `slotmarket nodes`: the agents the master knows, with slot use. Every user sees the
+//! whole list (node names and slots, no jobs or accounts; README "Who sees what").
 
 use std::process::ExitCode;
 

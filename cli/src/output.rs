@@ -1,7 +1,11 @@
 //! What the commands print: aligned text tables and time formats for people, and the
 //! stable JSON shapes printed with `--json`. The JSON types here are the contract with
 //! scripts: fields are only ever added, never renamed or removed.
+//!
+//! Text other people wrote (job names, account and node names, messages) reaches the
+//! terminal only through [`sanitize`]; JSON keeps it exact, escaped by serde.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use anyhow::{Context, Result};
@@ -32,8 +36,10 @@ impl Table {
         Table { headers: headers.to_vec(), rows: Vec::new() }
     }
 
-    /// Appends a row; missing cells print empty, extra cells are dropped.
+    /// Appends a row, each cell [`sanitize`]d; missing cells print empty, extra cells
+    /// are dropped.
     pub(crate) fn row(&mut self, cells: Vec<String>) {
+        let cells = cells.into_iter().map(|cell| sanitize(&cell).into_owned()).collect();
         self.rows.push(cells);
     }
 
@@ -63,6 +69,38 @@ impl Table {
         }
         out
     }
+}
+
+/// `text` fit for a terminal: every control character (C0 including newline and ESC, DEL,
+/// C1) and every bidirectional-override character is replaced by a visible escape such
+/// as `\x1b` or `\u{202e}`, so text from other users cannot move the cursor, recolour,
+/// retitle or reorder what the terminal shows, nor break a table row in two.
+pub(crate) fn sanitize(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(needs_escape) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if needs_escape(c) && u32::from(c) < 0x80 => {
+                let _ = write!(out, "\\x{:02x}", u32::from(c));
+            }
+            c if needs_escape(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Control characters, and the bidirectional embeddings, overrides and isolates
+/// (U+202A..U+202E, U+2066..U+2069) that reorder how the rest of a line is shown.
+fn needs_escape(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// Prints `value` as pretty JSON on stdout.
@@ -271,6 +309,24 @@ pub(crate) mod tests {
         table.row(vec!["j1".into(), "3".into(), "running".into()]);
         table.row(vec!["j10".into(), "120".into(), "ok".into()]);
         assert_eq!(table.render(), "job  tasks  state\nj1       3  running\nj10    120  ok\n");
+    }
+
+    #[test]
+    fn sanitize_makes_control_characters_visible() {
+        assert!(matches!(sanitize("wordcount-2 ütf"), Cow::Borrowed("wordcount-2 ütf")));
+        assert_eq!(sanitize("a\x1b[2J\x1b]0;owned\x07b"), "a\\x1b[2J\\x1b]0;owned\\x07b");
+        assert_eq!(sanitize("two\nlines\ttab\r"), "two\\nlines\\ttab\\r");
+        assert_eq!(sanitize("del\x7f c1\u{9b}31m"), "del\\x7f c1\\u{9b}31m");
+        assert_eq!(sanitize("abc\u{202e}fed"), "abc\\u{202e}fed");
+    }
+
+    #[test]
+    fn table_cells_cannot_break_rows_or_reach_the_terminal_raw() {
+        let mut table = Table::new(&[("job", Align::Left), ("name", Align::Left)]);
+        table.row(vec!["j1".into(), "evil\x1b[31m\nj2  fake".into()]);
+        let text = table.render();
+        assert_eq!(text, "job  name\nj1   evil\\x1b[31m\\nj2  fake\n");
+        assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
     }
 
     #[test]

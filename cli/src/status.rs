@@ -51,7 +51,8 @@ fn render(status: &JobStatus) -> String {
     }
     let mut out = String::new();
     for (key, value) in head {
-        out.push_str(&format!("{key:<10} {value}\n"));
+        // Names and the message are other people's text: never raw on the terminal.
+        out.push_str(&format!("{key:<10} {}\n", output::sanitize(&value)));
     }
     out.push('\n');
     out.push_str(&stage_table(status).render());
@@ -113,5 +114,16 @@ mod tests {
         assert!(text.contains("message    task j7.s1.t0 failed 4 times\n"), "{text}");
         assert!(text.contains("stage   slot    tasks  pending  running  completed  failed\n"), "{text}");
         assert!(text.contains("reduce  reduce      2        2        0          0       0\n"), "{text}");
+    }
+
+    #[test]
+    fn status_shows_escape_sequences_in_names_and_messages_as_text() {
+        let mut status = JobStatus { summary: summary(7, JobState::Failed), stages: vec![], message: None };
+        status.summary.name = "\x1b]0;pwned\x07name\nstate      completed".into();
+        status.message = Some("bad\x1b[2Jthing".into());
+        let text = render(&status);
+        assert!(text.contains("name       \\x1b]0;pwned\\x07name\\nstate      completed\n"), "{text}");
+        assert!(text.contains("message    bad\\x1b[2Jthing\n"), "{text}");
+        assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
     }
 }

@@ -129,7 +129,10 @@ fn report_end(status: &JobStatus, json: bool) -> Result<()> {
     }
     let took = output::relative(job.finished, job.submitted);
     match &status.message {
-        Some(message) => println!("{} {} ({took} after submit): {message}", job.id, job.state),
+        Some(message) => {
+            let message = output::sanitize(message);
+            println!("{} {} ({took} after submit): {message}", job.id, job.state)
+        }
         None => println!("{} {} ({took} after submit)", job.id, job.state),
     }
     Ok(())

@@ -5,6 +5,11 @@
 //! A certificate's Subject carries the identity: `CN` is the principal, `OU` the role and
 //! `O` is always `slotmarket`. Private keys are written with mode 0600 and no file is ever
 //! overwritten.
+//!
+//! Certificates are strict DER, which OpenSSL and Python's `cryptography` insist on: rcgen
+//! 0.13 encodes an end entity's `cA FALSE` (a DEFAULT value, which DER forbids) and pads
+//! KeyUsage to nine bits (DER drops trailing zero bits), so this module writes those two
+//! extensions itself.
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
@@ -12,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyIdMethod, KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, CustomExtension, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
+    Ia5String, IsCa, KeyIdMethod, KeyPair, SanType,
 };
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -231,12 +236,11 @@ pub fn init(dir: &Path, master_hosts: &[String]) -> Result<(), PkiError> {
             sans.push(host.clone());
         }
     }
-    let mut master_params = CertificateParams::new(sans.clone()).map_err(|source| {
+    let master_params = CertificateParams::new(sans.clone()).map_err(|source| {
         // Find the culprit for the message; the defaults are always valid.
         let host = sans.iter().find(|h| CertificateParams::new(vec![(*h).clone()]).is_err());
         PkiError::BadHost { host: host.cloned().unwrap_or_default(), source }
     })?;
-    leaf_params(&mut master_params, Role::Master, MASTER_NAME);
 
     let ca_key = KeyPair::generate().map_err(PkiError::Generate)?;
     let ca_cert =
@@ -245,10 +249,8 @@ pub fn init(dir: &Path, master_hosts: &[String]) -> Result<(), PkiError> {
     write_new(&ca_files.ca, ca_cert.pem().as_bytes(), 0o644)?;
 
     let ca = LoadedCa { cert: ca_cert, key: ca_key };
-    sign_and_write(&ca, master_params, &master)?;
-    let mut admin_params = CertificateParams::default();
-    leaf_params(&mut admin_params, Role::Admin, ADMIN_NAME);
-    sign_and_write(&ca, admin_params, &admin)?;
+    sign_and_write(&ca, master_params, Role::Master, MASTER_NAME, &master)?;
+    sign_and_write(&ca, CertificateParams::default(), Role::Admin, ADMIN_NAME, &admin)?;
     Ok(())
 }
 
@@ -264,9 +266,7 @@ pub fn issue(dir: &Path, role: Role, name: &str) -> Result<TlsFiles, PkiError> {
     refuse_existing(&files.cert)?;
     refuse_existing(&files.key)?;
     let ca = load_ca(dir)?;
-    let mut params = CertificateParams::default();
-    leaf_params(&mut params, role, name);
-    sign_and_write(&ca, params, &files)?;
+    sign_and_write(&ca, CertificateParams::default(), role, name, &files)?;
     Ok(files)
 }
 
@@ -313,8 +313,8 @@ fn ca_params(common_name: &str, key_id: Option<Vec<u8>>) -> CertificateParams {
     dn.push(DnType::CommonName, common_name);
     params.distinguished_name = dn;
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    params.key_usages =
-        vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    params.custom_extensions =
+        vec![key_usage(&[KEY_USAGE_DIGITAL_SIGNATURE, KEY_USAGE_KEY_CERT_SIGN, KEY_USAGE_CRL_SIGN])];
     set_validity(&mut params);
     if let Some(id) = key_id {
         params.key_identifier_method = KeyIdMethod::PreSpecified(id);
@@ -330,30 +330,100 @@ fn ca_common_name(key: &KeyPair) -> String {
     format!("slotmarket cluster CA {tag}")
 }
 
-/// Fills in the subject, usages and validity of a leaf certificate.
-fn leaf_params(params: &mut CertificateParams, role: Role, name: &str) {
+/// Fills in the subject, usages and validity of a leaf certificate for `key`.
+fn leaf_params(
+    params: &mut CertificateParams,
+    role: Role,
+    name: &str,
+    key: &KeyPair,
+) -> Result<(), PkiError> {
     let mut dn = DistinguishedName::new();
     dn.push(DnType::OrganizationName, ORGANIZATION);
     dn.push(DnType::OrganizationalUnitName, role.name());
     dn.push(DnType::CommonName, name);
     params.distinguished_name = dn;
-    params.is_ca = IsCa::ExplicitNoCa;
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    // `NoCa` writes no basicConstraints; ours says "end entity" in valid DER instead.
+    params.is_ca = IsCa::NoCa;
+    params.custom_extensions =
+        vec![end_entity_constraints(), key_usage(&[KEY_USAGE_DIGITAL_SIGNATURE]), subject_key_id(key)];
     // Only the master may act as a TLS server; everyone else is a client.
     params.extended_key_usages = match role {
         Role::Master => vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth],
         _ => vec![ExtendedKeyUsagePurpose::ClientAuth],
     };
+    if role != Role::Master {
+        // Client profiles (Python's `cryptography` verifier among them) require a subject
+        // alternative name; the identity itself is still read from the Subject.
+        let uri = Ia5String::try_from(client_uri(role, name)).map_err(PkiError::Generate)?;
+        params.subject_alt_names.push(SanType::URI(uri));
+    }
     params.use_authority_key_identifier_extension = true;
     set_validity(params);
+    Ok(())
 }
 
-/// Makes a key, signs `params` with the CA and writes `files.cert` and `files.key`.
-fn sign_and_write(ca: &LoadedCa, params: CertificateParams, files: &TlsFiles) -> Result<(), PkiError> {
+/// The URI a client certificate names as its subject alternative name, e.g.
+/// `urn:slotmarket:user:alice`.
+pub fn client_uri(role: Role, name: &str) -> String {
+    format!("urn:{ORGANIZATION}:{}:{name}", role.name())
+}
+
+/// Makes a key, signs a leaf certificate for `(role, name)` with the CA and writes
+/// `files.cert` and `files.key`.
+fn sign_and_write(
+    ca: &LoadedCa,
+    mut params: CertificateParams,
+    role: Role,
+    name: &str,
+    files: &TlsFiles,
+) -> Result<(), PkiError> {
     let key = KeyPair::generate().map_err(PkiError::Generate)?;
+    leaf_params(&mut params, role, name, &key)?;
     let cert = params.signed_by(&key, &ca.cert, &ca.key).map_err(PkiError::Generate)?;
     write_new(&files.key, key.serialize_pem().as_bytes(), 0o600)?;
     write_new(&files.cert, cert.pem().as_bytes(), 0o644)
+}
+
+// KeyUsage bit numbers (RFC 5280 section 4.2.1.3).
+/// `digitalSignature`: signing TLS handshakes.
+const KEY_USAGE_DIGITAL_SIGNATURE: u8 = 0;
+/// `keyCertSign`: signing certificates (the CA).
+const KEY_USAGE_KEY_CERT_SIGN: u8 = 5;
+/// `cRLSign`: signing revocation lists (the CA).
+const KEY_USAGE_CRL_SIGN: u8 = 6;
+
+/// basicConstraints of an end entity: critical, and an empty SEQUENCE, since `cA` is
+/// `DEFAULT FALSE` and DER forbids encoding a default (what `openssl` writes for
+/// `CA:FALSE`).
+fn end_entity_constraints() -> CustomExtension {
+    let mut ext = CustomExtension::from_oid_content(&[2, 5, 29, 19], vec![0x30, 0x00]);
+    ext.set_criticality(true);
+    ext
+}
+
+/// A critical KeyUsage with the given bits, as the minimal DER BIT STRING: a named bit
+/// list drops its trailing zero bits (X.690 11.2.2).
+fn key_usage(bits: &[u8]) -> CustomExtension {
+    let highest = bits.iter().copied().max().unwrap_or(0);
+    let mut octets = vec![0u8; usize::from(highest / 8) + 1];
+    for &bit in bits {
+        octets[usize::from(bit / 8)] |= 0x80 >> (bit % 8);
+    }
+    let unused = 7 - highest % 8;
+    let mut content = vec![0x03, octets.len() as u8 + 1, unused];
+    content.extend_from_slice(&octets);
+    let mut ext = CustomExtension::from_oid_content(&[2, 5, 29, 15], content);
+    ext.set_criticality(true);
+    ext
+}
+
+/// subjectKeyIdentifier from the leftmost 160 bits of the SHA-256 of the public key
+/// (RFC 7093 method 1); rcgen writes it only for CAs and for the `cA FALSE` form.
+fn subject_key_id(key: &KeyPair) -> CustomExtension {
+    let digest = ring::digest::digest(&ring::digest::SHA256, key.public_key_raw());
+    let mut content = vec![0x04, 20];
+    content.extend_from_slice(&digest.as_ref()[..20]);
+    CustomExtension::from_oid_content(&[2, 5, 29, 14], content)
 }
 
 /// Loads `dir/ca.pem` and `dir/ca.key` and re-creates the CA's signing parameters.
@@ -464,131 +534,5 @@ fn civil_from_days(days: i64) -> (i32, u8, u8) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use x509_parser::extensions::GeneralName;
-
-    fn leaf_der(path: &Path) -> CertificateDer<'static> {
-        read_certs(path).unwrap().swap_remove(0)
-    }
-
-    #[test]
-    fn issued_certificates_carry_role_and_principal() {
-        let dir = tempfile::tempdir().unwrap();
-        init(dir.path(), &[]).unwrap();
-        let alice = issue(dir.path(), Role::User, "alice").unwrap();
-        let node = issue(dir.path(), Role::Agent, "node-1.rack_2").unwrap();
-        let expect = |files: &TlsFiles, role, principal: &str| {
-            let id = identity_from_der(&leaf_der(&files.cert)).unwrap();
-            assert_eq!(id, Identity { role, principal: principal.into() });
-            assert_eq!(files.identity().unwrap(), id);
-        };
-        expect(&alice, Role::User, "alice");
-        expect(&node, Role::Agent, "node-1.rack_2");
-        expect(&TlsFiles::in_dir(dir.path(), "master"), Role::Master, "master");
-        expect(&TlsFiles::in_dir(dir.path(), "admin"), Role::Admin, "admin");
-        assert_eq!(alice, TlsFiles::in_dir(dir.path(), "alice"));
-        assert!(alice.load().is_ok());
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn private_keys_are_private() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        init(dir.path(), &[]).unwrap();
-        issue(dir.path(), Role::User, "alice").unwrap();
-        for name in ["ca", "master", "admin", "alice"] {
-            let mode = fs::metadata(dir.path().join(format!("{name}.key"))).unwrap().permissions().mode();
-            assert_eq!(mode & 0o777, 0o600, "{name}.key");
-        }
-    }
-
-    #[test]
-    fn init_never_replaces_a_ca_and_issue_never_overwrites() {
-        let dir = tempfile::tempdir().unwrap();
-        init(dir.path(), &[]).unwrap();
-        let before = fs::read(dir.path().join("ca.pem")).unwrap();
-        assert!(matches!(init(dir.path(), &[]), Err(PkiError::CaExists { .. })));
-        assert_eq!(fs::read(dir.path().join("ca.pem")).unwrap(), before);
-
-        issue(dir.path(), Role::User, "alice").unwrap();
-        let err = issue(dir.path(), Role::Admin, "alice").unwrap_err();
-        assert!(matches!(err, PkiError::FileExists { ref path } if path.ends_with("alice.pem")), "{err}");
-        assert!(matches!(issue(dir.path(), Role::User, "admin"), Err(PkiError::FileExists { .. })));
-    }
-
-    #[test]
-    fn bad_names_and_master_role_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        init(dir.path(), &[]).unwrap();
-        for name in ["", "a/b", "../x", "al ice", "é", &"x".repeat(65)] {
-            let err = issue(dir.path(), Role::User, name).unwrap_err();
-            assert!(matches!(err, PkiError::BadName { .. }), "{name:?}: {err}");
-        }
-        assert!(issue(dir.path(), Role::User, &"x".repeat(64)).is_ok());
-        assert!(matches!(issue(dir.path(), Role::User, "ca"), Err(PkiError::ReservedName)));
-        assert!(matches!(issue(dir.path(), Role::Master, "m2"), Err(PkiError::MasterRole)));
-        let fresh = tempfile::tempdir().unwrap();
-        let err = issue(fresh.path(), Role::User, "alice").unwrap_err();
-        assert!(matches!(err, PkiError::Read { ref path, .. } if path.ends_with("ca.pem")), "{err}");
-    }
-
-    #[test]
-    fn master_certificate_names_the_requested_hosts() {
-        let dir = tempfile::tempdir().unwrap();
-        let hosts = vec!["10.0.0.5".to_string(), "master.example".to_string()];
-        init(&dir.path().join("nested"), &hosts).unwrap();
-        let der = leaf_der(&dir.path().join("nested/master.pem"));
-        let (_, cert) = X509Certificate::from_der(&der).unwrap();
-        let sans: Vec<String> = cert
-            .subject_alternative_name()
-            .unwrap()
-            .unwrap()
-            .value
-            .general_names
-            .iter()
-            .map(|name| match name {
-                GeneralName::DNSName(dns) => dns.to_string(),
-                GeneralName::IPAddress(ip) => format!("{ip:?}"),
-                other => format!("{other:?}"),
-            })
-            .collect();
-        assert_eq!(sans.len(), 5, "{sans:?}");
-        assert!(sans.contains(&"localhost".to_string()) && sans.contains(&"master.example".to_string()));
-        assert!(sans.contains(&format!("{:?}", [10u8, 0, 0, 5].as_slice())), "{sans:?}");
-        let bad = tempfile::tempdir().unwrap();
-        let err = init(bad.path(), &["bad host é".to_string()]).unwrap_err();
-        assert!(matches!(err, PkiError::BadHost { ref host, .. } if host == "bad host é"), "{err}");
-    }
-
-    #[test]
-    fn a_ca_key_from_another_ca_is_detected() {
-        let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        init(one.path(), &[]).unwrap();
-        init(two.path(), &[]).unwrap();
-        fs::remove_file(one.path().join("ca.key")).unwrap();
-        fs::copy(two.path().join("ca.key"), one.path().join("ca.key")).unwrap();
-        assert!(matches!(issue(one.path(), Role::User, "alice"), Err(PkiError::KeyMismatch { .. })));
-    }
-
-    #[test]
-    fn foreign_certificates_name_no_identity() {
-        assert!(matches!(identity_from_der(b"not a certificate"), Err(PkiError::Parse(_))));
-        let dir = tempfile::tempdir().unwrap();
-        init(dir.path(), &[]).unwrap();
-        let ca = leaf_der(&dir.path().join("ca.pem"));
-        assert!(matches!(identity_from_der(&ca), Err(PkiError::MissingField { field: "OU" })));
-        let key = KeyPair::generate().unwrap();
-        let other = CertificateParams::new(vec!["x".to_string()]).unwrap().self_signed(&key).unwrap();
-        assert!(matches!(identity_from_der(other.der()), Err(PkiError::MissingField { field: "O" })));
-    }
-
-    #[test]
-    fn civil_dates_match_the_calendar() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
-        assert_eq!(civil_from_days(-1), (1969, 12, 31));
-    }
-}
+#[path = "pki_tests.rs"]
+mod tests;

@@ -317,7 +317,7 @@ impl ErrorReply {
 pub enum ErrorKind {
     /// The request is malformed or the spec invalid.
     BadRequest,
-    /// No such job or account (another user's account answers this too).
+    /// No such job or account, or one the caller may not see (the two are not told apart).
     NotFound,
     /// The caller's role or account may not do this.
     Forbidden,

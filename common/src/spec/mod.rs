@@ -24,6 +24,7 @@
 //! ```
 
 mod deadline;
+mod shell;
 mod template;
 mod validate;
 

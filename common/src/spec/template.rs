@@ -1,24 +1,36 @@
 //! Command templates: `{name}` placeholders substituted per task; `{{` and `}}` are
-//! literal braces.
+//! literal braces. The result runs under `/bin/sh -c`, so every value is inserted quoted
+//! for the spot it stands in (bare, `'...'` or `"..."`): a value is always data, one word.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use super::shell::{self, Context, Lexer};
 use crate::ids::{AttemptId, JobId};
 
 /// The placeholders a command template may use, with what each becomes.
+///
+/// Numbers and job ids are inserted as they are. Text (`{stage}`, `{job_dir}`,
+/// `{input}`) is shell-quoted for where it stands: bare it becomes one single-quoted word
+/// (`'it'\''s'`), inside `'...'` or `"..."` it is escaped for those quotes, and a value of
+/// only `A-Z a-z 0-9 _ . / : = + , @ % -` is inserted unchanged. Text placeholders are
+/// refused inside `$(...)`, backquotes, `${...}`, `$'...'`, here-documents and comments,
+/// and right after a backslash or `$`, where no quoting is safe.
 pub const PLACEHOLDERS: &[(&str, &str)] = &[
     ("{task}", "the task's index within its stage, from 0"),
     ("{tasks}", "the number of tasks in this stage"),
     ("{tasks.STAGE}", "the number of tasks in stage STAGE (e.g. {tasks.reduce})"),
-    ("{stage}", "this stage's name"),
+    ("{stage}", "this stage's name (quoted)"),
     ("{job}", "the job id, e.g. j7"),
-    ("{job_dir}", "the job's directory under the agents' shared data directory"),
+    ("{job_dir}", "the job's directory under the agents' shared data directory (quoted)"),
     ("{attempt}", "the attempt number, from 1"),
-    ("{input}", "the job's `input` field"),
+    ("{input}", "the job's `input` field (quoted)"),
 ];
+
+/// The placeholders whose values are free text, and so need quoting.
+const TEXT_PLACEHOLDERS: &[&str] = &["stage", "job_dir", "input"];
 
 /// What a template is rendered with, apart from `{job_dir}` (the agent knows where its
 /// data directory is).
@@ -60,36 +72,71 @@ pub enum TemplateError {
     /// `{input}` in a job without an `input` field.
     #[error("{{input}} is used but the job has no `input` field")]
     NoInput,
+    /// A text placeholder where no shell quoting is safe.
+    #[error(
+        "{{{0}}} stands inside $(...), backquotes, ${{...}}, $'...', a here-document or a comment, \
+         or right after a backslash or '$', where its value cannot be quoted; set a variable \
+         first (v={{{0}}}; ... \"$v\")"
+    )]
+    Unquotable(String),
 }
 
-/// Renders `template` for one task attempt.
+/// Renders `template` for one task attempt, each value quoted for where it stands (see
+/// [`PLACEHOLDERS`]).
 pub fn render(template: &str, vars: &TaskVars, job_dir: &str) -> Result<String, TemplateError> {
     let mut out = String::with_capacity(template.len() + 64);
+    let mut lexer = Lexer::default();
     walk(template, |piece| {
         match piece {
-            Piece::Text(text) => out.push_str(text),
-            Piece::Placeholder(name) => out.push_str(&value_of(name, vars, job_dir)?),
+            Piece::Text(text) => {
+                lexer.feed(text);
+                out.push_str(text);
+            }
+            Piece::Placeholder(name) => {
+                let value = value_of(name, vars, job_dir)?;
+                let quoted = shell::quote(&value, lexer.context())
+                    .ok_or_else(|| TemplateError::Unquotable(name.to_string()))?;
+                out.push_str(&quoted);
+                lexer.value_inserted();
+            }
         }
         Ok(())
     })?;
     Ok(out)
 }
 
-/// Checks every placeholder in `template` against the stages and fields the job has.
+/// Checks every placeholder in `template` against the stages and fields the job has, and
+/// that every text placeholder stands where it can be quoted.
 pub(super) fn check(template: &str, stage_names: &[&str], has_input: bool) -> Result<(), TemplateError> {
+    let mut lexer = Lexer::default();
     walk(template, |piece| match piece {
-        Piece::Text(_) => Ok(()),
-        Piece::Placeholder(name) => match name {
-            "task" | "tasks" | "stage" | "job" | "job_dir" | "attempt" => Ok(()),
-            "input" if has_input => Ok(()),
-            "input" => Err(TemplateError::NoInput),
-            _ => match name.strip_prefix("tasks.") {
-                Some(stage) if stage_names.contains(&stage) => Ok(()),
-                Some(stage) => Err(TemplateError::UnknownStage(stage.to_string())),
-                None => Err(TemplateError::Unknown(name.to_string())),
-            },
-        },
+        Piece::Text(text) => {
+            lexer.feed(text);
+            Ok(())
+        }
+        Piece::Placeholder(name) => {
+            check_name(name, stage_names, has_input)?;
+            if TEXT_PLACEHOLDERS.contains(&name) && lexer.context() == Context::Nested {
+                return Err(TemplateError::Unquotable(name.to_string()));
+            }
+            lexer.value_inserted();
+            Ok(())
+        }
     })
+}
+
+/// Whether `name` is a placeholder this job can fill.
+fn check_name(name: &str, stage_names: &[&str], has_input: bool) -> Result<(), TemplateError> {
+    match name {
+        "task" | "tasks" | "stage" | "job" | "job_dir" | "attempt" => Ok(()),
+        "input" if has_input => Ok(()),
+        "input" => Err(TemplateError::NoInput),
+        _ => match name.strip_prefix("tasks.") {
+            Some(stage) if stage_names.contains(&stage) => Ok(()),
+            Some(stage) => Err(TemplateError::UnknownStage(stage.to_string())),
+            None => Err(TemplateError::Unknown(name.to_string())),
+        },
+    }
 }
 
 fn value_of(name: &str, vars: &TaskVars, job_dir: &str) -> Result<String, TemplateError> {
@@ -184,5 +231,72 @@ mod tests {
         assert_eq!(check("{tasks.red}", &["map"], false), Err(TemplateError::UnknownStage("red".into())));
         assert_eq!(check("{input}", &["map"], false), Err(TemplateError::NoInput));
         assert_eq!(check("{tasks.map} {input}", &["map"], true), Ok(()));
+        assert_eq!(
+            check("cat $(ls {job_dir})", &["map"], false),
+            Err(TemplateError::Unquotable("job_dir".into()))
+        );
+        assert_eq!(
+            check("echo x # {stage}", &["map"], false),
+            Err(TemplateError::Unquotable("stage".into()))
+        );
+        // Numbers are safe anywhere.
+        assert_eq!(check("echo $(seq {task} {tasks})", &["map"], false), Ok(()));
+    }
+
+    /// Runs `command` under `sh -c` in `dir`; answers its stdout.
+    fn run_sh(command: &str, dir: &std::path::Path) -> String {
+        let output =
+            std::process::Command::new("/bin/sh").arg("-c").arg(command).current_dir(dir).output().unwrap();
+        assert!(output.status.success(), "`{command}`: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    #[test]
+    fn hostile_text_stays_one_argument_in_every_quoting_context() {
+        let dir = tempfile::tempdir().unwrap();
+        let hostile = [
+            "x; touch pwned",
+            "$(touch pwned)",
+            "`touch pwned`",
+            "a'b\"c\\d $HOME *",
+            "' ; touch pwned ; '",
+            "\" ; touch pwned ; \"",
+            "line\nbreak",
+            "",
+            "-n",
+        ];
+        for input in hostile {
+            let mut vars = vars();
+            vars.input = Some(input.to_string());
+            vars.stage = input.to_string();
+            for template in ["printf '%s|\\n' {input} {stage}", "printf '%s|\\n' \"{input}\" '{stage}'"] {
+                let command = render(template, &vars, "/jobs/j7").unwrap();
+                let printed = run_sh(&command, dir.path());
+                assert_eq!(
+                    printed,
+                    format!("{input}|\n{input}|\n"),
+                    "{template} with {input:?}: `{command}`"
+                );
+            }
+            let inside = render("printf '%s|' \"in={input}/x\" 'st={stage}/x'", &vars, "").unwrap();
+            assert_eq!(
+                run_sh(&inside, dir.path()),
+                format!("in={input}/x|st={input}/x|"),
+                "{input:?}: `{inside}`"
+            );
+        }
+        assert!(!dir.path().join("pwned").exists(), "a value ran as code");
+    }
+
+    #[test]
+    fn plain_values_render_unchanged_and_nested_text_is_refused() {
+        let mut vars = vars();
+        assert_eq!(
+            render("a {input} \"{job_dir}/x\" '{stage}'", &vars, "/j/7").unwrap(),
+            "a /data/in \"/j/7/x\" 'map'"
+        );
+        vars.input = Some("a b".into());
+        assert_eq!(render("{input}", &vars, "").unwrap(), "'a b'");
+        assert_eq!(render("echo `cat {input}`", &vars, ""), Err(TemplateError::Unquotable("input".into())));
     }
 }

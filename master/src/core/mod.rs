@@ -46,7 +46,7 @@ pub use command::{Command, KillReason, Persist};
 pub use event::{Event, RecoveredJob, StoreRecovery};
 pub use history::HistoryLimits;
 pub use policy::PolicyName;
-pub use view::CoreView;
+pub use view::{CoreView, no_such_job};
 
 use policy::{Policy, SchedView};
 use reactor::Ctx;

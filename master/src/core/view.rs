@@ -29,19 +29,11 @@ impl<'a> CoreView<'a> {
         CoreView { state }
     }
 
-    /// One job in detail: `NotFound` if there is no such job, `Forbidden` if the caller
-    /// may not act for its owner.
+    /// One job in detail, or [`no_such_job`] if there is no such job or the caller may
+    /// not act for its owner.
     pub fn job_status(&self, job: JobId, caller: &Caller) -> Result<JobStatus, ErrorReply> {
-        let j = self
-            .state
-            .jobs
-            .get(&job)
-            .ok_or_else(|| ErrorReply::new(ErrorKind::NotFound, format!("no job {job}")))?;
-        if !may_see(caller, j) {
-            let message = format!("{caller} may not see {job}, which belongs to {}", j.owner);
-            return Err(ErrorReply::new(ErrorKind::Forbidden, message));
-        }
-        Ok(status(j))
+        let j = self.state.jobs.get(&job).filter(|j| may_see(caller, j));
+        j.map(status).ok_or_else(|| no_such_job(job))
     }
 
     /// Whether the core still holds `job` (ended jobs leave after their retention).
@@ -162,6 +154,12 @@ fn selects(query: &JobsQuery, caller: &Caller, j: &Job) -> bool {
 /// An account query's refusal: only ever `NotFound`, whatever the reason.
 fn not_found(err: AccountError) -> ErrorReply {
     ErrorReply::new(ErrorKind::NotFound, err.to_string())
+}
+
+/// The answer for a job that does not exist and for one the caller may not see: the same
+/// kind and text, so probing ids reveals neither which jobs exist nor who owns them.
+pub fn no_such_job(job: JobId) -> ErrorReply {
+    ErrorReply::new(ErrorKind::NotFound, format!("no job {job}"))
 }
 
 fn summary(j: &Job) -> JobSummary {

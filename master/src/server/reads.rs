@@ -9,10 +9,11 @@ use std::ops::ControlFlow;
 use slotmarket_common::identity::{Identity, Role};
 use slotmarket_common::ids::JobId;
 use slotmarket_common::protocol::{
-    ErrorKind, ErrorReply, HistoryQuery, JobStatus, JobSummary, JobsPage, JobsQuery, Response,
+    ErrorReply, HistoryQuery, JobStatus, JobSummary, JobsPage, JobsQuery, Response,
 };
 
 use crate::core::CoreView;
+use crate::core::no_such_job;
 use crate::store::{Store, StoreError};
 
 /// Most jobs or history runs in one answer.
@@ -34,7 +35,7 @@ pub(super) fn job_status(
         return Ok(view.job_status(job, caller));
     }
     let stored = store.ended_job_status(job)?.filter(|s| caller.may_act_for(&s.summary.owner));
-    Ok(stored.ok_or_else(|| ErrorReply::new(ErrorKind::NotFound, format!("no job {job}"))))
+    Ok(stored.ok_or_else(|| no_such_job(job)))
 }
 
 /// One page of the jobs `query` selects: the core's summaries for the jobs it holds,

@@ -1,10 +1,12 @@
 //! Multi-process integration tests: real master and agent binaries on loopback.
 //! Run `cargo build` first so the binaries exist (the README's test command does).
 
+mod access;
 mod accounts;
 mod cancel;
 mod demo;
 mod failover;
+mod interop;
 mod mapreduce;
 mod market;
 mod restart;

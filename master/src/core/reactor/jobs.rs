@@ -11,6 +11,7 @@ use super::Ctx;
 use crate::core::command::{Command, KillReason, Persist};
 use crate::core::history;
 use crate::core::state::{Holder, Job, State, TaskPhase};
+use crate::core::view::no_such_job;
 use crate::core::{Caller, RequestId};
 
 /// Admits a valid job from a user or admin: `Persist(JobAdmitted)` then `Reply{Submitted}`,
@@ -61,7 +62,8 @@ pub(super) fn on_job_submitted(
 }
 
 /// Cancels a job the caller may act for: kills its live containers, drops its pending
-/// tasks and replies with the state it ends in (an ended job keeps its state).
+/// tasks and replies with the state it ends in (an ended job keeps its state). Another
+/// account's job answers as an unknown id does.
 pub(super) fn on_job_cancel_requested(
     state: &mut State,
     cx: &mut Ctx,
@@ -69,13 +71,10 @@ pub(super) fn on_job_cancel_requested(
     caller: &Caller,
     job: JobId,
 ) {
-    let Some(j) = state.jobs.get(&job) else {
-        return reply_error(cx, request, ErrorKind::NotFound, format!("no job {job}"));
+    let Some(j) = state.jobs.get(&job).filter(|j| may_see(caller, j)) else {
+        let response = Response::Error(no_such_job(job));
+        return cx.push(Command::Reply { request, response });
     };
-    if !may_see(caller, j) {
-        let message = format!("{caller} may not cancel {job}, which belongs to {}", j.account);
-        return reply_error(cx, request, ErrorKind::Forbidden, message);
-    }
     if !j.state.is_terminal() {
         let message = format!("cancelled by {caller}");
         end_job(state, cx, job, JobState::Cancelled, Some(message), KillReason::Cancelled);
