@@ -65,6 +65,23 @@ pub enum Event {
     /// A job read back from the store when the master starts. Replayed before any agent
     /// joins; `now` is the recovery time.
     JobRecovered(RecoveredJob),
+    /// The agent said it is stopping: it takes no new work, its tasks run elsewhere at
+    /// once without counting an attempt, and it is forgotten when it disconnects.
+    AgentLeaving {
+        /// The registration.
+        agent: AgentId,
+    },
+    /// A client asked to drain (`drain`) or undrain a node; admins only.
+    NodeDrainRequested {
+        /// Where the reply goes.
+        request: RequestId,
+        /// Who asked.
+        caller: Caller,
+        /// The node's name.
+        node: String,
+        /// Drain (`true`) or undrain (`false`).
+        drain: bool,
+    },
 }
 
 /// A stored job, as the store hands it back after a restart.

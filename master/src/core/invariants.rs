@@ -57,8 +57,12 @@ fn check_agents(state: &State) -> Result<(), String> {
         }
     }
     for kind in SlotKind::ALL {
-        let expected: BTreeSet<AgentId> =
-            state.agents.iter().filter(|(_, a)| a.connected && a.free(kind) > 0).map(|(&id, _)| id).collect();
+        let expected: BTreeSet<AgentId> = state
+            .agents
+            .iter()
+            .filter(|(_, a)| a.takes_work() && a.free(kind) > 0)
+            .map(|(&id, _)| id)
+            .collect();
         if expected != state.free_agents[kind_ix(kind)] {
             let have = &state.free_agents[kind_ix(kind)];
             return Err(format!("free {kind} slot index is {have:?}, agents say {expected:?}"));

@@ -23,6 +23,7 @@ use slotmarket_common::time::Timestamp;
 pub use command::{Command, KillReason, Persist};
 pub use event::{Event, RecoveredJob};
 pub use policy::PolicyName;
+pub use reactor::NodeHealth;
 pub use view::CoreView;
 
 use policy::{Policy, SchedView};
@@ -59,6 +60,8 @@ pub struct CoreConfig {
     /// turns this off: it records what it needs from the commands, and half a million
     /// ended jobs would otherwise stay in memory.
     pub retain_finished_jobs: bool,
+    /// When an agent whose tasks keep failing fast is quarantined, and for how long.
+    pub node_health: NodeHealth,
 }
 
 impl Default for CoreConfig {
@@ -69,6 +72,7 @@ impl Default for CoreConfig {
             capacity_queues: BTreeMap::new(),
             preemption: false,
             retain_finished_jobs: true,
+            node_health: NodeHealth::default(),
         }
     }
 }
@@ -127,7 +131,7 @@ impl Core {
     }
 
     /// Periodic work: loses agents and orphaned containers whose silence passed the
-    /// timeout, then lets the policy schedule.
+    /// timeout, ends quarantines whose time is up, then lets the policy schedule.
     #[must_use]
     pub fn tick(&mut self, now: Timestamp) -> Vec<Command> {
         let mut cx = self.begin(now);
@@ -136,8 +140,8 @@ impl Core {
         cx.finish(&self.state, &mut self.changed)
     }
 
-    /// When `tick` next has something to do: the earliest agent-silence or orphan deadline,
-    /// or the policy's own next interval. `None` when nothing is waiting on time.
+    /// When `tick` next has something to do: the earliest agent-silence, orphan or
+    /// quarantine deadline, or the policy's own next interval. `None` when nothing is waiting on time.
     pub fn next_wakeup(&self) -> Option<Timestamp> {
         let silence = reactor::next_deadline(&self.state, self.config.agent_timeout);
         silence.into_iter().chain(self.policy.next_wakeup()).min()
@@ -155,7 +159,8 @@ impl Core {
     fn begin(&mut self, now: Timestamp) -> Ctx {
         self.latest = self.latest.max(now);
         let changed = std::mem::take(&mut self.changed);
-        Ctx::new(self.latest, self.config.agent_timeout, self.config.retain_finished_jobs, changed)
+        let config = &self.config;
+        Ctx::new(self.latest, config.agent_timeout, config.retain_finished_jobs, config.node_health, changed)
     }
 
     /// Asks the policy for decisions over the current state and carries them out.

@@ -1,13 +1,13 @@
 //! `CoreView`: read-only answers to status, listing and node queries, with the access
 //! rule that users see only their own jobs and admins see every job.
 
-use slotmarket_common::ids::JobId;
+use slotmarket_common::ids::{AgentId, JobId};
 #[cfg(test)]
 use slotmarket_common::protocol::JobState;
 use slotmarket_common::protocol::{ErrorKind, ErrorReply, JobStatus, JobSummary, NodeSummary, StageStatus};
 
 use super::Caller;
-use super::state::{Job, State, kind_ix};
+use super::state::{Agent, Job, State, kind_ix};
 use slotmarket_common::spec::SlotKind;
 
 /// A borrowed, read-only look at the core.
@@ -43,22 +43,7 @@ impl<'a> CoreView<'a> {
 
     /// Every agent registration, by id.
     pub fn nodes(&self) -> Vec<NodeSummary> {
-        let map = kind_ix(SlotKind::Map);
-        let reduce = kind_ix(SlotKind::Reduce);
-        self.state
-            .agents
-            .iter()
-            .map(|(&agent, a)| NodeSummary {
-                agent,
-                node: a.node.to_string(),
-                connected: a.connected,
-                map_slots: a.offered[map],
-                map_used: a.used[map],
-                reduce_slots: a.offered[reduce],
-                reduce_used: a.used[reduce],
-                last_seen: a.last_seen,
-            })
-            .collect()
+        self.state.agents.iter().map(|(&agent, a)| node_summary(agent, a)).collect()
     }
 
     /// A job's state, without access checks.
@@ -71,6 +56,24 @@ impl<'a> CoreView<'a> {
     /// unknown container, refused transition); the server logs it when it grows.
     pub fn ignored_reports(&self) -> u64 {
         self.state.ignored_reports
+    }
+}
+
+/// One agent registration as `nodes` and `node drain` show it.
+pub(crate) fn node_summary(agent: AgentId, a: &Agent) -> NodeSummary {
+    let map = kind_ix(SlotKind::Map);
+    let reduce = kind_ix(SlotKind::Reduce);
+    NodeSummary {
+        agent,
+        node: a.node.to_string(),
+        connected: a.connected,
+        map_slots: a.offered[map],
+        map_used: a.used[map],
+        reduce_slots: a.offered[reduce],
+        reduce_used: a.used[reduce],
+        last_seen: a.last_seen,
+        draining: a.drain,
+        quarantine: a.quarantine.clone(),
     }
 }
 

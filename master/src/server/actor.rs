@@ -203,6 +203,10 @@ impl Actor {
             }
             Request::Submit { spec } => Event::JobSubmitted { request: id, caller, spec },
             Request::Cancel { job } => Event::JobCancelRequested { request: id, caller, job },
+            Request::Drain { node } => Event::NodeDrainRequested { request: id, caller, node, drain: true },
+            Request::Undrain { node } => {
+                Event::NodeDrainRequested { request: id, caller, node, drain: false }
+            }
         };
         self.next_request += 1;
         self.replies.insert(id, reply);

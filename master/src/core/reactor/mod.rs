@@ -7,10 +7,17 @@
 //! - `agents`: registration (with adoption of live containers), heartbeats, loss by silence.
 //! - `recovery`: rebuilding jobs from the store after a restart.
 //! - `launch`: assignments and preemptions decided by the policy.
+//! - `placement`: which ready task and agent an assignment starts (retries avoid the
+//!   nodes their task failed on).
+//! - `drain`: agents leaving, admins draining and undraining nodes.
+//! - `health`: quarantine of agents whose tasks keep failing fast.
 
 mod agents;
+mod drain;
+mod health;
 mod jobs;
 mod launch;
+mod placement;
 mod recovery;
 mod reports;
 
@@ -24,6 +31,7 @@ use super::event::Event;
 use super::state::State;
 
 pub(crate) use agents::{next_deadline, on_tick};
+pub use health::NodeHealth;
 pub(crate) use launch::apply_decisions;
 
 /// What one `handle`/`tick` call produces, and the time it happens at.
@@ -35,6 +43,8 @@ pub(crate) struct Ctx {
     pub(crate) agent_timeout: Duration,
     /// Whether ended jobs stay in the state (see `CoreConfig::retain_finished_jobs`).
     pub(crate) retain_finished_jobs: bool,
+    /// When a node counts as unhealthy (see `CoreConfig::node_health`).
+    pub(crate) health: NodeHealth,
     out: Vec<Command>,
     /// Jobs whose status changed in this step, possibly repeated; one `JobChanged` each
     /// at the end. A vector rather than a set: a step touches one or two jobs, and the
@@ -48,6 +58,7 @@ impl Ctx {
         now: Timestamp,
         agent_timeout: Duration,
         retain_finished_jobs: bool,
+        health: NodeHealth,
         changed: Vec<JobId>,
     ) -> Ctx {
         // Room for a typical step at once: a report's persist, a launch and its persist,
@@ -55,7 +66,7 @@ impl Ctx {
         // limit (1032 bytes); eight, or growing past four, did not, and the allocator's
         // slow path was a quarter of the simulator's profile.
         let out = Vec::with_capacity(5);
-        Ctx { now, agent_timeout, retain_finished_jobs, out, changed }
+        Ctx { now, agent_timeout, retain_finished_jobs, health, out, changed }
     }
 
     /// Appends a command.
@@ -100,7 +111,7 @@ pub(crate) fn dispatch(state: &mut State, cx: &mut Ctx, event: Event) {
             agents::on_agent_joined(state, cx, join);
         }
         Event::AgentHeartbeat { agent } => agents::on_agent_heartbeat(state, cx, agent),
-        Event::AgentDisconnected { agent } => agents::on_agent_disconnected(state, agent),
+        Event::AgentDisconnected { agent } => agents::on_agent_disconnected(state, cx, agent),
         Event::ContainerReports { agent, reports } => {
             reports::on_container_reports(state, cx, agent, reports);
         }
@@ -111,5 +122,9 @@ pub(crate) fn dispatch(state: &mut State, cx: &mut Ctx, event: Event) {
             jobs::on_job_cancel_requested(state, cx, request, &caller, job);
         }
         Event::JobRecovered(job) => recovery::on_job_recovered(state, cx, job),
+        Event::AgentLeaving { agent } => drain::on_agent_leaving(state, cx, agent),
+        Event::NodeDrainRequested { request, caller, node, drain } => {
+            drain::on_node_drain_requested(state, cx, request, &caller, &node, drain);
+        }
     }
 }
