@@ -41,13 +41,13 @@ fn launch(state: &mut State, cx: &mut Ctx, a: Assignment) {
     let Some((task, agent)) = placement::place(state, a.job, a.kind, a.agent) else { return };
     let Some(node) = state.agents.get(&agent).map(|ag| ag.node.clone()) else { return };
     let container = state.alloc_container();
-    let Some(job) = state.jobs.get_mut(&a.job) else { return };
+    let Some(job) = state.jobs.get_mut(&task.job) else { return };
     let Some(t) = job.task_mut(task) else { return };
     let attempt = AttemptId(t.attempt.0 + 1);
     t.attempt = attempt;
     let Some(launch) = build_launch(job, task, attempt, container) else { return };
     job.set_phase(task, TaskPhase::Live(container));
-    cx.changed(a.job);
+    cx.changed(task.job);
     let rec = ContainerRec::new(task, attempt, launch.slot, Holder::Agent(agent), ContainerState::Allocated);
     state.attach(container, rec);
     let report = ContainerReport {

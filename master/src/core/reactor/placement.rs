@@ -11,7 +11,10 @@
 //!    with a free slot that it may run on (the job keeps the slot the policy gave it;
 //!    a later assignment that wanted that slot is then skipped, as any that no longer
 //!    fits);
-//! 3. else nothing: the task waits for a node it has not failed on.
+//! 3. else the first ready task of the earliest other job that may run on A, so a slot
+//!    is not left idle behind retries that wait for other nodes (the one place where the
+//!    reactor overrides a policy's choice of job);
+//! 4. else nothing: the tasks wait for a node they have not failed on.
 
 use std::sync::Arc;
 
@@ -44,8 +47,17 @@ pub(super) fn place(
     }
     let elsewhere = state.free_agents[kind_ix(kind)].iter().copied().find(|&other| {
         state.agents.get(&other).is_some_and(|a| !failed_on(state, job, first).contains(&a.node))
-    })?;
-    Some((state.take_ready(job, kind, first)?, elsewhere))
+    });
+    if let Some(elsewhere) = elsewhere {
+        return Some((state.take_ready(job, kind, first)?, elsewhere));
+    }
+    let (other, key) =
+        state.ready_jobs[kind_ix(kind)].iter().filter(|&&other| other != job).find_map(|&other| {
+            let ready = &state.jobs.get(&other)?.ready[kind_ix(kind)];
+            let key = ready.iter().find(|key| !avoids(state, failed_on(state, other, **key), kind, &node))?;
+            Some((other, *key))
+        })?;
+    Some((state.take_ready(other, kind, key)?, agent))
 }
 
 /// Whether `agent` takes work and has a free slot of `kind`.
