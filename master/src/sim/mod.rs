@@ -43,7 +43,9 @@ use slotmarket_common::protocol::{ContainerReport, JobState, Response};
 use slotmarket_common::time::Timestamp;
 use thiserror::Error;
 
-use crate::core::{Command, Core, CoreConfig, Event, IdHasher, KillReason, Persist, RequestId, invariants};
+use crate::core::{
+    Command, Core, CoreConfig, Event, IdHasher, KillReason, NodeHealth, Persist, RequestId, invariants,
+};
 use agents::Agents;
 use report::{JobResult, Outcome, SlotUsage};
 use wakeup::Wakeup;
@@ -217,8 +219,15 @@ impl<'t> Simulation<'t> {
         if !(config.noise >= 0.0 && config.noise.is_finite()) {
             return Err(SimError::Noise(config.noise));
         }
-        let core_config =
-            CoreConfig { agent_timeout: Duration::MAX, retain_finished_jobs: false, ..config.core.clone() };
+        // Simulated failures strike at random, not by node: no node is ever unhealthy,
+        // and a retry has no reason to keep off the node its task failed on.
+        let node_health = NodeHealth { fast_failures: 0, retry_elsewhere: false, ..config.core.node_health };
+        let core_config = CoreConfig {
+            agent_timeout: Duration::MAX,
+            retain_finished_jobs: false,
+            node_health,
+            ..config.core.clone()
+        };
         let mut arrivals: Vec<u32> =
             (0..trace.len() as u32).filter(|&ix| trace.follows(ix as usize).is_none()).collect();
         arrivals.sort_by_key(|&ix| (trace.jobs[ix as usize].arrival(), ix));

@@ -35,6 +35,9 @@ pub struct NodeHealth {
     pub fast_failure_within: Duration,
     /// How long a quarantined agent gets no new work.
     pub quarantine_for: Duration,
+    /// Whether a failed task's retries keep off the nodes it failed on (see
+    /// `reactor::placement`).
+    pub retry_elsewhere: bool,
 }
 
 impl Default for NodeHealth {
@@ -43,6 +46,7 @@ impl Default for NodeHealth {
             fast_failures: 3,
             fast_failure_within: Duration::from_secs(2),
             quarantine_for: Duration::from_secs(300),
+            retry_elsewhere: true,
         }
     }
 }

@@ -38,7 +38,7 @@ fn preempt(state: &mut State, cx: &mut Ctx, p: Preemption) {
 /// Starts the next ready task of the assignment's job and kind on its agent (or, for a
 /// retry, on another; see `placement`).
 fn launch(state: &mut State, cx: &mut Ctx, a: Assignment) {
-    let Some((task, agent)) = placement::place(state, a.job, a.kind, a.agent) else { return };
+    let Some((task, agent)) = placement::place(state, cx, a.job, a.kind, a.agent) else { return };
     let Some(node) = state.agents.get(&agent).map(|ag| ag.node.clone()) else { return };
     let container = state.alloc_container();
     let Some(job) = state.jobs.get_mut(&task.job) else { return };

@@ -15,24 +15,32 @@
 //!    is not left idle behind retries that wait for other nodes (the one place where the
 //!    reactor overrides a policy's choice of job);
 //! 4. else nothing: the tasks wait for a node they have not failed on.
+//!
+//! `NodeHealth::retry_elsewhere` turns this off (the simulator does: its failures strike
+//! at random, not by node).
 
 use std::sync::Arc;
 
 use slotmarket_common::ids::{AgentId, JobId, TaskId};
 use slotmarket_common::spec::SlotKind;
 
+use super::Ctx;
 use crate::core::state::{State, kind_ix};
 
 /// Takes the ready task of `job` that an assignment of `kind` on `agent` should start,
 /// with the agent to start it on; `None` if none should start now.
 pub(super) fn place(
     state: &mut State,
+    cx: &Ctx,
     job: JobId,
     kind: SlotKind,
     agent: AgentId,
 ) -> Option<(TaskId, AgentId)> {
     if !has_room(state, agent, kind) {
         return None;
+    }
+    if !cx.health.retry_elsewhere {
+        return Some((state.pop_ready(job, kind)?, agent));
     }
     let node = state.agents.get(&agent)?.node.clone();
     let j = state.jobs.get(&job)?;

@@ -169,6 +169,7 @@ fn quarantine_env() -> TestEnv {
         fast_failures: 3,
         fast_failure_within: Duration::from_secs(2),
         quarantine_for: Duration::from_secs(60),
+        retry_elsewhere: true,
     };
     // No loss by silence: the test waits out a quarantine without heartbeats.
     let config = CoreConfig { node_health, agent_timeout: Duration::MAX, ..CoreConfig::default() };
