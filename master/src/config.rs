@@ -11,7 +11,7 @@ use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
 use thiserror::Error;
 
 use crate::core::policy::check_queue_shares;
-use crate::core::{CoreConfig, PolicyName};
+use crate::core::{CoreConfig, NodeHealth, PolicyName};
 
 /// Address the master listens on when nothing else is said: where agents and clients look
 /// for it by default.
@@ -40,6 +40,14 @@ pub struct MasterFile {
     pub capacity_queues: Option<BTreeMap<String, f64>>,
     /// Whether `fair` and `capacity` may kill tasks to restore shares (default false).
     pub preemption: Option<bool>,
+    /// Fast task failures in a row (of two or more jobs) that quarantine an agent
+    /// (default 3; 0 turns quarantine off).
+    pub quarantine_after_fast_failures: Option<u32>,
+    /// A task failing this soon after starting counts as a fast failure, in
+    /// milliseconds (default 2000).
+    pub fast_failure_ms: Option<u64>,
+    /// How long a quarantined agent gets no new work, in milliseconds (default 300000).
+    pub quarantine_ms: Option<u64>,
 }
 
 /// A setting that cannot work.
@@ -88,6 +96,7 @@ impl TryFrom<MasterFile> for MasterConfig {
     /// Applies defaults to whatever the (merged) file leaves unset, then checks.
     fn try_from(file: MasterFile) -> Result<MasterConfig, ConfigError> {
         let defaults = CoreConfig::default();
+        let node_health = node_health(&file, defaults.node_health)?;
         let policy = match file.policy {
             Some(name) => name
                 .parse::<PolicyName>()
@@ -127,12 +136,32 @@ impl TryFrom<MasterFile> for MasterConfig {
                 agent_timeout,
                 capacity_queues,
                 preemption: file.preemption.unwrap_or(defaults.preemption),
+                node_health,
                 ..defaults
             },
             heartbeat_interval,
             max_frame,
         })
     }
+}
+
+/// The quarantine settings, over `defaults`; a quarantine must last a while.
+fn node_health(file: &MasterFile, defaults: NodeHealth) -> Result<NodeHealth, ConfigError> {
+    let health = NodeHealth {
+        fast_failures: file.quarantine_after_fast_failures.unwrap_or(defaults.fast_failures),
+        fast_failure_within: file.fast_failure_ms.map_or(defaults.fast_failure_within, Duration::from_millis),
+        quarantine_for: file.quarantine_ms.map_or(defaults.quarantine_for, Duration::from_millis),
+        ..defaults
+    };
+    if health.fast_failures > 0 && (health.quarantine_for.is_zero() || health.fast_failure_within.is_zero()) {
+        return Err(ConfigError::Invalid {
+            field: "quarantine_ms",
+            problem: "quarantine_ms and fast_failure_ms must be above 0; \
+                      set quarantine_after_fast_failures = 0 to turn quarantine off"
+                .into(),
+        });
+    }
+    Ok(health)
 }
 
 #[cfg(test)]
@@ -170,6 +199,36 @@ mod tests {
         let file: MasterFile = toml::from_str("[capacity_queues]\na = 0.7\nb = 0.7\n").unwrap();
         let err = MasterConfig::try_from(file).unwrap_err().to_string();
         assert!(err.starts_with("capacity_queues: queue shares add up to"), "{err}");
+    }
+
+    #[test]
+    fn quarantine_settings_come_from_the_file_and_must_be_positive() {
+        let file: MasterFile = toml::from_str(
+            "quarantine_after_fast_failures = 5
+fast_failure_ms = 500
+quarantine_ms = 60000
+",
+        )
+        .unwrap();
+        let health = MasterConfig::try_from(file).unwrap().core.node_health;
+        assert_eq!(
+            (health.fast_failures, health.fast_failure_within, health.quarantine_for, health.retry_elsewhere),
+            (5, Duration::from_millis(500), Duration::from_secs(60), true)
+        );
+        let file: MasterFile = toml::from_str(
+            "quarantine_ms = 0
+",
+        )
+        .unwrap();
+        let err = MasterConfig::try_from(file).unwrap_err().to_string();
+        assert!(err.starts_with("quarantine_ms: "), "{err}");
+        let file: MasterFile = toml::from_str(
+            "quarantine_after_fast_failures = 0
+quarantine_ms = 0
+",
+        )
+        .unwrap();
+        assert_eq!(MasterConfig::try_from(file).unwrap().core.node_health.fast_failures, 0);
     }
 
     #[test]

@@ -65,6 +65,9 @@ impl TryFrom<Args> for MasterConfig {
             max_frame_bytes: file.max_frame_bytes,
             capacity_queues: file.capacity_queues,
             preemption: file.preemption,
+            quarantine_after_fast_failures: file.quarantine_after_fast_failures,
+            fast_failure_ms: file.fast_failure_ms,
+            quarantine_ms: file.quarantine_ms,
         };
         Ok(MasterConfig::try_from(merged)?)
     }
