@@ -5,7 +5,7 @@
 //! Layout:
 //! - `connection` — connection options (flags, environment, config file) → a `Client`;
 //! - `output` — aligned tables for people, stable JSON shapes for scripts;
-//! - `submit`, `status`, `jobs`, `nodes`, `cancel` — one request each;
+//! - `submit`, `status`, `jobs`, `nodes`, `cancel`, `node` — one request each;
 //! - `pki` — the cluster CA and certificates;
 //! - `demo` — a whole local cluster in separate processes running a small workload;
 //! - `workload` — a generated trace of jobs submitted at arrival times, with a summary;
@@ -21,6 +21,7 @@ mod demo;
 #[cfg(test)]
 mod fake_master;
 mod jobs;
+mod node;
 mod nodes;
 mod output;
 mod pki;
@@ -72,6 +73,9 @@ enum Command {
     /// Run a generated workload (arrivals, size bins, classes) against the cluster.
     #[command(subcommand)]
     Workload(workload::WorkloadCommand),
+    /// Drain or undrain a node (admin only).
+    #[command(subcommand)]
+    Node(node::NodeCommand),
 }
 
 fn main() -> ExitCode {
@@ -106,6 +110,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pki(command) => pki::run(command, json),
         Command::Demo(args) => demo::run(args, json).await,
         Command::Workload(command) => workload::run(&cli.connection, command, json).await,
+        Command::Node(command) => node::run(&cli.connection, command, json).await,
     }
 }
 
@@ -133,6 +138,17 @@ mod tests {
         assert!(cli.json);
         assert_eq!(cli.connection.master.as_deref(), Some("10.0.0.1:7400"));
         assert!(matches!(cli.command, Command::Jobs));
+    }
+
+    #[test]
+    fn node_drain_and_undrain_take_a_name() {
+        let cli = Cli::try_parse_from(["slotmarket", "node", "drain", "node-2"]).unwrap();
+        assert!(
+            matches!(cli.command, Command::Node(node::NodeCommand::Drain { ref name }) if name == "node-2")
+        );
+        let cli = Cli::try_parse_from(["slotmarket", "node", "undrain", "node-2"]).unwrap();
+        assert!(matches!(cli.command, Command::Node(node::NodeCommand::Undrain { .. })));
+        assert!(Cli::try_parse_from(["slotmarket", "node", "drain"]).is_err());
     }
 
     #[test]
