@@ -5,6 +5,7 @@ mod cancel;
 mod demo;
 mod failover;
 mod mapreduce;
+mod nodes;
 mod restart;
 mod security;
 mod support;
