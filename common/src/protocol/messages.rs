@@ -343,7 +343,8 @@ pub struct StageStatus {
     pub running: u32,
     /// Tasks completed.
     pub completed: u32,
-    /// Attempts that failed, were killed or were lost with their agent.
+    /// Attempts that failed, were killed or were lost with their agent (not those an
+    /// agent that was leaving handed back).
     pub failed_attempts: u32,
 }
 

@@ -119,7 +119,8 @@ pub(crate) struct Stage {
     pub(crate) tasks: Vec<Task>,
     pub(crate) completed: u32,
     pub(crate) live: u32,
-    /// Attempts that failed, were killed or were lost with their agent.
+    /// Attempts that failed, were killed or were lost with their agent (not those an
+    /// agent that was leaving handed back).
     pub(crate) failed_attempts: u32,
 }
 
