@@ -55,6 +55,8 @@ pub enum AgentEvent {
         container: ContainerId,
         /// How it ended.
         exit: TaskExit,
+        /// The last lines of its stderr, if it did not exit with code 0.
+        stderr_tail: Option<String>,
     },
     /// The agent is stopping: kill everything, refuse new launches.
     Shutdown,
@@ -168,7 +170,9 @@ impl AgentCore {
             AgentEvent::SpawnFailed { container, error } => {
                 self.on_spawn_failed(now, container, error, &mut out)
             }
-            AgentEvent::Exited { container, exit } => self.on_exited(now, container, exit, &mut out),
+            AgentEvent::Exited { container, exit, stderr_tail } => {
+                self.on_exited(now, container, exit, stderr_tail, &mut out)
+            }
             AgentEvent::Shutdown => self.on_shutdown(&mut out),
         }
         out
@@ -290,7 +294,14 @@ impl AgentCore {
         self.finish(id, report, out);
     }
 
-    fn on_exited(&mut self, now: Timestamp, id: ContainerId, exit: TaskExit, out: &mut Vec<AgentAction>) {
+    fn on_exited(
+        &mut self,
+        now: Timestamp,
+        id: ContainerId,
+        exit: TaskExit,
+        stderr_tail: Option<String>,
+        out: &mut Vec<AgentAction>,
+    ) {
         let Some(container) = self.live.get(&id) else {
             warn!(container = %id, ?exit, "exit of an unknown container ignored");
             return;
@@ -304,17 +315,24 @@ impl AgentCore {
                 container.report(ContainerState::Killed, now, code, Some(reason.clone()))
             }
             (_, TaskExit::Code(0)) => container.report(ContainerState::Completed, now, Some(0), None),
+            // The stderr tail says more than the exit code the report carries anyway.
             (_, TaskExit::Code(code)) => container.report(
                 ContainerState::Failed,
                 now,
                 Some(*code),
-                Some(format!("exited with code {code}")),
+                Some(
+                    stderr_tail
+                        .map_or_else(|| format!("exited with code {code}"), |t| format!("stderr: {t}")),
+                ),
             ),
             (_, TaskExit::Signal(signal)) => container.report(
                 ContainerState::Failed,
                 now,
                 None,
-                Some(format!("terminated by signal {signal}")),
+                Some(match stderr_tail {
+                    Some(tail) => format!("terminated by signal {signal}; stderr: {tail}"),
+                    None => format!("terminated by signal {signal}"),
+                }),
             ),
             (_, TaskExit::Unknown(why)) => container.report(
                 ContainerState::Failed,

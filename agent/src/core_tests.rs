@@ -58,7 +58,7 @@ impl Harness {
     }
 
     fn exited(&mut self, c: u64, exit: TaskExit) {
-        self.handle(AgentEvent::Exited { container: ContainerId(c), exit });
+        self.handle(AgentEvent::Exited { container: ContainerId(c), exit, stderr_tail: None });
     }
 
     /// Takes every recorded action; the test asserts on all of them.
@@ -133,6 +133,31 @@ fn a_nonzero_exit_or_a_signal_is_failed_with_a_message() {
     let signalled = report_of(&actions[1]);
     assert_eq!((signalled.state, signalled.exit_code), (Failed, None));
     assert_eq!(signalled.message.as_deref(), Some("terminated by signal 9"));
+}
+
+#[test]
+fn a_failure_carries_the_tail_of_its_stderr() {
+    let mut h = Harness::new(2, 0);
+    h.launch(vec![launch(1, SlotKind::Map), launch(2, SlotKind::Map)]);
+    h.started(1);
+    h.started(2);
+    h.take();
+    let tail = Some("sh: 1: slotmarket-task: not found".to_string());
+    h.handle(AgentEvent::Exited {
+        container: ContainerId(1),
+        exit: TaskExit::Code(127),
+        stderr_tail: tail.clone(),
+    });
+    h.handle(AgentEvent::Exited { container: ContainerId(2), exit: TaskExit::Signal(6), stderr_tail: tail });
+    let actions = h.take();
+    let failed = report_of(&actions[0]);
+    assert_eq!((failed.state, failed.exit_code), (Failed, Some(127)));
+    assert_eq!(failed.message.as_deref(), Some("stderr: sh: 1: slotmarket-task: not found"));
+    let signalled = report_of(&actions[1]);
+    assert_eq!(
+        signalled.message.as_deref(),
+        Some("terminated by signal 6; stderr: sh: 1: slotmarket-task: not found")
+    );
 }
 
 #[test]

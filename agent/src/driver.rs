@@ -12,18 +12,20 @@ use slotmarket_common::ids::ContainerId;
 use slotmarket_common::protocol::ContainerReport;
 use slotmarket_common::time::Timestamp;
 use thiserror::Error;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
 use crate::config::AgentConfig;
 use crate::core::{AgentAction, AgentCore, AgentEvent};
 use crate::process::{self, ProcessConfig, ProcessEvent, TaskHandle};
-use crate::session::{self, SessionLinks, SnapshotReply};
+use crate::session::{self, LeavingAck, SessionLinks, SnapshotReply};
 
 /// Time allowed after the kill grace for killed tasks to be reaped during shutdown.
 const SHUTDOWN_MARGIN: Duration = Duration::from_secs(5);
 /// Time the session gets to deliver the last reports after the tasks are gone.
 const SESSION_DRAIN: Duration = Duration::from_secs(3);
+/// Time the session gets to tell the master the agent is leaving before tasks are killed.
+const LEAVING_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Why the agent could not run.
 #[derive(Debug, Error)]
@@ -39,8 +41,8 @@ pub enum DriverError {
 }
 
 /// Runs the agent until `shutdown` completes: connects to the master (retrying forever),
-/// runs what it launches, and on shutdown kills every task, waits for them and lets the
-/// session deliver the final reports.
+/// runs what it launches, and on shutdown tells the master it is leaving, kills every
+/// task, waits for them and lets the session deliver the final reports.
 pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Result<(), DriverError> {
     let containers = config.work_dir.join("containers");
     tokio::fs::create_dir_all(&containers)
@@ -59,7 +61,9 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
     let (reports_tx, reports_rx) = mpsc::unbounded_channel();
     // One registration at a time asks; a slot for one request is all it needs.
     let (snapshot_tx, snapshots) = mpsc::channel(1);
-    let links = SessionLinks { events: events_tx.clone(), reports: reports_rx, snapshot: snapshot_tx };
+    let (leaving_tx, leaving) = mpsc::channel(1);
+    let links =
+        SessionLinks { events: events_tx.clone(), reports: reports_rx, snapshot: snapshot_tx, leaving };
     let session = tokio::spawn(session::run(config.session_config(), links));
     let mut inbox = Inbox { events, snapshots };
 
@@ -72,6 +76,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
         clock: Timestamp::ZERO,
     };
     driver.serve(&mut inbox, shutdown).await;
+    driver.announce_leaving(&mut inbox, &leaving_tx).await;
     driver.stop(&mut inbox, config.kill_grace + SHUTDOWN_MARGIN).await;
     // Dropping the driver drops the report sender: the session sends what is left and ends.
     drop(driver);
@@ -111,6 +116,29 @@ impl Driver {
                 // A closed channel (the session ended) only disables this branch.
                 Some(reply) = inbox.snapshots.recv() => self.answer_snapshot(reply),
                 () = &mut shutdown => return,
+            }
+        }
+    }
+
+    /// Has the session tell the master this agent is leaving, before any task is killed:
+    /// the master then gives it no new work and runs its tasks elsewhere at once, without
+    /// counting the kills as failures. Keeps answering snapshot requests meanwhile (the
+    /// session may be registering); bounded by [`LEAVING_TIMEOUT`].
+    async fn announce_leaving(&mut self, inbox: &mut Inbox, leaving: &mpsc::Sender<LeavingAck>) {
+        let (ack, acked) = oneshot::channel();
+        if leaving.send(ack).await.is_err() {
+            return;
+        }
+        let deadline = tokio::time::sleep(LEAVING_TIMEOUT);
+        tokio::pin!(acked, deadline);
+        loop {
+            tokio::select! {
+                _ = &mut acked => return,
+                Some(reply) = inbox.snapshots.recv() => self.answer_snapshot(reply),
+                () = &mut deadline => {
+                    warn!("could not tell the master this agent is leaving in time");
+                    return;
+                }
             }
         }
     }
@@ -197,7 +225,7 @@ fn process_event(container: ContainerId, event: ProcessEvent) -> AgentEvent {
     match event {
         ProcessEvent::Started { pid } => AgentEvent::Started { container, pid },
         ProcessEvent::SpawnFailed(err) => AgentEvent::SpawnFailed { container, error: err.to_string() },
-        ProcessEvent::Exited(exit) => AgentEvent::Exited { container, exit },
+        ProcessEvent::Exited(exit, stderr_tail) => AgentEvent::Exited { container, exit, stderr_tail },
     }
 }
 

@@ -1,5 +1,6 @@
 //! The whole agent (driver, core, processes, session) against a fake master over
-//! loopback QUIC: launches run and are reported in order, kills and shutdown kill.
+//! loopback QUIC: launches run and are reported in order (failures with their stderr),
+//! kills kill, and shutdown says `Leaving` before it kills.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -7,7 +8,7 @@ use std::time::Duration;
 
 use slotmarket_common::container::ContainerState::{self, *};
 use slotmarket_common::ids::{AttemptId, ContainerId, JobId, StageId, TaskId};
-use slotmarket_common::protocol::{ContainerReport, DEFAULT_MAX_FRAME, Launch, MasterToAgent};
+use slotmarket_common::protocol::{AgentToMaster, ContainerReport, DEFAULT_MAX_FRAME, Launch, MasterToAgent};
 use slotmarket_common::spec::{SlotKind, TaskVars};
 use tokio::sync::oneshot;
 
@@ -78,7 +79,7 @@ async fn launches_run_and_are_reported_kills_kill_and_shutdown_stops_everything(
     // Killed, so the master retries it without spending an attempt.
     link.send(MasterToAgent::Launch(vec![
         launch(1, SlotKind::Map, "echo {task} > out"),
-        launch(2, SlotKind::Map, "sleep 0.2; exit 3"),
+        launch(2, SlotKind::Map, "sleep 0.2; echo no such input >&2; exit 3"),
         launch(3, SlotKind::Map, "true"),
     ]))
     .await;
@@ -89,6 +90,7 @@ async fn launches_run_and_are_reported_kills_kill_and_shutdown_stops_everything(
     assert_eq!(states[&3], [Killed]);
     let failed = reports.iter().find(|r| r.container == ContainerId(2) && r.state == Failed).unwrap();
     assert_eq!(failed.exit_code, Some(3));
+    assert_eq!(failed.message.as_deref(), Some("stderr: no such input"));
     let out = dir.path().join("work/containers/c1/out");
     assert_eq!(std::fs::read_to_string(out).unwrap(), "1\n");
 
@@ -99,10 +101,18 @@ async fn launches_run_and_are_reported_kills_kill_and_shutdown_stops_everything(
     let killed = link.reports(1).await;
     assert_eq!((killed[0].state, killed[0].message.as_deref()), (Killed, Some("preempted")));
 
-    // Shutdown kills what still runs, reports it, and ends the control stream.
+    // Shutdown says Leaving first, then kills what still runs, reports it, and ends the
+    // control stream.
     link.send(MasterToAgent::Launch(vec![launch(5, SlotKind::Map, "sleep 30")])).await;
     assert_eq!(by_container(&link.reports(2).await)[&5], [Acquired, Running]);
     stop_tx.send(()).unwrap();
+    loop {
+        match link.next().await {
+            AgentToMaster::Heartbeat => {}
+            AgentToMaster::Leaving => break,
+            other => panic!("expected Leaving before anything else, got {other:?}"),
+        }
+    }
     let last = link.reports_until_end().await;
     assert_eq!(last.len(), 1);
     assert_eq!((last[0].container, last[0].state), (ContainerId(5), Killed));

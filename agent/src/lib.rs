@@ -6,6 +6,7 @@
 //!   events with explicit timestamps and answers with actions.
 //! - [`slots`]: map/reduce slot accounting used by the core.
 //! - [`process`]: spawning a task and the kill sequence on its process group.
+//! - [`stderr_tail`]: the last lines of a failed task's stderr, for its report.
 //! - [`session`]: the QUIC session with the master (register, heartbeat, reports,
 //!   reconnect with backoff).
 //! - [`driver`]: the event loop that owns the core and carries out its actions.
@@ -19,6 +20,7 @@ pub mod driver;
 pub mod process;
 pub mod session;
 pub mod slots;
+pub mod stderr_tail;
 
 #[cfg(test)]
 mod test_support;

@@ -20,6 +20,7 @@ use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
 use crate::core::TaskExit;
+use crate::stderr_tail;
 
 /// Where and how task processes run; built once (see `AgentConfig::process_config`) and
 /// shared by every task.
@@ -86,8 +87,9 @@ pub enum ProcessEvent {
     },
     /// The process could not be started; nothing runs.
     SpawnFailed(SpawnError),
-    /// The process exited and its group was swept; nothing of it runs any more.
-    Exited(TaskExit),
+    /// The process exited and its group was swept; nothing of it runs any more. Unless
+    /// it exited with code 0, the tail of its stderr comes along (see `stderr_tail`).
+    Exited(TaskExit, Option<String>),
 }
 
 /// The agent's hold on one supervised task: asks for the kill sequence.
@@ -159,7 +161,11 @@ async fn supervise(
         Err(err) => TaskExit::Unknown(err.to_string()),
     };
     debug!(%container, pid, ?exit, "task exited");
-    on_event(ProcessEvent::Exited(exit));
+    let tail = match exit {
+        TaskExit::Code(0) => None,
+        _ => stderr_tail::read(&config.container_dir(container).join("stderr")).await,
+    };
+    on_event(ProcessEvent::Exited(exit, tail));
 }
 
 /// Creates the job and container directories and the output files, renders the command

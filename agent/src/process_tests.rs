@@ -81,7 +81,7 @@ async fn started(events: &mut mpsc::UnboundedReceiver<ProcessEvent>) -> i32 {
 
 async fn exited(events: &mut mpsc::UnboundedReceiver<ProcessEvent>) -> TaskExit {
     match next(events).await {
-        ProcessEvent::Exited(exit) => exit,
+        ProcessEvent::Exited(exit, _) => exit,
         other => panic!("expected Exited, got {other:?}"),
     }
 }

@@ -76,6 +76,10 @@ impl Default for BackoffConfig {
 /// The driver's answer to a [`SessionLinks::snapshot`] request: what `Register` carries.
 pub type SnapshotReply = oneshot::Sender<Vec<ContainerReport>>;
 
+/// Answered once `Leaving` has been written to the master (or at once while there is no
+/// connection to write it to: it is then sent first thing after registering again).
+pub type LeavingAck = oneshot::Sender<()>;
+
 /// The session's channels to and from the driver.
 #[derive(Debug)]
 pub struct SessionLinks {
@@ -89,6 +93,9 @@ pub struct SessionLinks {
     /// queued every report of the earlier steps, so a `Register` never claims less than
     /// the reports already handed to the session.
     pub snapshot: mpsc::Sender<SnapshotReply>,
+    /// The driver is stopping: tell the master `Leaving` (after every report queued so
+    /// far) before it kills the tasks, so their tasks go elsewhere without a failure.
+    pub leaving: mpsc::Receiver<LeavingAck>,
 }
 
 /// Why one connection attempt or connection ended.
@@ -195,9 +202,12 @@ pub async fn run(config: SessionConfig, mut links: SessionLinks) {
     let mut backoff = Backoff::new(config.backoff, seed);
     let mut queue = VecDeque::new();
     let mut endpoint: Option<(std::net::SocketAddr, quinn::Endpoint)> = None;
+    let mut leaving = false;
     loop {
         let attempt = connect_and_register(&config, &mut endpoint, &links.snapshot);
-        let Some(attempt) = queue_while(attempt, &mut queue, &mut links.reports).await else {
+        let Some(attempt) =
+            queue_while(attempt, &mut queue, &mut links.reports, &mut links.leaving, &mut leaving).await
+        else {
             info!(unsent = queue.len(), "shutting down while connecting");
             return;
         };
@@ -205,7 +215,7 @@ pub async fn run(config: SessionConfig, mut links: SessionLinks) {
             Ok((connected, recv)) => {
                 backoff.reset();
                 let span = info_span!("session", agent = %connected.agent);
-                connected.serve(recv, &config, &mut queue, &mut links).instrument(span).await
+                connected.serve(recv, &config, &mut queue, &mut links, &mut leaving).instrument(span).await
             }
             Err(err) => Ended::Lost(err),
         };
@@ -222,18 +232,26 @@ pub async fn run(config: SessionConfig, mut links: SessionLinks) {
         }
         let delay = backoff.next_delay();
         debug!(delay_ms = delay.as_millis() as u64, "reconnecting after a delay");
-        if queue_while(tokio::time::sleep(delay), &mut queue, &mut links.reports).await.is_none() {
+        let sleep = tokio::time::sleep(delay);
+        if queue_while(sleep, &mut queue, &mut links.reports, &mut links.leaving, &mut leaving)
+            .await
+            .is_none()
+        {
             info!(unsent = queue.len(), "shutting down while disconnected");
             return;
         }
     }
 }
 
-/// Runs `work` while moving reports into `queue`; `None` if the driver is done first.
+/// Runs `work` while moving reports into `queue`; `None` if the driver is done first. A
+/// `Leaving` request is answered at once (the driver must not wait for a connection)
+/// and remembered in `leaving`, to be sent once registered.
 async fn queue_while<T>(
     work: impl Future<Output = T>,
     queue: &mut VecDeque<ContainerReport>,
     reports: &mut mpsc::UnboundedReceiver<ContainerReport>,
+    requests: &mut mpsc::Receiver<LeavingAck>,
+    leaving: &mut bool,
 ) -> Option<T> {
     tokio::pin!(work);
     loop {
@@ -243,6 +261,10 @@ async fn queue_while<T>(
                 Some(report) => queue.push_back(report),
                 None => return None,
             },
+            Some(ack) = requests.recv() => {
+                *leaving = true;
+                let _ = ack.send(());
+            }
         }
     }
 }
@@ -329,11 +351,12 @@ impl Connected {
         config: &SessionConfig,
         queue: &mut VecDeque<ContainerReport>,
         links: &mut SessionLinks,
+        leaving: &mut bool,
     ) -> Ended {
         // Reading runs in its own task: a frame read cancelled half-way by `select!` would
         // lose bytes and break the framing.
         let mut reader = tokio::spawn(read_master(recv, links.events.clone(), config.max_frame));
-        let ended = self.serve_writes(config, queue, links, &mut reader).await;
+        let ended = self.serve_writes(config, queue, links, leaving, &mut reader).await;
         reader.abort();
         match &ended {
             Ended::Shutdown => self.close_cleanly().await,
@@ -347,6 +370,7 @@ impl Connected {
         config: &SessionConfig,
         queue: &mut VecDeque<ContainerReport>,
         links: &mut SessionLinks,
+        leaving: &mut bool,
         reader: &mut JoinHandle<SessionError>,
     ) -> Ended {
         // Reports that queued while we were away, minus what `Register` already told.
@@ -356,6 +380,11 @@ impl Connected {
         drop_superseded(queue, &self.registered_live);
         if let Err(err) = self.flush(queue, config.max_frame).await {
             return Ended::Lost(err);
+        }
+        if *leaving {
+            if let Err(err) = timed_write(&mut self.send, &AgentToMaster::Leaving, config.max_frame).await {
+                return Ended::Lost(err);
+            }
         }
         let start = tokio::time::Instant::now() + self.heartbeat;
         let mut heartbeat = tokio::time::interval_at(start, self.heartbeat);
@@ -380,8 +409,31 @@ impl Connected {
                         return Ended::Lost(err);
                     }
                 }
+                Some(ack) = links.leaving.recv() => {
+                    *leaving = true;
+                    if let Err(err) = self.send_leaving(queue, links, config.max_frame).await {
+                        return Ended::Lost(err);
+                    }
+                    info!("told the master this agent is leaving");
+                    let _ = ack.send(());
+                }
             }
         }
+    }
+
+    /// Sends every report the driver queued before it asked, then `Leaving`, so the
+    /// master settles what already ended before it hands the rest back.
+    async fn send_leaving(
+        &mut self,
+        queue: &mut VecDeque<ContainerReport>,
+        links: &mut SessionLinks,
+        max_frame: usize,
+    ) -> Result<(), SessionError> {
+        while let Ok(report) = links.reports.try_recv() {
+            queue.push_back(report);
+        }
+        self.flush(queue, max_frame).await?;
+        timed_write(&mut self.send, &AgentToMaster::Leaving, max_frame).await
     }
 
     /// Sends every queued report, oldest first, in as few frames as the limit allows. A

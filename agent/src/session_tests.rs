@@ -12,9 +12,11 @@ use slotmarket_common::protocol::{
 };
 use slotmarket_common::spec::{SlotKind, TaskVars};
 use slotmarket_common::time::Timestamp;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
-use super::{Backoff, BackoffConfig, SessionConfig, SessionLinks, SnapshotReply, drop_superseded, run};
+use super::{
+    Backoff, BackoffConfig, LeavingAck, SessionConfig, SessionLinks, SnapshotReply, drop_superseded, run,
+};
 use crate::core::AgentEvent;
 use crate::test_support::{AgentLink, FakeMaster, NODE, WAIT};
 
@@ -85,6 +87,8 @@ struct Harness {
     reports: Option<mpsc::UnboundedSender<ContainerReport>>,
     /// The session's requests for what `Register` carries; the test plays the driver.
     snapshots: mpsc::Receiver<SnapshotReply>,
+    /// Where the test, as the driver, asks the session to say `Leaving`.
+    leaving: mpsc::Sender<LeavingAck>,
     session: tokio::task::JoinHandle<()>,
 }
 
@@ -107,9 +111,10 @@ impl Harness {
         let (events_tx, events) = mpsc::unbounded_channel();
         let (reports_tx, reports_rx) = mpsc::unbounded_channel();
         let (snapshot, snapshots) = mpsc::channel(1);
-        let links = SessionLinks { events: events_tx, reports: reports_rx, snapshot };
+        let (leaving, leaving_rx) = mpsc::channel(1);
+        let links = SessionLinks { events: events_tx, reports: reports_rx, snapshot, leaving: leaving_rx };
         let session = tokio::spawn(run(config, links));
-        Harness { events, reports: Some(reports_tx), snapshots, session }
+        Harness { events, reports: Some(reports_tx), snapshots, leaving, session }
     }
 
     /// The session's next request for a snapshot: it is registering.
@@ -241,4 +246,26 @@ async fn the_session_ends_promptly_when_the_driver_stops_while_the_master_is_awa
     tokio::time::sleep(Duration::from_millis(100)).await;
     drop(h.reports.take());
     tokio::time::timeout(Duration::from_secs(1), h.session).await.expect("the session hung").unwrap();
+}
+
+#[tokio::test]
+async fn leaving_is_sent_after_the_reports_queued_before_it_and_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = FakeMaster::start(dir.path());
+    let mut h = Harness::start(&master);
+    let mut link = h.connect(&master, Vec::new()).await;
+    link.accept_registration(1, 60_000).await;
+
+    // As the driver does on SIGTERM: reports of earlier steps, then the request.
+    h.report(report(1, Completed));
+    let (ack, acked) = oneshot::channel();
+    h.leaving.send(ack).await.unwrap();
+    assert_eq!(link.reports(1).await[0].state, Completed);
+    assert_eq!(link.next().await, AgentToMaster::Leaving);
+    tokio::time::timeout(WAIT, acked).await.expect("no acknowledgement").unwrap();
+    // The kills that follow are still delivered.
+    h.report(report(2, Killed));
+    drop(h.reports.take());
+    let last = link.reports_until_end().await;
+    assert_eq!(last.iter().map(|r| r.state).collect::<Vec<_>>(), [Killed]);
 }

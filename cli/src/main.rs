@@ -5,7 +5,7 @@
 //! Layout:
 //! - `connection` — connection options (flags, environment, config file) → a `Client`;
 //! - `output` — aligned tables for people, stable JSON shapes for scripts;
-//! - `submit`, `status`, `jobs`, `history`, `nodes`, `cancel` — one request each (`jobs
+//! - `submit`, `status`, `jobs`, `history`, `nodes`, `cancel`, `node` — one request each (`jobs
 //!   --all` pages through every job);
 //! - `account`, `budget`, `ledger` — accounts, admins' grants and the ledger;
 //! - `pki` — the cluster CA and certificates;
@@ -27,6 +27,7 @@ mod fake_master;
 mod history;
 mod jobs;
 mod ledger;
+mod node;
 mod nodes;
 mod output;
 mod pki;
@@ -87,6 +88,9 @@ enum Command {
     Budget(budget::BudgetCommand),
     /// Show an account's ledger: every grant and charge, oldest first.
     Ledger(ledger::LedgerArgs),
+    /// Drain or undrain a node (admin only).
+    #[command(subcommand)]
+    Node(node::NodeCommand),
 }
 
 fn main() -> ExitCode {
@@ -126,6 +130,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Account(args) => account::run(&cli.connection, args, json).await,
         Command::Budget(command) => budget::run(&cli.connection, command, json).await,
         Command::Ledger(args) => ledger::run(&cli.connection, args, json).await,
+        Command::Node(command) => node::run(&cli.connection, command, json).await,
     }
 }
 
@@ -197,6 +202,17 @@ mod tests {
         let Command::Ledger(args) = cli.command else { panic!("not ledger") };
         assert_eq!((args.name, args.after, args.limit), (None, 3, Some(10)));
         assert!(Cli::try_parse_from(["slotmarket", "ledger", "--limit", "0"]).is_err());
+    }
+
+    #[test]
+    fn node_drain_and_undrain_take_a_name() {
+        let cli = Cli::try_parse_from(["slotmarket", "node", "drain", "node-2"]).unwrap();
+        assert!(
+            matches!(cli.command, Command::Node(node::NodeCommand::Drain { ref name }) if name == "node-2")
+        );
+        let cli = Cli::try_parse_from(["slotmarket", "node", "undrain", "node-2"]).unwrap();
+        assert!(matches!(cli.command, Command::Node(node::NodeCommand::Undrain { .. })));
+        assert!(Cli::try_parse_from(["slotmarket", "node", "drain"]).is_err());
     }
 
     #[test]

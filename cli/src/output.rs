@@ -260,6 +260,23 @@ pub(crate) struct NodeJson {
     pub(crate) reduce_used: u32,
     /// Milliseconds since the Unix epoch.
     pub(crate) last_seen_ms: u64,
+    /// Whether it takes new work: `connected`, `draining` (an admin drained it), `leaving`
+    /// (its agent is stopping), `quarantined` or `disconnected`.
+    pub(crate) state: &'static str,
+    /// Why it is quarantined, while it is.
+    pub(crate) quarantine_reason: Option<String>,
+    /// When its quarantine ends, in milliseconds since the Unix epoch.
+    pub(crate) quarantined_until_ms: Option<u64>,
+}
+
+/// Whether a node takes new work, as one word for tables and JSON.
+pub(crate) fn node_state(node: &NodeSummary) -> &'static str {
+    match (&node.draining, &node.quarantine) {
+        _ if !node.connected => "disconnected",
+        (Some(cause), _) => cause.name(),
+        (None, Some(_)) => "quarantined",
+        (None, None) => "connected",
+    }
 }
 
 impl From<&NodeSummary> for NodeJson {
@@ -273,6 +290,9 @@ impl From<&NodeSummary> for NodeJson {
             reduce_slots: node.reduce_slots,
             reduce_used: node.reduce_used,
             last_seen_ms: node.last_seen.as_millis(),
+            state: node_state(node),
+            quarantine_reason: node.quarantine.as_ref().map(|q| q.reason.clone()),
+            quarantined_until_ms: node.quarantine.as_ref().map(|q| q.until.as_millis()),
         }
     }
 }

@@ -212,6 +212,18 @@ impl Client {
         .await
     }
 
+    /// Admin only: stops giving `node` new work (`drain`) or gives it work again
+    /// (`undrain`, which also lifts a quarantine); answers the node's state afterwards.
+    pub async fn drain(&self, node: &str, drain: bool) -> Result<NodeSummary, ClientError> {
+        let node = node.to_string();
+        let request = if drain { Request::Drain { node } } else { Request::Undrain { node } };
+        self.expect(request, |response| match response {
+            Response::Node(summary) => Some(summary),
+            _ => None,
+        })
+        .await
+    }
+
     /// Starts watching `job`: the returned [`Watch`] yields the job's status now and after
     /// every change until the master ends the stream. Errors from the master (no such job,
     /// forbidden) arrive on the first [`Watch::next`].
@@ -289,5 +301,6 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::BudgetAdded { .. } => "BudgetAdded",
         Response::Accounts(_) => "Accounts",
         Response::Ledger(_) => "Ledger",
+        Response::Node(_) => "Node",
     }
 }

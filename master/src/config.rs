@@ -11,7 +11,7 @@ use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
 use thiserror::Error;
 
 use crate::core::policy::check_queue_shares;
-use crate::core::{CoreConfig, HistoryLimits, PolicyName};
+use crate::core::{CoreConfig, HistoryLimits, NodeHealth, PolicyName};
 
 /// Address the master listens on when nothing else is said: where agents and clients look
 /// for it by default.
@@ -47,6 +47,14 @@ pub struct MasterFile {
     pub history_per_name: Option<usize>,
     /// Job names the history keeps, the first recorded forgotten first (default 10000).
     pub history_names: Option<usize>,
+    /// Fast task failures in a row (of two or more jobs) that quarantine an agent
+    /// (default 3; 0 turns quarantine off).
+    pub quarantine_after_fast_failures: Option<u32>,
+    /// A task failing this soon after starting counts as a fast failure, in
+    /// milliseconds (default 2000).
+    pub fast_failure_ms: Option<u64>,
+    /// How long a quarantined agent gets no new work, in milliseconds (default 300000).
+    pub quarantine_ms: Option<u64>,
 }
 
 /// A setting that cannot work.
@@ -95,6 +103,7 @@ impl TryFrom<MasterFile> for MasterConfig {
     /// Applies defaults to whatever the (merged) file leaves unset, then checks.
     fn try_from(file: MasterFile) -> Result<MasterConfig, ConfigError> {
         let defaults = CoreConfig::default();
+        let node_health = node_health(&file, defaults.node_health)?;
         let policy = match file.policy {
             Some(name) => name
                 .parse::<PolicyName>()
@@ -141,11 +150,31 @@ impl TryFrom<MasterFile> for MasterConfig {
                     per_name: file.history_per_name.unwrap_or(defaults.history.per_name),
                     names: file.history_names.unwrap_or(defaults.history.names),
                 },
+                node_health,
             },
             heartbeat_interval,
             max_frame,
         })
     }
+}
+
+/// The quarantine settings, over `defaults`; a quarantine must last a while.
+fn node_health(file: &MasterFile, defaults: NodeHealth) -> Result<NodeHealth, ConfigError> {
+    let health = NodeHealth {
+        fast_failures: file.quarantine_after_fast_failures.unwrap_or(defaults.fast_failures),
+        fast_failure_within: file.fast_failure_ms.map_or(defaults.fast_failure_within, Duration::from_millis),
+        quarantine_for: file.quarantine_ms.map_or(defaults.quarantine_for, Duration::from_millis),
+        ..defaults
+    };
+    if health.fast_failures > 0 && (health.quarantine_for.is_zero() || health.fast_failure_within.is_zero()) {
+        return Err(ConfigError::Invalid {
+            field: "quarantine_ms",
+            problem: "quarantine_ms and fast_failure_ms must be above 0; \
+                      set quarantine_after_fast_failures = 0 to turn quarantine off"
+                .into(),
+        });
+    }
+    Ok(health)
 }
 
 #[cfg(test)]
@@ -183,6 +212,36 @@ mod tests {
         let file: MasterFile = toml::from_str("[capacity_queues]\na = 0.7\nb = 0.7\n").unwrap();
         let err = MasterConfig::try_from(file).unwrap_err().to_string();
         assert!(err.starts_with("capacity_queues: queue shares add up to"), "{err}");
+    }
+
+    #[test]
+    fn quarantine_settings_come_from_the_file_and_must_be_positive() {
+        let file: MasterFile = toml::from_str(
+            "quarantine_after_fast_failures = 5
+fast_failure_ms = 500
+quarantine_ms = 60000
+",
+        )
+        .unwrap();
+        let health = MasterConfig::try_from(file).unwrap().core.node_health;
+        assert_eq!(
+            (health.fast_failures, health.fast_failure_within, health.quarantine_for, health.retry_elsewhere),
+            (5, Duration::from_millis(500), Duration::from_secs(60), true)
+        );
+        let file: MasterFile = toml::from_str(
+            "quarantine_ms = 0
+",
+        )
+        .unwrap();
+        let err = MasterConfig::try_from(file).unwrap_err().to_string();
+        assert!(err.starts_with("quarantine_ms: "), "{err}");
+        let file: MasterFile = toml::from_str(
+            "quarantine_after_fast_failures = 0
+quarantine_ms = 0
+",
+        )
+        .unwrap();
+        assert_eq!(MasterConfig::try_from(file).unwrap().core.node_health.fast_failures, 0);
     }
 
     #[test]

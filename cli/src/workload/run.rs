@@ -324,6 +324,8 @@ mod tests {
             reduce_slots: 1,
             reduce_used: 0,
             last_seen: Timestamp(0),
+            draining: None,
+            quarantine: None,
         }
     }
 

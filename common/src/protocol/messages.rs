@@ -30,6 +30,10 @@ pub enum AgentToMaster {
     Heartbeat,
     /// Container transitions, oldest first (batched when several happen at once).
     Reports(Vec<ContainerReport>),
+    /// The agent is stopping (SIGTERM): it takes no new work and is about to kill its
+    /// tasks and report them `Killed`. The master runs them elsewhere at once, without
+    /// counting those attempts, and forgets the agent as soon as it disconnects.
+    Leaving,
 }
 
 /// An agent's introduction.
@@ -194,6 +198,17 @@ pub enum Request {
         /// At most this many entries (the master caps it at `MAX_LEDGER_PAGE`).
         limit: u32,
     },
+    /// Admin only: stop giving the node new work; its running tasks finish. Answered
+    /// `Node` with its state afterwards.
+    Drain {
+        /// The node's name.
+        node: String,
+    },
+    /// Admin only: give a drained (or quarantined) node work again. Answered `Node`.
+    Undrain {
+        /// The node's name.
+        node: String,
+    },
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -286,6 +301,8 @@ pub enum Response {
     Accounts(Vec<AccountSummary>),
     /// A page of a ledger.
     Ledger(LedgerPage),
+    /// One agent, after a `Drain` or `Undrain`.
+    Node(NodeSummary),
 }
 
 impl Response {
@@ -437,7 +454,8 @@ pub struct StageStatus {
     pub running: u32,
     /// Tasks completed.
     pub completed: u32,
-    /// Attempts that failed, were killed or were lost with their agent.
+    /// Attempts that failed, were killed or were lost with their agent (not those an
+    /// agent that was leaving handed back).
     pub failed_attempts: u32,
 }
 
@@ -460,6 +478,39 @@ pub struct NodeSummary {
     pub reduce_used: u32,
     /// The last time anything was heard from it.
     pub last_seen: Timestamp,
+    /// Why it takes no new work although connected, if it is draining.
+    pub draining: Option<DrainCause>,
+    /// Set while it takes no new work because its tasks kept failing fast.
+    pub quarantine: Option<Quarantine>,
+}
+
+/// Why an agent is draining: it gets no new work; its running tasks are left to finish
+/// (admin) or are handed back by the agent (leaving).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum DrainCause {
+    /// An admin ran `slotmarket node drain`.
+    Admin,
+    /// The agent said it is stopping.
+    Leaving,
+}
+
+impl DrainCause {
+    /// Lower-case name used in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            DrainCause::Admin => "draining",
+            DrainCause::Leaving => "leaving",
+        }
+    }
+}
+
+/// A node set aside because its tasks kept failing fast.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct Quarantine {
+    /// When it gets work again (unless its tasks fail fast again then).
+    pub until: Timestamp,
+    /// What was seen, e.g. "3 tasks in a row failed within 5 s of starting; last: ...".
+    pub reason: String,
 }
 
 #[cfg(test)]

@@ -104,6 +104,23 @@ pub enum Event {
         /// Every ledger entry, in sequence order.
         ledger: Vec<LedgerEntry>,
     },
+    /// The agent said it is stopping: it takes no new work, its tasks run elsewhere at
+    /// once without counting an attempt, and it is forgotten when it disconnects.
+    AgentLeaving {
+        /// The registration.
+        agent: AgentId,
+    },
+    /// A client asked to drain (`drain`) or undrain a node; admins only.
+    NodeDrainRequested {
+        /// Where the reply goes.
+        request: RequestId,
+        /// Who asked.
+        caller: Caller,
+        /// The node's name.
+        node: String,
+        /// Drain (`true`) or undrain (`false`).
+        drain: bool,
+    },
 }
 
 /// The store's state outside the active jobs, as read back after a restart.

@@ -59,15 +59,36 @@ fn check_agents(state: &State) -> Result<(), String> {
         }
     }
     for kind in SlotKind::ALL {
-        let expected: BTreeSet<AgentId> =
-            state.agents.iter().filter(|(_, a)| a.connected && a.free(kind) > 0).map(|(&id, _)| id).collect();
+        let expected: BTreeSet<AgentId> = state
+            .agents
+            .iter()
+            .filter(|(_, a)| a.takes_work() && a.free(kind) > 0)
+            .map(|(&id, _)| id)
+            .collect();
         if expected != state.free_agents[kind_ix(kind)] {
             let have = &state.free_agents[kind_ix(kind)];
             return Err(format!("free {kind} slot index is {have:?}, agents say {expected:?}"));
         }
     }
+    check_quarantine_index(state)?;
     if state.nodes.len() != state.agents.len() {
         return Err(format!("{} node names for {} agents", state.nodes.len(), state.agents.len()));
+    }
+    Ok(())
+}
+
+/// The quarantined index names exactly the agents in quarantine.
+fn check_quarantine_index(state: &State) -> Result<(), String> {
+    for (id, agent) in &state.agents {
+        if agent.quarantine.is_some() != state.quarantined.contains(id) {
+            return Err(format!(
+                "{id}: quarantine {:?} but quarantined index {:?}",
+                agent.quarantine, state.quarantined
+            ));
+        }
+    }
+    if state.quarantined.iter().any(|id| !state.agents.contains_key(id)) {
+        return Err(format!("quarantined index {:?} names an unknown agent", state.quarantined));
     }
     Ok(())
 }

@@ -46,6 +46,7 @@ pub use command::{Command, KillReason, Persist};
 pub use event::{Event, RecoveredJob, StoreRecovery};
 pub use history::HistoryLimits;
 pub use policy::PolicyName;
+pub use reactor::NodeHealth;
 pub use view::{CoreView, no_such_job};
 
 use policy::{Policy, SchedView};
@@ -85,6 +86,8 @@ pub struct CoreConfig {
     pub ended_job_retention: Duration,
     /// How much job history to keep, in memory and in the store.
     pub history: HistoryLimits,
+    /// When an agent whose tasks keep failing fast is quarantined, and for how long.
+    pub node_health: NodeHealth,
 }
 
 impl Default for CoreConfig {
@@ -96,6 +99,7 @@ impl Default for CoreConfig {
             preemption: false,
             ended_job_retention: Duration::from_secs(600),
             history: HistoryLimits::default(),
+            node_health: NodeHealth::default(),
         }
     }
 }
@@ -157,7 +161,7 @@ impl Core {
     }
 
     /// Periodic work: loses agents and orphaned containers whose silence passed the
-    /// timeout, then lets the policy schedule.
+    /// timeout, ends quarantines whose time is up, then lets the policy schedule.
     #[must_use]
     pub fn tick(&mut self, now: Timestamp) -> Vec<Command> {
         let mut cx = self.begin(now);
@@ -166,9 +170,9 @@ impl Core {
         cx.finish(&self.state, &mut self.changed)
     }
 
-    /// When `tick` next has something to do: the earliest agent-silence or orphan
-    /// deadline, the next ended job to drop from memory, or the policy's own next
-    /// interval. `None` when nothing is waiting on time.
+    /// When `tick` next has something to do: the earliest agent-silence, orphan or
+    /// quarantine deadline, the next ended job to drop from memory, or the policy's own
+    /// next interval. `None` when nothing is waiting on time.
     pub fn next_wakeup(&self) -> Option<Timestamp> {
         let silence = reactor::next_deadline(&self.state, self.config.agent_timeout);
         let drop_ended = self.state.ended.front().map(|&(at, _)| at);
@@ -187,7 +191,8 @@ impl Core {
     fn begin(&mut self, now: Timestamp) -> Ctx {
         self.latest = self.latest.max(now);
         let changed = std::mem::take(&mut self.changed);
-        Ctx::new(self.latest, self.config.agent_timeout, self.config.ended_job_retention, changed)
+        let config = &self.config;
+        Ctx::new(self.latest, config.agent_timeout, config.ended_job_retention, config.node_health, changed)
     }
 
     /// Asks the policy for decisions over the current state and carries them out.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AccountId, AgentId, AttemptId, ContainerId, JobId, StageId, TaskId};
-use slotmarket_common::protocol::JobState;
+use slotmarket_common::protocol::{DrainCause, JobState, Quarantine};
 use slotmarket_common::spec::{JobSpec, SlotKind};
 use slotmarket_common::time::Timestamp;
 
@@ -52,6 +52,11 @@ pub(crate) struct State {
     /// Connected agents with at least one free slot of each kind; lets a policy find
     /// room without scanning every agent on every report.
     pub(crate) free_agents: [BTreeSet<AgentId>; KINDS],
+    /// Agents in quarantine (see `reactor::health`), so their deadlines are found
+    /// without walking every agent.
+    pub(crate) quarantined: BTreeSet<AgentId>,
+    /// Node names an admin drained: a new registration of one starts drained too.
+    pub(crate) drained_nodes: BTreeSet<String>,
     /// The next job id to hand out; never goes down, so ids are never reused.
     pub(crate) next_job: u64,
     /// The next container id to hand out; never goes down.
@@ -80,6 +85,8 @@ impl State {
             orphans: BTreeMap::new(),
             ready_jobs: Default::default(),
             free_agents: Default::default(),
+            quarantined: BTreeSet::new(),
+            drained_nodes: BTreeSet::new(),
             next_job: 1,
             next_container: 1,
             ended: VecDeque::new(),
@@ -134,7 +141,8 @@ pub(crate) struct Stage {
     pub(crate) tasks: Vec<Task>,
     pub(crate) completed: u32,
     pub(crate) live: u32,
-    /// Attempts that failed, were killed or were lost with their agent.
+    /// Attempts that failed, were killed or were lost with their agent (not those an
+    /// agent that was leaving handed back).
     pub(crate) failed_attempts: u32,
 }
 
@@ -148,6 +156,10 @@ pub(crate) struct Task {
     pub(crate) phase: TaskPhase,
     /// How long the attempt that completed it ran (agent clock, `Running` to `Completed`).
     pub(crate) run_ms: Option<u64>,
+    /// Nodes a failed attempt of this task ran on, oldest first: its retries go
+    /// elsewhere while another schedulable node offers its slot kind. Empty (and
+    /// unallocated) for the tasks that never failed.
+    pub(crate) failed_on: Vec<Arc<str>>,
 }
 
 /// Where a task is.
@@ -233,12 +245,35 @@ pub(crate) struct Agent {
     /// registered: each holds its slot (counted in `used`) until the agent reports it ended,
     /// so nothing is launched into a slot the agent cannot give.
     pub(crate) strays: BTreeMap<ContainerId, SlotKind>,
+    /// Set when it takes no new work: an admin drained it, or it said it is leaving.
+    pub(crate) drain: Option<DrainCause>,
+    /// Set while it takes no new work because its tasks kept failing fast.
+    pub(crate) quarantine: Option<Quarantine>,
+    /// Its current run of fast task failures (see `reactor::health`).
+    pub(crate) streak: FailStreak,
+}
+
+/// An agent's current run of fast task failures: a completion or a slow failure ends it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FailStreak {
+    /// Fast failures in a row.
+    pub(crate) count: u32,
+    /// The job of the first of them.
+    pub(crate) first_job: Option<JobId>,
+    /// Whether they span more than one job.
+    pub(crate) several_jobs: bool,
 }
 
 impl Task {
     /// A task never launched.
     pub(crate) fn new() -> Task {
-        Task { attempt: AttemptId(0), failures: 0, phase: TaskPhase::Pending, run_ms: None }
+        Task {
+            attempt: AttemptId(0),
+            failures: 0,
+            phase: TaskPhase::Pending,
+            run_ms: None,
+            failed_on: Vec::new(),
+        }
     }
 }
 
@@ -253,7 +288,17 @@ impl Agent {
             used: [0; KINDS],
             containers: BTreeSet::new(),
             strays: BTreeMap::new(),
+            drain: None,
+            quarantine: None,
+            streak: FailStreak::default(),
         }
+    }
+
+    /// Whether the agent may be given new work: connected, not draining, not quarantined.
+    /// Policies see only such agents, so draining is a property of the view, not a rule
+    /// every policy must remember.
+    pub(crate) fn takes_work(&self) -> bool {
+        self.connected && self.drain.is_none() && self.quarantine.is_none()
     }
 
     /// Slots of `kind` not in use.
@@ -417,6 +462,19 @@ impl State {
         Some(TaskId { job, stage: StageId(stage), index })
     }
 
+    /// Takes the ready task `(stage, index)` of `kind` from `job`, if it is queued.
+    pub(crate) fn take_ready(&mut self, job: JobId, kind: SlotKind, key: (u32, u32)) -> Option<TaskId> {
+        let k = kind_ix(kind);
+        let j = self.jobs.get_mut(&job)?;
+        if !j.ready[k].remove(&key) {
+            return None;
+        }
+        if j.ready[k].is_empty() {
+            self.ready_jobs[k].remove(&job);
+        }
+        Some(TaskId { job, stage: StageId(key.0), index: key.1 })
+    }
+
     /// Empties a job's ready queues (it ended).
     pub(crate) fn clear_ready(&mut self, job: JobId) {
         if let Some(j) = self.jobs.get_mut(&job) {
@@ -437,11 +495,12 @@ impl State {
         }
     }
 
-    /// Brings `free_agents` in line with an agent's slot table and connection; call after
-    /// registering, removing or disconnecting it and after any change to its slot use.
+    /// Brings `free_agents` in line with an agent's slot table and whether it takes work;
+    /// call after registering, removing, disconnecting, draining or quarantining it (and
+    /// lifting either) and after any change to its slot use.
     pub(crate) fn sync_free_index(&mut self, agent: AgentId) {
         for kind in SlotKind::ALL {
-            let free = self.agents.get(&agent).is_some_and(|a| a.connected && a.free(kind) > 0);
+            let free = self.agents.get(&agent).is_some_and(|a| a.takes_work() && a.free(kind) > 0);
             let index = &mut self.free_agents[kind_ix(kind)];
             if free {
                 index.insert(agent);
@@ -490,8 +549,8 @@ impl State {
                     let k = kind_ix(rec.kind);
                     agent.used[k] -= 1;
                     agent.containers.remove(&id);
-                    // Only the first slot freed puts a connected agent in the index.
-                    if agent.connected && agent.free(rec.kind) == 1 {
+                    // Only the first slot freed puts an agent that takes work in the index.
+                    if agent.takes_work() && agent.free(rec.kind) == 1 {
                         self.free_agents[k].insert(*a);
                     }
                 }

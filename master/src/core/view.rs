@@ -2,7 +2,7 @@
 //! with the access rules that users see only their own jobs and the accounts they
 //! belong to, and admins see everything.
 
-use slotmarket_common::ids::{AccountId, JobId};
+use slotmarket_common::ids::{AccountId, AgentId, JobId};
 #[cfg(test)]
 use slotmarket_common::protocol::JobState;
 use std::ops::Bound;
@@ -15,7 +15,7 @@ use slotmarket_common::protocol::{
 use super::Caller;
 use super::accounting::AccountError;
 use super::reactor::may_see;
-use super::state::{Job, State, kind_ix};
+use super::state::{Agent, Job, State, kind_ix};
 use slotmarket_common::spec::SlotKind;
 
 /// A borrowed, read-only look at the core.
@@ -74,22 +74,7 @@ impl<'a> CoreView<'a> {
 
     /// Every agent registration, by id.
     pub fn nodes(&self) -> Vec<NodeSummary> {
-        let map = kind_ix(SlotKind::Map);
-        let reduce = kind_ix(SlotKind::Reduce);
-        self.state
-            .agents
-            .iter()
-            .map(|(&agent, a)| NodeSummary {
-                agent,
-                node: a.node.to_string(),
-                connected: a.connected,
-                map_slots: a.offered[map],
-                map_used: a.used[map],
-                reduce_slots: a.offered[reduce],
-                reduce_used: a.used[reduce],
-                last_seen: a.last_seen,
-            })
-            .collect()
+        self.state.agents.iter().map(|(&agent, a)| node_summary(agent, a)).collect()
     }
 
     /// Every job in memory the caller may see, oldest first.
@@ -160,6 +145,24 @@ fn not_found(err: AccountError) -> ErrorReply {
 /// kind and text, so probing ids reveals neither which jobs exist nor who owns them.
 pub fn no_such_job(job: JobId) -> ErrorReply {
     ErrorReply::new(ErrorKind::NotFound, format!("no job {job}"))
+}
+
+/// One agent registration as `nodes` and `node drain` show it.
+pub(crate) fn node_summary(agent: AgentId, a: &Agent) -> NodeSummary {
+    let map = kind_ix(SlotKind::Map);
+    let reduce = kind_ix(SlotKind::Reduce);
+    NodeSummary {
+        agent,
+        node: a.node.to_string(),
+        connected: a.connected,
+        map_slots: a.offered[map],
+        map_used: a.used[map],
+        reduce_slots: a.offered[reduce],
+        reduce_used: a.used[reduce],
+        last_seen: a.last_seen,
+        draining: a.drain,
+        quarantine: a.quarantine.clone(),
+    }
 }
 
 fn summary(j: &Job) -> JobSummary {

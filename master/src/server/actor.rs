@@ -235,6 +235,10 @@ impl Actor {
             Request::BudgetAdd { account, amount, memo } => {
                 Event::BudgetAddRequested { request: id, caller, account, amount, memo }
             }
+            Request::Drain { node } => Event::NodeDrainRequested { request: id, caller, node, drain: true },
+            Request::Undrain { node } => {
+                Event::NodeDrainRequested { request: id, caller, node, drain: false }
+            }
         };
         self.next_request += 1;
         self.replies.insert(id, reply);

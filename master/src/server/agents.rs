@@ -140,6 +140,10 @@ async fn read_inbound(
         let event = match read_frame::<AgentToMaster>(&mut recv, max_frame).await {
             Ok(Some(AgentToMaster::Heartbeat)) => Event::AgentHeartbeat { agent },
             Ok(Some(AgentToMaster::Reports(reports))) => Event::ContainerReports { agent, reports },
+            Ok(Some(AgentToMaster::Leaving)) => {
+                info!(%agent, "agent leaving; its tasks go elsewhere");
+                Event::AgentLeaving { agent }
+            }
             Ok(Some(AgentToMaster::Register(_))) => {
                 warn!(%agent, "second Register on a registered session; closing");
                 let _ = recv.stop(PROTOCOL_ERROR.into());
@@ -167,5 +171,6 @@ fn message_name(message: &AgentToMaster) -> &'static str {
         AgentToMaster::Register(_) => "Register",
         AgentToMaster::Heartbeat => "Heartbeat",
         AgentToMaster::Reports(_) => "Reports",
+        AgentToMaster::Leaving => "Leaving",
     }
 }

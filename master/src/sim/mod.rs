@@ -43,7 +43,9 @@ use slotmarket_common::protocol::{ContainerReport, JobState, Response};
 use slotmarket_common::time::Timestamp;
 use thiserror::Error;
 
-use crate::core::{Command, Core, CoreConfig, Event, IdHasher, KillReason, Persist, RequestId, invariants};
+use crate::core::{
+    Command, Core, CoreConfig, Event, IdHasher, KillReason, NodeHealth, Persist, RequestId, invariants,
+};
 use agents::Agents;
 use report::{JobResult, Outcome, SlotUsage};
 use wakeup::Wakeup;
@@ -217,9 +219,13 @@ impl<'t> Simulation<'t> {
         if !(config.noise >= 0.0 && config.noise.is_finite()) {
             return Err(SimError::Noise(config.noise));
         }
+        // Simulated failures strike at random, not by node: no node is ever unhealthy,
+        // and a retry has no reason to keep off the node its task failed on.
+        let node_health = NodeHealth { fast_failures: 0, retry_elsewhere: false, ..config.core.node_health };
         let core_config = CoreConfig {
             agent_timeout: Duration::MAX,
             ended_job_retention: Duration::ZERO,
+            node_health,
             ..config.core.clone()
         };
         let mut arrivals: Vec<u32> =

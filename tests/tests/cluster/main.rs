@@ -9,6 +9,7 @@ mod failover;
 mod interop;
 mod mapreduce;
 mod market;
+mod nodes;
 mod restart;
 mod security;
 mod support;

@@ -37,10 +37,19 @@ pub(crate) struct AgentSpec {
     pub(crate) name: &'static str,
     pub(crate) map_slots: u32,
     pub(crate) reduce_slots: u32,
+    /// Run it as a broken node would be: `slotmarket-task` is not on its tasks' `PATH`.
+    pub(crate) without_task_binary: bool,
 }
 
 pub(crate) const fn agent(name: &'static str, map_slots: u32, reduce_slots: u32) -> AgentSpec {
-    AgentSpec { name, map_slots, reduce_slots }
+    AgentSpec { name, map_slots, reduce_slots, without_task_binary: false }
+}
+
+impl AgentSpec {
+    /// The same agent, started so that its tasks cannot find `slotmarket-task`.
+    pub(crate) const fn without_task_binary(self) -> AgentSpec {
+        AgentSpec { without_task_binary: true, ..self }
+    }
 }
 
 pub(crate) struct TestCluster {
@@ -118,8 +127,12 @@ impl TestCluster {
         if !pki_dir.join(format!("{}.pem", spec.name)).exists() {
             pki::issue(&pki_dir, Role::Agent, spec.name).expect("issue agent cert");
         }
+        let mut command = Command::new(self.agent_binary(spec.without_task_binary));
+        if spec.without_task_binary {
+            command.env("PATH", "/usr/bin:/bin");
+        }
         let child = spawn_logged(
-            Command::new(binary("slotmarket-agent"))
+            command
                 .args(["--master", &self.addr.to_string(), "--name", spec.name, "--kill-grace-ms", "500"])
                 .args([
                     "--map-slots",
@@ -136,6 +149,23 @@ impl TestCluster {
             &self.dir.path().join(format!("{}.log", spec.name)),
         );
         self.agents.insert(spec.name.to_string(), child);
+    }
+
+    /// The agent executable to run. The agent puts its own directory in front of its
+    /// tasks' `PATH`, so an agent that must not find `slotmarket-task` runs from a copy in
+    /// a directory of its own (a symlink would resolve back to the build directory).
+    fn agent_binary(&self, without_task_binary: bool) -> PathBuf {
+        let built = binary("slotmarket-agent");
+        if !without_task_binary {
+            return built;
+        }
+        let bare = self.dir.path().join("bare-bin");
+        let copy = bare.join("slotmarket-agent");
+        if !copy.exists() {
+            std::fs::create_dir_all(&bare).expect("bare-bin dir");
+            std::fs::copy(&built, &copy).expect("copy slotmarket-agent");
+        }
+        copy
     }
 
     /// The agents' shared data directory; job `j` writes under `jobs/j`.
@@ -166,6 +196,35 @@ impl TestCluster {
         let mut child = self.agents.remove(name).expect("no such agent");
         let _ = child.kill();
         let _ = child.wait();
+    }
+
+    /// Stops an agent as an operator would, with SIGTERM, and waits (bounded) for it to exit.
+    pub(crate) fn stop_agent(&mut self, name: &str) {
+        let mut child = self.agents.remove(name).expect("no such agent");
+        let pid = libc::pid_t::try_from(child.id()).expect("pid");
+        // SAFETY: signalling a child we started and have not reaped yet.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "SIGTERM to {name}");
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while child.try_wait().expect("wait for agent").is_none() {
+            assert!(Instant::now() < deadline, "{name} did not exit within 15 s of SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `slotmarket nodes --json` as the admin, parsed.
+    pub(crate) fn nodes_json(&self) -> serde_json::Value {
+        let output = Command::new(binary("slotmarket"))
+            .args(["nodes", "--json", "--master", &self.addr.to_string(), "--identity", "admin"])
+            .arg("--cert-dir")
+            .arg(self.dir.path().join("pki"))
+            .output()
+            .expect("run slotmarket nodes");
+        assert!(
+            output.status.success(),
+            "slotmarket nodes failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).expect("nodes --json prints JSON")
     }
 
     /// Processes whose working directory lies inside this cluster's temp dir: task

@@ -176,12 +176,13 @@ impl<'a> SchedView<'a> {
         self.state.jobs.get(&id).map(|job| JobInfo { job })
     }
 
-    /// Connected agents (the only ones that can take launches), by id.
+    /// Agents that take work (connected, neither draining nor quarantined: the only ones
+    /// that can take launches), by id.
     pub fn agents(&self) -> impl Iterator<Item = AgentSlots> + use<'a> {
-        self.state.agents.iter().filter(|(_, a)| a.connected).map(|(&id, a)| AgentSlots::of(id, a))
+        self.state.agents.iter().filter(|(_, a)| a.takes_work()).map(|(&id, a)| AgentSlots::of(id, a))
     }
 
-    /// Connected agents with at least one free slot of `kind`, by id. Walks an index, so
+    /// Agents that take work with at least one free slot of `kind`, by id. Walks an index, so
     /// it costs nothing when the cluster is full; when a good share of agents is free it
     /// walks the agent table instead, which beats a look-up per index entry.
     pub fn agents_with_free(&self, kind: SlotKind) -> impl Iterator<Item = AgentSlots> + use<'a> {
@@ -191,7 +192,7 @@ impl<'a> SchedView<'a> {
         let by_scan = scan.then(|| {
             agents
                 .iter()
-                .filter(move |(_, a)| a.connected && a.free(kind) > 0)
+                .filter(move |(_, a)| a.takes_work() && a.free(kind) > 0)
                 .map(|(&id, a)| AgentSlots::of(id, a))
         });
         let by_index = (!scan)
@@ -199,12 +200,12 @@ impl<'a> SchedView<'a> {
         by_scan.into_iter().flatten().chain(by_index.into_iter().flatten())
     }
 
-    /// Whether some connected agent has a free slot of `kind` (one index look).
+    /// Whether some agent that takes work has a free slot of `kind` (one index look).
     pub fn has_free(&self, kind: SlotKind) -> bool {
         !self.state.free_agents[kind_ix(kind)].is_empty()
     }
 
-    /// Slots of `kind` offered by connected agents.
+    /// Slots of `kind` offered by agents that take work.
     pub fn total_slots(&self, kind: SlotKind) -> u32 {
         self.agents().map(|a| a.offered(kind)).sum()
     }

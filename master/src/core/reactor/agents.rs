@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use slotmarket_common::ids::{AgentId, ContainerId};
-use slotmarket_common::protocol::ContainerReport;
+use slotmarket_common::protocol::{ContainerReport, DrainCause};
 use slotmarket_common::time::Timestamp;
 
-use super::Ctx;
 use super::reports::{apply_transition, lose_container};
+use super::{Ctx, health};
 use crate::core::command::{Command, KillReason};
 use crate::core::state::{Agent, Holder, State, kind_ix};
 
@@ -32,7 +32,11 @@ pub(super) fn on_agent_joined(state: &mut State, cx: &mut Ctx, join: Join) {
     }
     let Join { agent, node, map_slots, reduce_slots, live_containers } = join;
     let old = state.nodes.get(&node).copied();
-    state.agents.insert(agent, Agent::new(node.clone(), map_slots, reduce_slots, cx.now));
+    let mut registration = Agent::new(node.clone(), map_slots, reduce_slots, cx.now);
+    if state.drained_nodes.contains(&node) {
+        registration.drain = Some(DrainCause::Admin);
+    }
+    state.agents.insert(agent, registration);
     state.sync_free_index(agent);
     state.nodes.insert(node.clone(), agent);
     for report in live_containers {
@@ -144,12 +148,16 @@ pub(super) fn on_agent_heartbeat(state: &mut State, cx: &mut Ctx, agent: AgentId
 }
 
 /// The connection closed: no new launches there, but its containers are kept until it
-/// reconnects or its silence passes the timeout.
-pub(super) fn on_agent_disconnected(state: &mut State, agent: AgentId) {
-    if let Some(a) = state.agents.get_mut(&agent) {
-        a.connected = false;
-    }
+/// reconnects or its silence passes the timeout. An agent that said it is leaving is
+/// forgotten at once: it handed its tasks back already and will not return as itself.
+pub(super) fn on_agent_disconnected(state: &mut State, cx: &mut Ctx, agent: AgentId) {
+    let Some(a) = state.agents.get_mut(&agent) else { return };
+    a.connected = false;
+    let leaving = a.drain == Some(DrainCause::Leaving);
     state.sync_free_index(agent);
+    if leaving {
+        retire(state, cx, agent, "its agent left", None);
+    }
 }
 
 /// Loses every agent and recovered container whose silence passed the timeout.
@@ -175,6 +183,7 @@ pub(super) fn on_tick(state: &mut State, cx: &mut Ctx) {
     for container in expired {
         lose_container(state, cx, container, "its node did not return after the master restarted", None);
     }
+    health::on_tick(state, cx.now);
 }
 
 /// The earliest time `on_tick` has something to do. With loss by silence turned off
@@ -187,7 +196,7 @@ pub(crate) fn next_deadline(state: &State, timeout: Duration) -> Option<Timestam
         state.agents.values().map(|a| silence_deadline(a.last_seen, timeout)).min()
     };
     let orphans = state.orphans.values().flatten().filter_map(|&c| orphan_deadline(state, c)).min();
-    agents.into_iter().chain(orphans).min()
+    agents.into_iter().chain(orphans).chain(health::next_deadline(state)).min()
 }
 
 /// The first instant at which an agent last heard from at `last_seen` has been silent
@@ -205,7 +214,7 @@ fn orphan_deadline(state: &State, container: ContainerId) -> Option<Timestamp> {
 
 /// Removes a registration. Its containers are lost with `why` (killed for `kill`'s
 /// reason first, if given and it is still connected) and a connected agent is dropped.
-fn retire(state: &mut State, cx: &mut Ctx, agent: AgentId, why: &str, kill: Option<KillReason>) {
+pub(super) fn retire(state: &mut State, cx: &mut Ctx, agent: AgentId, why: &str, kill: Option<KillReason>) {
     let Some(a) = state.agents.get(&agent) else { return };
     let (connected, node) = (a.connected, a.node.clone());
     let containers: Vec<ContainerId> = a.containers.iter().copied().collect();
@@ -216,6 +225,7 @@ fn retire(state: &mut State, cx: &mut Ctx, agent: AgentId, why: &str, kill: Opti
         cx.push(Command::DropAgent { agent, reason: why.to_string() });
     }
     state.agents.remove(&agent);
+    state.quarantined.remove(&agent);
     state.sync_free_index(agent);
     if state.nodes.get(&*node) == Some(&agent) {
         state.nodes.remove(&*node);

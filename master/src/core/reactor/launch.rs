@@ -7,7 +7,7 @@ use slotmarket_common::ids::{AttemptId, ContainerId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, Launch};
 use slotmarket_common::spec::TaskVars;
 
-use super::Ctx;
+use super::{Ctx, placement};
 use crate::core::command::{Command, Persist};
 use crate::core::policy::{Assignment, Decisions, Preemption};
 use crate::core::state::{ContainerRec, Holder, Job, State, TaskPhase};
@@ -35,23 +35,20 @@ fn preempt(state: &mut State, cx: &mut Ctx, p: Preemption) {
     cx.push(Command::Kill { agent, container: p.container, reason: p.reason });
 }
 
-/// Starts the next ready task of the assignment's job and kind on its agent.
+/// Starts the next ready task of the assignment's job and kind on its agent (or, for a
+/// retry, on another; see `placement`).
 fn launch(state: &mut State, cx: &mut Ctx, a: Assignment) {
-    let Some(agent) = state.agents.get(&a.agent) else { return };
-    if !agent.connected || agent.free(a.kind) == 0 {
-        return;
-    }
-    let node = agent.node.clone();
-    let Some(task) = state.pop_ready(a.job, a.kind) else { return };
+    let Some((task, agent)) = placement::place(state, cx, a.job, a.kind, a.agent) else { return };
+    let Some(node) = state.agents.get(&agent).map(|ag| ag.node.clone()) else { return };
     let container = state.alloc_container();
-    let Some(job) = state.jobs.get_mut(&a.job) else { return };
+    let Some(job) = state.jobs.get_mut(&task.job) else { return };
     let Some(t) = job.task_mut(task) else { return };
     let attempt = AttemptId(t.attempt.0 + 1);
     t.attempt = attempt;
     let Some(launch) = build_launch(job, task, attempt, container) else { return };
     job.set_phase(task, TaskPhase::Live(container));
-    cx.changed(a.job);
-    let holder = Holder::Agent(a.agent);
+    cx.changed(task.job);
+    let holder = Holder::Agent(agent);
     let rec = ContainerRec::new(task, attempt, launch.slot, holder, (ContainerState::Allocated, cx.now));
     state.attach(container, rec);
     let report = ContainerReport {
@@ -64,7 +61,7 @@ fn launch(state: &mut State, cx: &mut Ctx, a: Assignment) {
         message: None,
     };
     cx.persist(Persist::Container { node, report });
-    cx.push(Command::Launch { agent: a.agent, launch });
+    cx.push(Command::Launch { agent, launch });
 }
 
 /// The launch message for one attempt: the stage's command template and its values.

@@ -8,11 +8,18 @@
 //! - `recovery`: rebuilding jobs from the store after a restart.
 //! - `launch`: assignments and preemptions decided by the policy.
 //! - `accounts`: creating accounts, granting budget, restoring the ledger after a restart.
+//! - `placement`: which ready task and agent an assignment starts (retries avoid the
+//!   nodes their task failed on).
+//! - `drain`: agents leaving, admins draining and undraining nodes.
+//! - `health`: quarantine of agents whose tasks keep failing fast.
 
 mod accounts;
 mod agents;
+mod drain;
+mod health;
 mod jobs;
 mod launch;
+mod placement;
 mod recovery;
 mod reports;
 
@@ -26,6 +33,7 @@ use super::event::Event;
 use super::state::State;
 
 pub(crate) use agents::next_deadline;
+pub use health::NodeHealth;
 pub(crate) use jobs::may_see;
 pub(crate) use launch::apply_decisions;
 
@@ -38,6 +46,8 @@ pub(crate) struct Ctx {
     pub(crate) agent_timeout: Duration,
     /// How long ended jobs stay in the state (see `CoreConfig::ended_job_retention`).
     pub(crate) retention: Duration,
+    /// When a node counts as unhealthy (see `CoreConfig::node_health`).
+    pub(crate) health: NodeHealth,
     out: Vec<Command>,
     /// Jobs whose status changed in this step, possibly repeated; one `JobChanged` each
     /// at the end. A vector rather than a set: a step touches one or two jobs, and the
@@ -51,6 +61,7 @@ impl Ctx {
         now: Timestamp,
         agent_timeout: Duration,
         retention: Duration,
+        health: NodeHealth,
         changed: Vec<JobId>,
     ) -> Ctx {
         // Room for a typical step at once: a report's persist, a launch and its persist,
@@ -58,7 +69,7 @@ impl Ctx {
         // limit (1032 bytes); eight, or growing past four, did not, and the allocator's
         // slow path was a quarter of the simulator's profile.
         let out = Vec::with_capacity(5);
-        Ctx { now, agent_timeout, retention, out, changed }
+        Ctx { now, agent_timeout, retention, health, out, changed }
     }
 
     /// Appends a command.
@@ -109,7 +120,7 @@ pub(crate) fn dispatch(state: &mut State, cx: &mut Ctx, event: Event) {
             agents::on_agent_joined(state, cx, join);
         }
         Event::AgentHeartbeat { agent } => agents::on_agent_heartbeat(state, cx, agent),
-        Event::AgentDisconnected { agent } => agents::on_agent_disconnected(state, agent),
+        Event::AgentDisconnected { agent } => agents::on_agent_disconnected(state, cx, agent),
         Event::ContainerReports { agent, reports } => {
             reports::on_container_reports(state, cx, agent, reports);
         }
@@ -131,6 +142,10 @@ pub(crate) fn dispatch(state: &mut State, cx: &mut Ctx, event: Event) {
         }
         Event::AccountsRecovered { accounts, ledger } => {
             accounts::on_accounts_recovered(state, accounts, ledger)
+        }
+        Event::AgentLeaving { agent } => drain::on_agent_leaving(state, cx, agent),
+        Event::NodeDrainRequested { request, caller, node, drain } => {
+            drain::on_node_drain_requested(state, cx, request, &caller, &node, drain);
         }
     }
 }

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AgentId, ContainerId, TaskId};
-use slotmarket_common::protocol::{ContainerReport, JobState};
+use slotmarket_common::protocol::{ContainerReport, DrainCause, JobState};
 
 use super::agents::release_stray;
-use super::{Ctx, jobs};
+use super::{Ctx, health, jobs};
 use crate::core::command::{Command, KillReason, Persist};
 use crate::core::state::{ContainerRec, Holder, State, TaskPhase, kind_ix};
 
@@ -50,22 +50,32 @@ fn passes_fence(state: &State, agent: AgentId, report: &ContainerReport) -> bool
 
 /// Records an accepted transition of a container held on `node` and persists it; a
 /// terminal state frees the slot and decides the task's fate. Containers of ended jobs
-/// (draining) only free their slot.
+/// (draining) only free their slot. Completions and failures also feed the health of
+/// the agent that ran them (see `health`).
 pub(super) fn apply_transition(state: &mut State, cx: &mut Ctx, report: ContainerReport, node: Arc<str>) {
     let container = report.container;
     let Some(rec) = state.containers.get_mut(&container) else { return };
-    rec.state = report.state;
-    rec.entered = report.at;
+    // A failure before the process ran (spawn error) is as fast as failures come.
+    let ran_for = rec.started.map(|since| report.at.saturating_since(since));
+    let never_ran = rec.state < ContainerState::Running;
     if report.state == ContainerState::Running {
         rec.started = Some(report.at);
     }
-    let (draining, task, to) = (rec.draining, rec.task, report.state);
+    rec.state = report.state;
+    rec.entered = report.at;
+    let (draining, task, to, holder) = (rec.draining, rec.task, report.state, rec.holder.clone());
     let run_ms = rec.started.map(|s| report.at.0.saturating_sub(s.0));
     // Only a failure needs the report afterwards (its exit code and message).
     let failure = (to == ContainerState::Failed).then(|| report.clone());
-    cx.persist(Persist::Container { node, report });
+    cx.persist(Persist::Container { node: node.clone(), report });
     if to.is_terminal() {
         release_slot(state, cx, container);
+    }
+    if let (Holder::Agent(agent), Some(failed)) = (&holder, &failure) {
+        let fast = never_ran || ran_for.is_some_and(|d| d <= cx.health.fast_failure_within);
+        health::on_task_failed(state, cx, *agent, failed, fast);
+    } else if let (Holder::Agent(agent), ContainerState::Completed) = (&holder, to) {
+        health::on_task_completed(state, *agent);
     }
     if draining || !owns(state, task, container) {
         return;
@@ -73,16 +83,26 @@ pub(super) fn apply_transition(state: &mut State, cx: &mut Ctx, report: Containe
     match (to, failure) {
         (ContainerState::Running, _) => jobs::mark_started(state, cx, task.job),
         (ContainerState::Completed, _) => task_completed(state, cx, task, run_ms),
-        (ContainerState::Failed, Some(report)) => task_failed(state, cx, task, &report),
-        (ContainerState::Killed, _) => task_interrupted(state, cx, task),
+        (ContainerState::Failed, Some(report)) => task_failed(state, cx, task, &report, node),
+        (ContainerState::Killed, _) => {
+            // A task its leaving agent handed back was nobody's failure.
+            let counted = !matches!(holder, Holder::Agent(a) if is_leaving(state, a));
+            task_interrupted(state, cx, task, counted);
+        }
         _ => {}
     }
+}
+
+/// Whether `agent` told the master it is leaving.
+fn is_leaving(state: &State, agent: AgentId) -> bool {
+    state.agents.get(&agent).is_some_and(|a| a.drain == Some(DrainCause::Leaving))
 }
 
 /// Gives up on a container the core can no longer reach (its agent was lost or replaced,
 /// or it was recovered and nobody adopted it): records it as killed with `why`, kills it
 /// (for `kill`'s reason) if that is given and its agent is still connected, and re-runs
-/// its task without counting an attempt against `max_attempts`.
+/// its task without counting an attempt against `max_attempts`. A container whose agent
+/// is leaving is handed back rather than lost: not counted in `failed_attempts` either.
 pub(super) fn lose_container(
     state: &mut State,
     cx: &mut Ctx,
@@ -92,6 +112,7 @@ pub(super) fn lose_container(
 ) {
     let Some(rec) = state.containers.get(&container) else { return };
     let node = state.holder_node(&rec.holder);
+    let handed_back = matches!(rec.holder, Holder::Agent(a) if is_leaving(state, a));
     let Some(rec) = release_slot(state, cx, container) else { return };
     let report = ContainerReport {
         container,
@@ -109,7 +130,7 @@ pub(super) fn lose_container(
         }
     }
     if !rec.draining && owns(state, rec.task, container) {
-        task_interrupted(state, cx, rec.task);
+        task_interrupted(state, cx, rec.task, !handed_back);
     }
 }
 
@@ -144,8 +165,10 @@ fn task_completed(state: &mut State, cx: &mut Ctx, task: TaskId, run_ms: Option<
     jobs::complete_if_done(state, cx, task.job);
 }
 
-/// A failed attempt counts against `max_attempts`; the last one fails the job.
-fn task_failed(state: &mut State, cx: &mut Ctx, task: TaskId, report: &ContainerReport) {
+/// A failed attempt counts against `max_attempts`; the last one fails the job, with a
+/// message naming the node it ran on and what the agent said (exit code, stderr tail).
+/// The node is remembered so the retry goes elsewhere where it can (see `placement`).
+fn task_failed(state: &mut State, cx: &mut Ctx, task: TaskId, report: &ContainerReport, node: Arc<str>) {
     let Some(j) = state.jobs.get_mut(&task.job) else { return };
     let max = j.spec.max_attempts();
     if let Some(stage) = j.stages.get_mut(task.stage.0 as usize) {
@@ -153,6 +176,9 @@ fn task_failed(state: &mut State, cx: &mut Ctx, task: TaskId, report: &Container
     }
     let Some(t) = j.task_mut(task) else { return };
     t.failures += 1;
+    if !node.is_empty() && !t.failed_on.contains(&node) {
+        t.failed_on.push(node.clone());
+    }
     let failures = t.failures;
     cx.changed(task.job);
     if failures < max {
@@ -160,19 +186,29 @@ fn task_failed(state: &mut State, cx: &mut Ctx, task: TaskId, report: &Container
         return;
     }
     j.set_phase(task, TaskPhase::Pending);
-    let how = match (report.exit_code, &report.message) {
-        (Some(code), _) => format!("exit code {code}"),
-        (None, Some(message)) => format!("no exit code ({message})"),
-        (None, None) => "no exit code".to_string(),
-    };
-    let message = format!("task {task} failed {failures} of {max} attempts; the last ended with {how}");
+    let how = failure_text(report);
+    let message = format!(
+        "task {task} failed {failures} of {max} attempts; the last, on node {node}, ended with {how}"
+    );
     jobs::end_job(state, cx, task.job, JobState::Failed, Some(message), KillReason::JobFailed);
 }
 
-/// Killed or lost: the task runs again; the attempt is recorded but not held against it.
-fn task_interrupted(state: &mut State, cx: &mut Ctx, task: TaskId) {
+/// How a failed attempt ended, as one phrase: its exit code and the agent's message
+/// (which carries the tail of the task's stderr).
+pub(super) fn failure_text(report: &ContainerReport) -> String {
+    match (report.exit_code, &report.message) {
+        (Some(code), Some(message)) => format!("exit code {code}: {message}"),
+        (Some(code), None) => format!("exit code {code}"),
+        (None, Some(message)) => format!("no exit code ({message})"),
+        (None, None) => "no exit code".to_string(),
+    }
+}
+
+/// Killed or lost: the task runs again; the attempt is not held against it, and is
+/// recorded in `failed_attempts` only if `counted` (a hand-back by a leaving agent is not).
+fn task_interrupted(state: &mut State, cx: &mut Ctx, task: TaskId, counted: bool) {
     let Some(j) = state.jobs.get_mut(&task.job) else { return };
-    if let Some(stage) = j.stages.get_mut(task.stage.0 as usize) {
+    if let Some(stage) = j.stages.get_mut(task.stage.0 as usize).filter(|_| counted) {
         stage.failed_attempts += 1;
     }
     cx.changed(task.job);

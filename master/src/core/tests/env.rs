@@ -165,6 +165,12 @@ impl TestEnv {
         self.handle(Event::AgentDisconnected { agent });
     }
 
+    /// The agent says it is leaving (it got SIGTERM).
+    pub(super) fn leave(&mut self, name: &str) {
+        let agent = self.agent(name);
+        self.handle(Event::AgentLeaving { agent });
+    }
+
     // ----- containers -----
 
     /// What the agent holding `container` would report on entering `state`.
@@ -247,6 +253,13 @@ impl TestEnv {
     pub(super) fn cancel_as(&mut self, caller: Identity, job: JobId) -> Response {
         let request = self.request();
         self.handle(Event::JobCancelRequested { request, caller, job });
+        self.take_reply(request)
+    }
+
+    /// Asks to drain (`drain`) or undrain `node` and takes the reply.
+    pub(super) fn drain_as(&mut self, caller: Identity, node: &str, drain: bool) -> Response {
+        let request = self.request();
+        self.handle(Event::NodeDrainRequested { request, caller, node: node.to_string(), drain });
         self.take_reply(request)
     }
 

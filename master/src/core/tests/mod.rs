@@ -9,6 +9,7 @@ mod accounts;
 mod clients;
 mod failures;
 mod market;
+mod nodes;
 mod purity;
 mod recovery;
 mod scheduling;
