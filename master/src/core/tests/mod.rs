@@ -10,3 +10,4 @@ mod failures;
 mod purity;
 mod recovery;
 mod scheduling;
+mod triggers;
