@@ -103,10 +103,7 @@ impl MasterFile {
 fn moved_to_policy(text: &str) -> Option<(&'static str, &'static str)> {
     let table: toml::Table = toml::from_str(text).ok()?;
     if table.get("policy").is_some_and(|p| !p.is_table()) {
-        return Some((
-            "policy",
-            "write `[policy]` and under it `name = \"fifo\"` (or fair, priority, capacity)",
-        ));
+        return Some(("policy = \"NAME\"", "write `[policy]` and under it `name = \"NAME\"`"));
     }
     MOVED_TO_POLICY.into_iter().find(|(key, _)| table.contains_key(*key))
 }
@@ -336,7 +333,7 @@ mod tests {
         let cases = [
             ("preemption = true\n", "preemption"),
             ("[capacity_queues]\nresearch = 0.6\n", "capacity_queues"),
-            ("policy = \"fair\"\n", "policy"),
+            ("policy = \"fair\"\n", "policy = \"NAME\""),
         ];
         for (text, key) in cases {
             let err = load(&dir, text).unwrap_err();
