@@ -303,4 +303,39 @@ mod tests {
         };
         assert!(matches!(no_slots.resolve(), Err(ConfigError::NoSlots)));
     }
+
+    #[test]
+    fn the_example_agent_toml_shows_every_setting_with_its_default() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/agent.toml");
+        let example = AgentFile::load(&path).unwrap();
+        assert_eq!(example.master.as_deref(), Some(DEFAULT_MASTER_ADDR));
+        assert_eq!(example.server_name.as_deref(), Some(DEFAULT_SERVER_NAME));
+        assert_eq!(example.cert_dir, Some(PathBuf::from(DEFAULT_CERT_DIR)));
+        assert_eq!(example.data_dir, Some(PathBuf::from(DEFAULT_DATA_DIR)));
+        assert_eq!(example.kill_grace_ms, Some(DEFAULT_KILL_GRACE_MS));
+        // Machine-dependent defaults are commented out; restored, every field is set.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let restored: Vec<&str> = text
+            .lines()
+            .map(|line| match line.strip_prefix("# ") {
+                Some(rest) if rest.split_once(" = ").is_some_and(|(k, _)| !k.contains(' ')) => rest,
+                _ => line,
+            })
+            .collect();
+        let full = AgentFile::parse(&restored.join("\n")).unwrap();
+        let AgentFile {
+            master,
+            server_name,
+            cert_dir,
+            name,
+            map_slots,
+            reduce_slots,
+            work_dir,
+            data_dir,
+            kill_grace_ms,
+        } = full;
+        assert!(master.is_some() && server_name.is_some() && cert_dir.is_some() && name.is_some());
+        assert!(map_slots.is_some() && reduce_slots.is_some() && work_dir.is_some());
+        assert!(data_dir.is_some() && kill_grace_ms.is_some());
+    }
 }

@@ -1,17 +1,18 @@
 //! `master.toml` and the settled configuration the binary runs with. Every key is
 //! optional; command-line flags override the file, the file overrides the defaults.
+//! Also [`PolicyTable`]: the `[policy]` table assembled from layers (a file, a policy name,
+//! `KEY=VALUE` overrides), which is how the simulator reads the same settings.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use slotmarket_common::config::{ConfigFileError, DEFAULT_CERT_DIR, DEFAULT_MASTER_ADDR, load_toml};
+use slotmarket_common::config::{ConfigFileError, DEFAULT_CERT_DIR, DEFAULT_MASTER_ADDR};
 use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
 use thiserror::Error;
 
-use crate::core::policy::check_queue_shares;
-use crate::core::{CoreConfig, HistoryLimits, NodeHealth, PolicyName};
+use crate::core::policy::{PolicySettings, PolicySettingsError};
+use crate::core::{CoreConfig, HistoryLimits, NodeHealth};
 
 /// Address the master listens on when nothing else is said: where agents and clients look
 /// for it by default.
@@ -27,19 +28,14 @@ pub struct MasterFile {
     pub data_dir: Option<PathBuf>,
     /// Directory holding `ca.pem`, `master.pem` and `master.key`.
     pub cert_dir: Option<PathBuf>,
-    /// Scheduling policy name.
-    pub policy: Option<String>,
+    /// The `[policy]` table: which policy runs, with its settings (default `fifo`).
+    pub policy: Option<PolicySettings>,
     /// Silence after which an agent is declared lost, in milliseconds.
     pub agent_timeout_ms: Option<u64>,
     /// How often agents must send heartbeats, in milliseconds.
     pub heartbeat_interval_ms: Option<u64>,
     /// Largest accepted frame, in bytes.
     pub max_frame_bytes: Option<usize>,
-    /// Guaranteed share of each queue under the `capacity` policy, e.g.
-    /// `[capacity_queues]` / `research = 0.6`.
-    pub capacity_queues: Option<BTreeMap<String, f64>>,
-    /// Whether `fair` and `capacity` may kill tasks to restore shares (default false).
-    pub preemption: Option<bool>,
     /// Seconds an ended job stays in memory before `status` and `jobs` read it from the
     /// database instead (default 600).
     pub ended_job_retention_s: Option<u64>,
@@ -63,6 +59,31 @@ pub enum ConfigError {
     /// The file could not be read or parsed.
     #[error(transparent)]
     File(#[from] ConfigFileError),
+    /// A setting that now lives in the `[policy]` table was written at the top level.
+    #[error("{path}: `{key}` is no longer a top-level setting; it moved into the [policy] table: {hint}")]
+    MovedToPolicy {
+        /// The file.
+        path: PathBuf,
+        /// The old key.
+        key: &'static str,
+        /// How to write it now.
+        hint: &'static str,
+    },
+    /// The `[policy]` table does not describe a policy (unknown name, a field the policy
+    /// does not take, a value of the wrong type).
+    #[error("[policy]: {0}")]
+    PolicyTable(String),
+    /// The `[policy]` table parses but a value cannot work.
+    #[error("[policy] {0}")]
+    Policy(#[from] PolicySettingsError),
+    /// A `KEY=VALUE` override of the `[policy]` table is malformed.
+    #[error("{assignment:?}: {problem}")]
+    PolicyOverride {
+        /// The override as given.
+        assignment: String,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
     /// A value is out of range or inconsistent with another.
     #[error("{field}: {problem}")]
     Invalid {
@@ -73,11 +94,33 @@ pub enum ConfigError {
     },
 }
 
+/// Top-level keys that moved into `[policy]`, with how to write them now.
+const MOVED_TO_POLICY: [(&str, &str); 2] = [
+    ("capacity_queues", "write the shares under [policy.queues], e.g. `research = 0.6`"),
+    ("preemption", "write `preemption = true` under [policy]"),
+];
+
 impl MasterFile {
-    /// Reads and parses a `master.toml`.
-    pub fn load(path: &std::path::Path) -> Result<MasterFile, ConfigError> {
-        Ok(load_toml(path)?)
+    /// Reads and parses a `master.toml`. Settings written the old way (top-level
+    /// `capacity_queues` or `preemption`, `policy = "NAME"`) are refused with a message
+    /// saying how to write them in `[policy]`.
+    pub fn load(path: &Path) -> Result<MasterFile, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigFileError::Read { path: path.to_path_buf(), source })?;
+        toml::from_str(&text).map_err(|source| match moved_to_policy(&text) {
+            Some((key, hint)) => ConfigError::MovedToPolicy { path: path.to_path_buf(), key, hint },
+            None => ConfigError::File(ConfigFileError::Parse { path: path.to_path_buf(), source }),
+        })
     }
+}
+
+/// The first old-style policy setting in `text`, if the file has one.
+fn moved_to_policy(text: &str) -> Option<(&'static str, &'static str)> {
+    let table: toml::Table = toml::from_str(text).ok()?;
+    if table.get("policy").is_some_and(|p| !p.is_table()) {
+        return Some(("policy = \"NAME\"", "write `[policy]` and under it `name = \"NAME\"`"));
+    }
+    MOVED_TO_POLICY.into_iter().find(|(key, _)| table.contains_key(*key))
 }
 
 /// Everything the master runs with, settled and checked.
@@ -104,12 +147,8 @@ impl TryFrom<MasterFile> for MasterConfig {
     fn try_from(file: MasterFile) -> Result<MasterConfig, ConfigError> {
         let defaults = CoreConfig::default();
         let node_health = node_health(&file, defaults.node_health)?;
-        let policy = match file.policy {
-            Some(name) => name
-                .parse::<PolicyName>()
-                .map_err(|problem| ConfigError::Invalid { field: "policy", problem })?,
-            None => defaults.policy,
-        };
+        let policy = file.policy.unwrap_or(defaults.policy.clone());
+        policy.check()?;
         let agent_timeout = file.agent_timeout_ms.map_or(defaults.agent_timeout, Duration::from_millis);
         let heartbeat_interval = file
             .heartbeat_interval_ms
@@ -124,9 +163,6 @@ impl TryFrom<MasterFile> for MasterConfig {
                 ),
             });
         }
-        let capacity_queues = file.capacity_queues.unwrap_or_default();
-        check_queue_shares(&capacity_queues)
-            .map_err(|problem| ConfigError::Invalid { field: "capacity_queues", problem })?;
         let max_frame = file.max_frame_bytes.unwrap_or(DEFAULT_MAX_FRAME);
         if !(1024..=64 << 20).contains(&max_frame) {
             return Err(ConfigError::Invalid {
@@ -141,8 +177,6 @@ impl TryFrom<MasterFile> for MasterConfig {
             core: CoreConfig {
                 policy,
                 agent_timeout,
-                capacity_queues,
-                preemption: file.preemption.unwrap_or(defaults.preemption),
                 ended_job_retention: file
                     .ended_job_retention_s
                     .map_or(defaults.ended_job_retention, Duration::from_secs),
@@ -177,15 +211,143 @@ fn node_health(file: &MasterFile, defaults: NodeHealth) -> Result<NodeHealth, Co
     Ok(health)
 }
 
+/// A `[policy]` table assembled from layers before it is parsed, once, into
+/// [`PolicySettings`] by the same serde code that reads `master.toml`. The simulator
+/// layers `--policy-config FILE`, `--policy NAME` and `--set KEY=VALUE` this way; the
+/// master's `--policy NAME` is [`PolicyTable::named`].
+#[derive(Clone, PartialEq, Debug, Default)]
+pub struct PolicyTable(toml::Table);
+
+impl PolicyTable {
+    /// A table naming `name` only: that policy with its default settings.
+    pub fn named(name: &str) -> PolicyTable {
+        PolicyTable(toml::Table::from_iter([("name".to_string(), toml::Value::String(name.to_string()))]))
+    }
+
+    /// The table that parses back into `settings`.
+    pub fn of(settings: &PolicySettings) -> Result<PolicyTable, ConfigError> {
+        match toml::Value::try_from(settings) {
+            Ok(toml::Value::Table(table)) => Ok(PolicyTable(table)),
+            Ok(other) => Err(ConfigError::PolicyTable(format!("settings serialize to {other}, not a table"))),
+            Err(e) => Err(ConfigError::PolicyTable(e.to_string())),
+        }
+    }
+
+    /// Applies one `KEY=VALUE` override. KEY is a field of the table, dotted for a field
+    /// of a nested table (`queues.small`); VALUE is a TOML value (`true`, `0.1`,
+    /// `"x"`), and anything that does not parse as one is taken as a string, so
+    /// `name=capacity` needs no quotes.
+    pub fn set(&mut self, assignment: &str) -> Result<(), ConfigError> {
+        let refuse = |problem| ConfigError::PolicyOverride { assignment: assignment.to_string(), problem };
+        let Some((key, value)) = assignment.split_once('=') else {
+            return Err(refuse("write KEY=VALUE, e.g. preemption=true or queues.small=0.1"));
+        };
+        let path: Vec<&str> = key.trim().split('.').collect();
+        if path.iter().any(|part| part.is_empty()) {
+            return Err(refuse("KEY is empty or has an empty part between dots"));
+        }
+        let (leaf, parents) = path.split_last().ok_or_else(|| refuse("KEY is empty"))?;
+        let mut table = &mut self.0;
+        for part in parents {
+            let entry =
+                table.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            table =
+                entry.as_table_mut().ok_or_else(|| refuse("a part of KEY before a dot is not a table"))?;
+        }
+        table.insert(leaf.to_string(), toml_value(value.trim()));
+        Ok(())
+    }
+
+    /// Parses and checks the table. An empty one (nothing said) is the default policy.
+    pub fn settings(self) -> Result<PolicySettings, ConfigError> {
+        if self.0.is_empty() {
+            return Ok(PolicySettings::default());
+        }
+        let settings = PolicySettings::deserialize(toml::Value::Table(self.0))
+            .map_err(|e| ConfigError::PolicyTable(e.to_string()))?;
+        settings.check()?;
+        Ok(settings)
+    }
+
+    /// The settings from layers, later ones winning: the `[policy]` table of a
+    /// `master.toml` (its other settings are read and checked but not used), then a
+    /// policy name that replaces that table with the named policy's defaults, then
+    /// `KEY=VALUE` overrides in order.
+    pub fn layered(
+        file: Option<&Path>,
+        name: Option<&str>,
+        overrides: &[String],
+    ) -> Result<PolicySettings, ConfigError> {
+        let from_file = match file {
+            Some(path) => MasterFile::load(path)?.policy,
+            None => None,
+        };
+        let mut table = match (name, from_file) {
+            (Some(name), _) => PolicyTable::named(name),
+            (None, Some(settings)) => PolicyTable::of(&settings)?,
+            (None, None) => PolicyTable::default(),
+        };
+        for assignment in overrides {
+            table.set(assignment)?;
+        }
+        table.settings()
+    }
+}
+
+/// `text` as a TOML value if it is one, else as a string.
+fn toml_value(text: &str) -> toml::Value {
+    match toml::from_str::<toml::Table>(&format!("value = {text}")) {
+        Ok(mut table) if table.len() == 1 => {
+            table.remove("value").unwrap_or_else(|| toml::Value::String(text.to_string()))
+        }
+        _ => toml::Value::String(text.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
+
+    const CAPACITY_TOML: &str =
+        "[policy]\nname = \"capacity\"\npreemption = true\n[policy.queues]\nresearch = 0.6\nprod = 0.4\n";
+
+    fn capacity(preemption: bool, queues: &[(&str, f64)]) -> PolicySettings {
+        let queues: BTreeMap<String, f64> = queues.iter().map(|&(q, s)| (q.to_string(), s)).collect();
+        PolicySettings::Capacity { queues, preemption }
+    }
+
+    /// Writes `text` as a master.toml in `dir` and loads it.
+    fn load(dir: &tempfile::TempDir, text: &str) -> Result<MasterFile, ConfigError> {
+        let path = dir.path().join("master.toml");
+        std::fs::write(&path, text).unwrap();
+        MasterFile::load(&path)
+    }
+
+    /// `text` with its commented-out settings (`# key = value`, `# [table]`) restored.
+    fn uncommented(text: &str) -> String {
+        let setting = |rest: &str| {
+            rest.starts_with('[')
+                || rest
+                    .split_once(" = ")
+                    .is_some_and(|(k, _)| k.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        };
+        text.lines()
+            .map(|line| match line.strip_prefix("# ") {
+                Some(rest) if setting(rest) => rest,
+                _ => line,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
 
     #[test]
     fn defaults_fill_an_empty_file() {
         let config = MasterConfig::try_from(MasterFile::default()).unwrap();
         assert_eq!(config.listen, DEFAULT_LISTEN);
         assert_eq!(config.max_frame, DEFAULT_MAX_FRAME);
+        assert_eq!(config.core.policy, PolicySettings::Fifo {});
     }
 
     #[test]
@@ -200,18 +362,14 @@ mod tests {
     }
 
     #[test]
-    fn capacity_queues_and_preemption_come_from_the_file() {
-        let file: MasterFile = toml::from_str(
-            "policy = \"capacity\"\npreemption = true\n[capacity_queues]\nresearch = 0.6\nprod = 0.4\n",
-        )
-        .unwrap();
+    fn the_policy_table_comes_from_the_file_and_is_checked() {
+        let file: MasterFile = toml::from_str(CAPACITY_TOML).unwrap();
         let config = MasterConfig::try_from(file).unwrap();
-        assert_eq!(config.core.policy, PolicyName::Capacity);
-        assert!(config.core.preemption);
-        assert_eq!(config.core.capacity_queues.get("research"), Some(&0.6));
-        let file: MasterFile = toml::from_str("[capacity_queues]\na = 0.7\nb = 0.7\n").unwrap();
+        assert_eq!(config.core.policy, capacity(true, &[("research", 0.6), ("prod", 0.4)]));
+        let file: MasterFile =
+            toml::from_str("[policy]\nname = \"capacity\"\n[policy.queues]\na = 0.7\nb = 0.7\n").unwrap();
         let err = MasterConfig::try_from(file).unwrap_err().to_string();
-        assert!(err.starts_with("capacity_queues: queue shares add up to"), "{err}");
+        assert!(err.starts_with("[policy] queues: shares add up to"), "{err}");
     }
 
     #[test]
@@ -245,9 +403,115 @@ quarantine_ms = 0
     }
 
     #[test]
-    fn unknown_keys_and_policies_are_refused() {
-        assert!(toml::from_str::<MasterFile>("listn = \"x\"").is_err());
-        let file = MasterFile { policy: Some("lottery".into()), ..MasterFile::default() };
-        assert!(MasterConfig::try_from(file).unwrap_err().to_string().starts_with("policy:"));
+    fn old_top_level_policy_settings_are_refused_pointing_at_the_policy_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases = [
+            ("preemption = true\n", "preemption"),
+            ("[capacity_queues]\nresearch = 0.6\n", "capacity_queues"),
+            ("policy = \"fair\"\n", "policy = \"NAME\""),
+        ];
+        for (text, key) in cases {
+            let err = load(&dir, text).unwrap_err();
+            assert!(matches!(err, ConfigError::MovedToPolicy { key: k, .. } if k == key), "{err}");
+            let message = err.to_string();
+            assert!(message.contains("master.toml") && message.contains("[policy]"), "{message}");
+        }
+    }
+
+    #[test]
+    fn unknown_keys_policies_and_fields_are_refused_naming_them() {
+        let dir = tempfile::tempdir().unwrap();
+        for (text, named) in [
+            ("listn = \"x\"\n", "listn"),
+            ("[policy]\nname = \"lottery\"\n", "lottery"),
+            ("[policy]\nname = \"fifo\"\npreemption = true\n", "preemption"),
+            ("[policy]\nname = \"fair\"\n[policy.queues]\na = 0.5\n", "queues"),
+            ("[policy]\npreemption = true\n", "name"),
+        ] {
+            let err = load(&dir, text).unwrap_err();
+            assert!(matches!(err, ConfigError::File(ConfigFileError::Parse { .. })), "{text}: {err}");
+            assert!(err.to_string().contains(named), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn master_toml_and_simulator_layers_give_the_same_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let from_master = MasterConfig::try_from(load(&dir, CAPACITY_TOML).unwrap()).unwrap().core.policy;
+        let path = dir.path().join("master.toml");
+        let from_file = PolicyTable::layered(Some(&path), None, &[]).unwrap();
+        let sets: Vec<String> =
+            ["preemption=true", "queues.research=0.6", "queues.prod = 0.4"].map(String::from).into();
+        let from_sets = PolicyTable::layered(None, Some("capacity"), &sets).unwrap();
+        let named = vec!["name=capacity".to_string()];
+        let from_name_set = PolicyTable::layered(None, None, &[named, sets].concat()).unwrap();
+        assert_eq!(from_master, capacity(true, &[("research", 0.6), ("prod", 0.4)]));
+        assert_eq!((&from_file, &from_sets, &from_name_set), (&from_master, &from_master, &from_master));
+        // Overrides apply on top of the file; a name replaces the file's table.
+        let over = ["preemption=false".to_string(), "queues.prod=0.2".to_string()];
+        let changed = PolicyTable::layered(Some(&path), None, &over).unwrap();
+        assert_eq!(changed, capacity(false, &[("research", 0.6), ("prod", 0.2)]));
+        let fair = PolicyTable::layered(Some(&path), Some("fair"), &[]).unwrap();
+        assert_eq!(fair, PolicySettings::Fair { preemption: false });
+        assert_eq!(PolicyTable::layered(None, None, &[]).unwrap(), PolicySettings::Fifo {});
+    }
+
+    #[test]
+    fn malformed_or_invalid_overrides_are_refused() {
+        let layered = |sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            PolicyTable::layered(None, Some("capacity"), &sets).map_err(|e| e.to_string())
+        };
+        assert!(layered(&["preemption"]).unwrap_err().contains("write KEY=VALUE"));
+        assert!(layered(&["queues..a=0.1"]).unwrap_err().contains("empty part"));
+        assert!(layered(&["preemption=true", "preemption.x=1"]).unwrap_err().contains("not a table"));
+        let err = layered(&["preemption=yes"]).unwrap_err();
+        assert!(err.starts_with("[policy]: ") && err.contains("yes"), "{err}");
+        assert!(layered(&["queues.a=1.5"]).unwrap_err().starts_with("[policy] queues.a: share"));
+        assert!(layered(&["quues.a=0.5"]).unwrap_err().contains("quues"));
+        // A value with a line break stays one string value.
+        assert!(layered(&["preemption=true\nname = \"fifo\""]).is_err());
+    }
+
+    #[test]
+    fn the_example_master_toml_shows_every_setting_at_its_default() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/master.toml");
+        let example = MasterConfig::try_from(MasterFile::load(&path).unwrap()).unwrap();
+        let defaults = MasterConfig::try_from(MasterFile::default()).unwrap();
+        assert_eq!(
+            (&example.listen, &example.data_dir, &example.cert_dir, &example.core),
+            (&defaults.listen, &defaults.data_dir, &defaults.cert_dir, &defaults.core)
+        );
+        assert_eq!(
+            (example.heartbeat_interval, example.max_frame),
+            (defaults.heartbeat_interval, defaults.max_frame)
+        );
+        // The commented-out policy settings are valid as written, for the policy that
+        // takes them all.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let restored = uncommented(&text).replace("name = \"fifo\"", "name = \"capacity\"");
+        let file: MasterFile = toml::from_str(&restored).unwrap();
+        let MasterFile {
+            listen,
+            data_dir,
+            cert_dir,
+            policy,
+            agent_timeout_ms,
+            heartbeat_interval_ms,
+            max_frame_bytes,
+            ended_job_retention_s,
+            history_per_name,
+            history_names,
+            quarantine_after_fast_failures,
+            fast_failure_ms,
+            quarantine_ms,
+        } = file;
+        assert!(ended_job_retention_s.is_some() && history_per_name.is_some() && history_names.is_some());
+        assert!(
+            quarantine_after_fast_failures.is_some() && fast_failure_ms.is_some() && quarantine_ms.is_some()
+        );
+        assert!(listen.is_some() && data_dir.is_some() && cert_dir.is_some() && agent_timeout_ms.is_some());
+        assert!(heartbeat_interval_ms.is_some() && max_frame_bytes.is_some());
+        assert_eq!(policy, Some(capacity(false, &[("research", 0.6), ("default", 0.4)])));
     }
 }

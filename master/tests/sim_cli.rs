@@ -46,7 +46,7 @@ fn json_summaries_carry_the_documented_fields_overall_and_per_class() {
     let mrm = dir.path().join("mrm.jsonl");
     sim(&["gen", "mrm", "--jobs", "40", "--seed", "2", "-o", path(&mrm)]);
     let summaries = [
-        json(&dress, &["--policy", "capacity", "--queue", "small=0.2"]),
+        json(&dress, &["--policy", "capacity", "--set", "queues.small=0.2"]),
         json(&mrm, &["--policy", "priority"]),
     ];
     for summary in &summaries {
@@ -106,7 +106,24 @@ fn bad_input_is_refused_with_a_message_naming_it() {
     let err = run(&["run", "--trace", path(&trace)]);
     assert!(err.contains("line 1: stage: a job needs at least one [[stage]] table"), "{err}");
     assert!(run(&["run"]).contains("no trace: pass --trace FILE"));
-    let err = run(&["run", "--trace", path(&trace), "--queue", "a=0.8", "--queue", "b=0.5"]);
-    assert!(err.contains("add up to"), "{err}");
-    assert!(run(&["run", "--trace", path(&trace), "--policy", "lottery"]).contains("unknown policy"));
+    let err = run(&[
+        "run",
+        "--trace",
+        path(&trace),
+        "--set",
+        "name=capacity",
+        "--set",
+        "queues.a=0.8",
+        "--set",
+        "queues.b=0.5",
+    ]);
+    assert!(err.contains("[policy] queues: shares add up to 1.3"), "{err}");
+    let err = run(&["run", "--trace", path(&trace), "--policy", "lottery"]);
+    assert!(err.contains("unknown variant `lottery`, expected one of `fifo`, `fair`"), "{err}");
+    let err = run(&["run", "--trace", path(&trace), "--policy", "fifo", "--set", "preemption=true"]);
+    assert!(err.contains("unknown field `preemption`"), "{err}");
+    let missing = dir.path().join("missing.toml");
+    assert!(
+        run(&["run", "--trace", path(&trace), "--policy-config", path(&missing)]).contains("missing.toml")
+    );
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use slotmarket_common::spec::{JobClass, SlotKind};
-use slotmarket_master::core::{CoreConfig, PolicyName};
+use slotmarket_master::core::{CoreConfig, PolicySettings};
 use slotmarket_master::sim::generate::Mrm;
 use slotmarket_master::sim::report::{Outcome, Summary, write_jobs_csv, write_slots_csv};
 use slotmarket_master::sim::rng::Rng;
@@ -29,11 +29,16 @@ fn golden_trace() -> Trace {
     })
 }
 
-fn golden_config(policy: PolicyName, preemption: bool) -> SimConfig {
-    let capacity_queues: BTreeMap<String, f64> =
-        [("sensitive".to_string(), 0.7), ("tolerant".to_string(), 0.3)].into();
+/// The queue shares of the `capacity` golden run.
+fn golden_queues() -> BTreeMap<String, f64> {
+    [("sensitive".to_string(), 0.7), ("tolerant".to_string(), 0.3)].into()
+}
+
+/// The cluster every golden run uses (the simulator's flags `--nodes 10 --seed 5
+/// --noise 0.1 --fail-prob 0.01`), under `policy`.
+fn golden_config(policy: PolicySettings) -> SimConfig {
     SimConfig {
-        core: CoreConfig { policy, preemption, capacity_queues, ..CoreConfig::default() },
+        core: CoreConfig { policy, ..CoreConfig::default() },
         nodes: 10,
         seed: 5,
         noise: 0.1,
@@ -64,14 +69,14 @@ fn check_golden(name: &str, actual: &str) {
 fn golden_summaries_per_policy() {
     let trace = golden_trace();
     let cases = [
-        ("fifo", PolicyName::Fifo, false),
-        ("fair", PolicyName::Fair, false),
-        ("fair-preempt", PolicyName::Fair, true),
-        ("priority", PolicyName::Priority, false),
-        ("capacity-preempt", PolicyName::Capacity, true),
+        ("fifo", PolicySettings::Fifo {}),
+        ("fair", PolicySettings::Fair { preemption: false }),
+        ("fair-preempt", PolicySettings::Fair { preemption: true }),
+        ("priority", PolicySettings::Priority {}),
+        ("capacity-preempt", PolicySettings::Capacity { queues: golden_queues(), preemption: true }),
     ];
-    for (name, policy, preemption) in cases {
-        let config = golden_config(policy, preemption);
+    for (name, policy) in cases {
+        let config = golden_config(policy);
         let run = sim::run(&trace, &config).expect("run finishes");
         check_golden(name, &Summary::new(&trace, &run, &config).to_json());
     }
@@ -81,7 +86,7 @@ fn golden_summaries_per_policy() {
 fn a_run_repeats_exactly_for_a_seed_and_changes_with_it() {
     let trace = golden_trace();
     let outputs = |seed: u64| {
-        let config = SimConfig { seed, ..golden_config(PolicyName::Fair, true) };
+        let config = SimConfig { seed, ..golden_config(PolicySettings::Fair { preemption: true }) };
         let run = sim::run(&trace, &config).expect("run finishes");
         let (mut jobs, mut slots) = (Vec::new(), Vec::new());
         write_jobs_csv(&trace, &run, &mut jobs).expect("csv");
@@ -130,7 +135,6 @@ fn random_job(rng: &mut Rng, n: u32, at: f64) -> TraceJob {
 
 #[test]
 fn seeded_random_workloads_keep_the_invariants_after_every_step() {
-    let policies = [PolicyName::Fifo, PolicyName::Fair, PolicyName::Priority, PolicyName::Capacity];
     for seed in 0..24u64 {
         let mut rng = Rng::new(seed);
         let mut at = 0.0;
@@ -146,13 +150,15 @@ fn seeded_random_workloads_keep_the_invariants_after_every_step() {
         } else {
             BTreeMap::new()
         };
+        let preemption = rng.chance(0.5);
+        let policy = match seed % 4 {
+            0 => PolicySettings::Fifo {},
+            1 => PolicySettings::Fair { preemption },
+            2 => PolicySettings::Priority {},
+            _ => PolicySettings::Capacity { queues, preemption },
+        };
         let config = SimConfig {
-            core: CoreConfig {
-                policy: policies[(seed % 4) as usize],
-                preemption: rng.chance(0.5),
-                capacity_queues: queues,
-                ..CoreConfig::default()
-            },
+            core: CoreConfig { policy, ..CoreConfig::default() },
             nodes: rng.range(1, 4),
             map_slots: rng.range(1, 3),
             reduce_slots: rng.range(1, 2),
@@ -170,5 +176,46 @@ fn seeded_random_workloads_keep_the_invariants_after_every_step() {
         let summary = Summary::new(&trace, &run, &config);
         assert_eq!(summary.metrics.all.jobs, trace.len() as u64, "seed {seed}");
         assert!(summary.map_utilisation <= 1.0 && summary.reduce_utilisation <= 1.0, "seed {seed}");
+    }
+}
+
+/// The `capacity-preempt` golden run through the `slotmarket-sim` command line, its
+/// policy configured three ways: a master.toml `[policy]` table (`--policy-config`),
+/// `--set` overrides alone, and `--policy` with `--set`. Each must print the golden
+/// summary byte for byte, so the file and the flags parse into the same settings as the
+/// library run above.
+#[test]
+fn the_capacity_golden_is_reproduced_from_a_master_toml_and_from_set_flags() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace_path = dir.path().join("golden.jsonl");
+    let mut trace = Vec::new();
+    golden_trace().write(&mut trace).expect("trace serialises");
+    std::fs::write(&trace_path, trace).expect("trace written");
+    let master_toml = dir.path().join("master.toml");
+    std::fs::write(
+        &master_toml,
+        "listen = \"127.0.0.1:0\"\n\n[policy]\nname = \"capacity\"\npreemption = true\n\n\
+         [policy.queues]\nsensitive = 0.7\ntolerant = 0.3\n",
+    )
+    .expect("master.toml written");
+    let trace_arg = trace_path.to_str().expect("utf-8 path");
+    let config_arg = master_toml.to_str().expect("utf-8 path");
+    let sets = ["--set", "preemption=true", "--set", "queues.sensitive=0.7", "--set", "queues.tolerant=0.3"];
+    let ways: [Vec<&str>; 3] = [
+        vec!["--policy-config", config_arg],
+        [&["--set", "name=capacity"][..], &sets].concat(),
+        [&["--policy", "capacity"][..], &sets].concat(),
+    ];
+    for way in ways {
+        let mut args = vec!["run", "--trace", trace_arg, "--json", "--nodes", "10", "--seed", "5"];
+        args.extend(["--noise", "0.1", "--fail-prob", "0.01"]);
+        args.extend(&way);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_slotmarket-sim"))
+            .args(&args)
+            .output()
+            .expect("slotmarket-sim runs");
+        assert!(out.status.success(), "{way:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let printed = String::from_utf8(out.stdout).expect("utf-8 summary");
+        check_golden("capacity-preempt", &printed);
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use slotmarket_common::spec::JobClass;
-use slotmarket_master::core::{CoreConfig, PolicyName};
+use slotmarket_master::core::{CoreConfig, PolicySettings};
 use slotmarket_master::sim::report::{Outcome, Summary};
 use slotmarket_master::sim::workload::{Durations, Trace, TraceJob, TraceStage};
 use slotmarket_master::sim::{self, SimConfig, SimRun};
@@ -18,7 +18,7 @@ fn job(id: &str, at: f64, maps: u32, map_s: f64, reduces: u32, reduce_s: f64) ->
 }
 
 /// One node with the given slots, the given policy, invariants checked after every step.
-fn cluster(policy: PolicyName, map_slots: u32, reduce_slots: u32) -> SimConfig {
+fn cluster(policy: PolicySettings, map_slots: u32, reduce_slots: u32) -> SimConfig {
     SimConfig {
         core: CoreConfig { policy, ..CoreConfig::default() },
         nodes: 1,
@@ -66,7 +66,7 @@ fn dress_figure_1_under_task_level_fifo() {
         job("j3", 2.0, 3, 10.0, 0, 0.0),
         job("j4", 3.0, 2, 10.0, 0, 0.0),
     ];
-    let (trace, run, summary) = run(jobs, &cluster(PolicyName::Fifo, 6, 0));
+    let (trace, run, summary) = run(jobs, &cluster(PolicySettings::Fifo {}, 6, 0));
     assert_eq!(times(&trace, &run), vec![(0.0, 10.0), (0.0, 29.0), (8.0, 28.0), (17.0, 28.0)]);
     assert_eq!(summary.metrics.all.makespan_s, Some(31.0));
     assert_eq!(summary.metrics.all.mean_wait_s, Some(6.25));
@@ -96,7 +96,7 @@ fn a_reduce_waits_for_its_barrier_and_deadlines_are_scored() {
     a.deadline_s = Some(20.0);
     let mut b = job("b", 5.0, 2, 10.0, 0, 0.0);
     b.deadline_s = Some(40.0);
-    let (trace, run, summary) = run(vec![a, b], &cluster(PolicyName::Fifo, 2, 1));
+    let (trace, run, summary) = run(vec![a, b], &cluster(PolicySettings::Fifo {}, 2, 1));
     assert_eq!(times(&trace, &run), vec![(0.0, 25.0), (5.0, 25.0)]);
     assert_eq!(summary.metrics.all.makespan_s, Some(30.0));
     let all = &summary.metrics.all;
@@ -133,9 +133,9 @@ fn priority_serves_delay_sensitive_jobs_first_without_preempting() {
             classed("z", 2.0, JobClass::DelaySensitive),
         ]
     };
-    let (trace, fifo, _) = run(jobs(), &cluster(PolicyName::Fifo, 1, 0));
+    let (trace, fifo, _) = run(jobs(), &cluster(PolicySettings::Fifo {}, 1, 0));
     assert_eq!(times(&trace, &fifo), vec![(0.0, 10.0), (9.0, 19.0), (18.0, 28.0)]);
-    let (trace, priority, summary) = run(jobs(), &cluster(PolicyName::Priority, 1, 0));
+    let (trace, priority, summary) = run(jobs(), &cluster(PolicySettings::Priority {}, 1, 0));
     assert_eq!(times(&trace, &priority), vec![(0.0, 10.0), (19.0, 29.0), (8.0, 18.0)]);
     let classes = &summary.metrics.classes;
     assert_eq!(classes["delay-sensitive"].mean_wait_s, Some(8.0));
@@ -159,9 +159,9 @@ fn priority_serves_delay_sensitive_jobs_first_without_preempting() {
 #[test]
 fn fair_gives_a_freed_slot_to_the_job_running_fewest_tasks() {
     let jobs = || vec![job("a", 0.0, 4, 10.0, 0, 0.0), job("b", 1.0, 2, 10.0, 0, 0.0)];
-    let (trace, fifo, _) = run(jobs(), &cluster(PolicyName::Fifo, 2, 0));
+    let (trace, fifo, _) = run(jobs(), &cluster(PolicySettings::Fifo {}, 2, 0));
     assert_eq!(times(&trace, &fifo), vec![(0.0, 20.0), (19.0, 29.0)]);
-    let (trace, fair, summary) = run(jobs(), &cluster(PolicyName::Fair, 2, 0));
+    let (trace, fair, summary) = run(jobs(), &cluster(PolicySettings::Fair { preemption: false }, 2, 0));
     assert_eq!(times(&trace, &fair), vec![(0.0, 30.0), (9.0, 29.0)]);
     assert_eq!(summary.metrics.all.makespan_s, Some(30.0));
 }
@@ -173,10 +173,9 @@ fn fair_gives_a_freed_slot_to_the_job_running_fewest_tasks() {
 #[test]
 fn fair_preemption_kills_the_newest_task_of_an_over_share_job() {
     let jobs = || vec![job("a", 0.0, 2, 100.0, 0, 0.0), job("b", 10.0, 1, 10.0, 0, 0.0)];
-    let (trace, plain, _) = run(jobs(), &cluster(PolicyName::Fair, 2, 0));
+    let (trace, plain, _) = run(jobs(), &cluster(PolicySettings::Fair { preemption: false }, 2, 0));
     assert_eq!(times(&trace, &plain), vec![(0.0, 100.0), (90.0, 100.0)]);
-    let mut config = cluster(PolicyName::Fair, 2, 0);
-    config.core.preemption = true;
+    let config = cluster(PolicySettings::Fair { preemption: true }, 2, 0);
     let (trace, preempted, summary) = run(jobs(), &config);
     assert_eq!(times(&trace, &preempted), vec![(0.0, 120.0), (0.0, 10.0)]);
     let all = &summary.metrics.all;
@@ -196,13 +195,12 @@ fn capacity_lends_idle_shares_and_takes_them_back_with_preemption() {
         ..job(id, at, tasks, 10.0, 0, 0.0)
     };
     let jobs = || vec![queued("a1", 0.0, 4, "a"), queued("b1", 1.0, 2, "b")];
-    let shares: BTreeMap<String, f64> = [("a".to_string(), 0.5), ("b".to_string(), 0.5)].into();
-    let mut config = cluster(PolicyName::Capacity, 4, 0);
-    config.core.capacity_queues = shares;
-    let (trace, lent, _) = run(jobs(), &config);
+    let queues: BTreeMap<String, f64> = [("a".to_string(), 0.5), ("b".to_string(), 0.5)].into();
+    let lending = PolicySettings::Capacity { queues: queues.clone(), preemption: false };
+    let (trace, lent, _) = run(jobs(), &cluster(lending, 4, 0));
     assert_eq!(times(&trace, &lent), vec![(0.0, 10.0), (9.0, 19.0)]);
-    config.core.preemption = true;
-    let (trace, taken, summary) = run(jobs(), &config);
+    let taking = PolicySettings::Capacity { queues, preemption: true };
+    let (trace, taken, summary) = run(jobs(), &cluster(taking, 4, 0));
     assert_eq!(times(&trace, &taken), vec![(0.0, 20.0), (0.0, 10.0)]);
     assert_eq!((summary.metrics.all.preemptions, summary.lost_work_s), (Some(2), 2.0));
 }
@@ -214,7 +212,7 @@ fn followers_start_when_their_leader_ends_and_failures_are_reported() {
     let first = TraceJob { max_attempts: Some(1), ..job("first", 0.0, 1, 10.0, 0, 0.0) };
     let second =
         TraceJob { follows: Some("first".into()), think_s: Some(5.0), ..job("second", 0.0, 1, 10.0, 0, 0.0) };
-    let mut config = cluster(PolicyName::Fifo, 1, 0);
+    let mut config = cluster(PolicySettings::Fifo {}, 1, 0);
     config.fail_prob = 1.0;
     let (_, run, summary) = run(vec![first, second], &config);
     assert_eq!(run.jobs[0].outcome, Outcome::Failed);
@@ -229,7 +227,7 @@ fn followers_start_when_their_leader_ends_and_failures_are_reported() {
 /// The horizon stops the run with work left; unfinished jobs are reported as such.
 #[test]
 fn the_horizon_leaves_unfinished_jobs() {
-    let mut config = cluster(PolicyName::Fifo, 1, 0);
+    let mut config = cluster(PolicySettings::Fifo {}, 1, 0);
     config.horizon = Some(slotmarket_common::time::Timestamp(15_000));
     let (_, run, summary) =
         run(vec![job("a", 0.0, 1, 10.0, 0, 0.0), job("b", 1.0, 1, 10.0, 0, 0.0)], &config);

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use slotmarket_common::metrics::{RunFacts, read_jobs_csv, summarise};
 use slotmarket_common::time::Timestamp;
-use slotmarket_master::core::{CoreConfig, PolicyName};
+use slotmarket_master::core::{CoreConfig, PolicySettings};
 use slotmarket_master::sim::generate::Mrm;
 use slotmarket_master::sim::report::{Outcome, Summary, records, run_facts, write_jobs_csv};
 use slotmarket_master::sim::workload::Trace;
@@ -29,11 +29,9 @@ fn trace() -> Trace {
     })
 }
 
-fn config(policy: PolicyName, horizon_s: Option<u64>) -> SimConfig {
-    let capacity_queues: BTreeMap<String, f64> =
-        [("sensitive".to_string(), 0.6), ("tolerant".to_string(), 0.4)].into();
+fn config(policy: PolicySettings, horizon_s: Option<u64>) -> SimConfig {
     SimConfig {
-        core: CoreConfig { policy, preemption: true, capacity_queues, ..CoreConfig::default() },
+        core: CoreConfig { policy, ..CoreConfig::default() },
         nodes: 6,
         seed: 8,
         noise: 0.2,
@@ -52,9 +50,15 @@ fn table(text: &str) -> &str {
 fn a_jobs_csv_read_back_prints_the_table_the_simulator_printed() {
     let trace = trace();
     // Preempting policies (kills), and a horizon that leaves jobs unfinished and unsubmitted.
-    let cases = [(PolicyName::Fair, None), (PolicyName::Capacity, None), (PolicyName::Fifo, Some(2500))];
+    let queues: BTreeMap<String, f64> =
+        [("sensitive".to_string(), 0.6), ("tolerant".to_string(), 0.4)].into();
+    let cases = [
+        (PolicySettings::Fair { preemption: true }, None),
+        (PolicySettings::Capacity { queues, preemption: true }, None),
+        (PolicySettings::Fifo {}, Some(2500)),
+    ];
     for (policy, horizon) in cases {
-        let config = config(policy, horizon);
+        let config = config(policy.clone(), horizon);
         let run = sim::run(&trace, &config).expect("run finishes");
         let summary = Summary::new(&trace, &run, &config);
         let mut printed = Vec::new();

@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use slotmarket_common::pki::TlsFiles;
 use slotmarket_common::transport;
-use slotmarket_master::config::{MasterConfig, MasterFile};
+use slotmarket_master::config::{MasterConfig, MasterFile, PolicyTable};
 use slotmarket_master::core::Core;
 use slotmarket_master::server::{self, ServerOptions};
 use slotmarket_master::store::Store;
@@ -33,7 +33,8 @@ struct Args {
     /// Directory with ca.pem, master.pem and master.key (made by `slotmarket pki init`) [default: pki].
     #[arg(long, env = "SLOTMARKET_CERT_DIR")]
     cert_dir: Option<PathBuf>,
-    /// Scheduling policy [default: fifo].
+    /// Scheduling policy: fifo, fair, priority or capacity [default: fifo]. Replaces the
+    /// file's whole `[policy]` table: the named policy runs with its default settings.
     #[arg(long)]
     policy: Option<String>,
     /// Silence after which an agent is declared lost, in milliseconds [default: 10000].
@@ -42,7 +43,8 @@ struct Args {
     /// Heartbeat interval asked of agents, in milliseconds [default: 1000].
     #[arg(long)]
     heartbeat_interval_ms: Option<u64>,
-    /// A master.toml with any of the settings above (same names, underscores).
+    /// A master.toml with any of the settings above (same names, underscores) and the
+    /// `[policy]` table (see configs/master.toml).
     #[arg(long, env = "SLOTMARKET_MASTER_CONFIG")]
     config: Option<PathBuf>,
 }
@@ -55,16 +57,18 @@ impl TryFrom<Args> for MasterConfig {
             Some(path) => MasterFile::load(path)?,
             None => MasterFile::default(),
         };
+        let policy = match &args.policy {
+            Some(name) => Some(PolicyTable::named(name).settings().context("--policy")?),
+            None => file.policy,
+        };
         let merged = MasterFile {
             listen: args.listen.or(file.listen),
             data_dir: args.data_dir.or(file.data_dir),
             cert_dir: args.cert_dir.or(file.cert_dir),
-            policy: args.policy.or(file.policy),
+            policy,
             agent_timeout_ms: args.agent_timeout_ms.or(file.agent_timeout_ms),
             heartbeat_interval_ms: args.heartbeat_interval_ms.or(file.heartbeat_interval_ms),
             max_frame_bytes: file.max_frame_bytes,
-            capacity_queues: file.capacity_queues,
-            preemption: file.preemption,
             ..file
         };
         Ok(MasterConfig::try_from(merged)?)
@@ -102,7 +106,8 @@ async fn run(config: MasterConfig) -> Result<()> {
     write_addr_file(&config.data_dir, &bound.to_string())?;
     info!(
         address = %bound,
-        policy = config.core.policy.name(),
+        policy = %config.core.policy.name(),
+        policy_settings = ?config.core.policy,
         database = %store.path().display(),
         "master listening"
     );

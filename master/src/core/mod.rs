@@ -34,7 +34,6 @@ mod view;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use slotmarket_common::identity::Identity;
@@ -45,11 +44,11 @@ pub use accounting::StoredAccount;
 pub use command::{Command, KillReason, Persist};
 pub use event::{Event, RecoveredJob, StoreRecovery};
 pub use history::HistoryLimits;
-pub use policy::PolicyName;
+pub use policy::{PolicyName, PolicySettings};
 pub use reactor::NodeHealth;
 pub use view::{CoreView, no_such_job};
 
-use policy::{Policy, SchedView};
+use policy::{Policy, SchedView, Trigger};
 use reactor::Ctx;
 pub(crate) use state::IdHasher;
 use state::State;
@@ -66,19 +65,12 @@ pub type Caller = Identity;
 /// from its command line.
 #[derive(Clone, PartialEq, Debug)]
 pub struct CoreConfig {
-    /// The scheduling policy.
-    pub policy: PolicyName,
+    /// The scheduling policy and its settings (the `[policy]` table).
+    pub policy: PolicySettings,
     /// An agent (or a recovered container waiting for its agent) silent for longer than
     /// this is lost: its tasks run again elsewhere. [`Duration::MAX`] turns loss by
     /// silence off for agents (the simulator's agents never fall silent).
     pub agent_timeout: Duration,
-    /// Guaranteed share (0 < share <= 1, summing to at most 1) of each `capacity` queue,
-    /// by queue name. Empty: every queue with active jobs gets an equal share. Jobs in a
-    /// queue not listed here get no guarantee and run on lent capacity only.
-    pub capacity_queues: BTreeMap<String, f64>,
-    /// Whether `fair` and `capacity` may kill running tasks of jobs (queues) over their
-    /// share so that starved ones get theirs at once, rather than as tasks finish.
-    pub preemption: bool,
     /// How long an ended job stays in memory for status and watches before the core
     /// drops it (the server then answers for it from the store). Zero drops it at once:
     /// the simulator records what it needs from the commands, and half a million ended
@@ -93,10 +85,8 @@ pub struct CoreConfig {
 impl Default for CoreConfig {
     fn default() -> CoreConfig {
         CoreConfig {
-            policy: PolicyName::Fifo,
+            policy: PolicySettings::default(),
             agent_timeout: Duration::from_secs(10),
-            capacity_queues: BTreeMap::new(),
-            preemption: false,
             ended_job_retention: Duration::from_secs(600),
             history: HistoryLimits::default(),
             node_health: NodeHealth::default(),
@@ -146,7 +136,13 @@ pub struct Core {
 impl Core {
     /// A core with no jobs and no agents.
     pub fn new(config: CoreConfig) -> Core {
-        let policy = policy::build(&config);
+        let policy = config.policy.build();
+        Core::with_policy(config, policy)
+    }
+
+    /// A core running `policy` rather than the one `config` names (for tests of the
+    /// driving contract with a policy of their own).
+    pub(crate) fn with_policy(config: CoreConfig, policy: Box<dyn Policy>) -> Core {
         let state = State::new(config.history);
         Core { config, state, policy, latest: Timestamp::ZERO, changed: Vec::new() }
     }
@@ -156,17 +152,18 @@ impl Core {
     pub fn handle(&mut self, now: Timestamp, event: Event) -> Vec<Command> {
         let mut cx = self.begin(now);
         reactor::dispatch(&mut self.state, &mut cx, event);
-        self.schedule(&mut cx);
+        self.schedule(&mut cx, Trigger::Event);
         cx.finish(&self.state, &mut self.changed)
     }
 
     /// Periodic work: loses agents and orphaned containers whose silence passed the
-    /// timeout, ends quarantines whose time is up, then lets the policy schedule.
+    /// timeout, ends quarantines whose time is up, then lets the policy schedule with
+    /// [`Trigger::Tick`] (its periodic work).
     #[must_use]
     pub fn tick(&mut self, now: Timestamp) -> Vec<Command> {
         let mut cx = self.begin(now);
         reactor::on_tick(&mut self.state, &mut cx);
-        self.schedule(&mut cx);
+        self.schedule(&mut cx, Trigger::Tick);
         cx.finish(&self.state, &mut self.changed)
     }
 
@@ -196,8 +193,8 @@ impl Core {
     }
 
     /// Asks the policy for decisions over the current state and carries them out.
-    fn schedule(&mut self, cx: &mut Ctx) {
-        let decisions = self.policy.schedule(cx.now, &SchedView::new(&self.state));
+    fn schedule(&mut self, cx: &mut Ctx, trigger: Trigger) {
+        let decisions = self.policy.schedule(cx.now, &SchedView::new(&self.state), trigger);
         reactor::apply_decisions(&mut self.state, cx, decisions);
     }
 }

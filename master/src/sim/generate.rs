@@ -154,7 +154,7 @@ impl Dress {
     /// Emits the jobs in arrival order. A job demanding `d` containers has `d` map tasks
     /// and ⌈d/10⌉ reduce tasks. Small jobs are delay-sensitive in queue `small`, large
     /// ones delay-tolerant in queue `large`, so per-class metrics separate them and
-    /// `capacity` with `--queue small=δ` is DRESS's static reservation.
+    /// `capacity` with `--set queues.small=δ` is DRESS's static reservation.
     pub fn generate<E>(&self, mut emit: impl FnMut(TraceJob) -> Result<(), E>) -> Result<(), E> {
         let mut rng = Rng::new(self.seed);
         let bound = ((self.theta * f64::from(self.containers)).floor() as u32).max(1);

@@ -4,6 +4,8 @@
 //! ```text
 //! slotmarket-sim gen mrm --jobs 1000 --interarrival 50 --seed 1 -o mrm.jsonl
 //! slotmarket-sim run --trace mrm.jsonl --policy fair --seed 1 --json
+//! slotmarket-sim run --trace mrm.jsonl --policy capacity --set preemption=true --set queues.small=0.1
+//! slotmarket-sim run --trace mrm.jsonl --policy-config configs/master.toml
 //! slotmarket-sim --trace mrm.jsonl --policy fifo --seed 1        # `run` may be left out
 //! slotmarket-sim run --trace mrm.jsonl --policy fifo --out runs/fifo
 //! slotmarket-sim report runs/fifo runs/fair -o plots
@@ -15,7 +17,6 @@
 mod gen_cmd;
 mod report_cmd;
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -24,8 +25,8 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use slotmarket_common::time::Timestamp;
-use slotmarket_master::core::policy::check_queue_shares;
-use slotmarket_master::core::{CoreConfig, PolicyName};
+use slotmarket_master::config::PolicyTable;
+use slotmarket_master::core::CoreConfig;
 use slotmarket_master::sim::report::{Summary, write_jobs_csv, write_slots_csv};
 use slotmarket_master::sim::workload::{Trace, secs_to_ms};
 use slotmarket_master::sim::{self, SimConfig, SimRun};
@@ -58,9 +59,19 @@ struct RunArgs {
     /// The trace to run (JSON lines, see `slotmarket_master::sim::workload`).
     #[arg(long)]
     trace: Option<PathBuf>,
-    /// Scheduling policy: fifo, fair, priority or capacity.
-    #[arg(long, default_value = "fifo")]
-    policy: String,
+    /// Scheduling policy: fifo, fair, priority or capacity, with its default settings
+    /// (replaces the table from --policy-config) [default: fifo].
+    #[arg(long)]
+    policy: Option<String>,
+    /// A master.toml whose `[policy]` table configures the policy, as it would the master
+    /// (its other settings are checked but unused; a file with only `[policy]` will do).
+    #[arg(long, value_name = "FILE")]
+    policy_config: Option<PathBuf>,
+    /// Set one key of the `[policy]` table, after --policy-config and --policy: a TOML
+    /// value, dotted keys for nested tables, e.g. `--set preemption=true --set
+    /// queues.small=0.1` or `--set name=fair`. Repeat for each key.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
     /// Seed for drawn task durations, noise and failures.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -82,12 +93,6 @@ struct RunArgs {
     /// Probability that a task attempt fails part-way.
     #[arg(long, default_value_t = 0.0)]
     fail_prob: f64,
-    /// A capacity queue's guaranteed share, as NAME=SHARE (repeat for each queue).
-    #[arg(long = "queue", value_name = "NAME=SHARE")]
-    queues: Vec<String>,
-    /// Let fair and capacity kill tasks to restore shares at once.
-    #[arg(long)]
-    preempt: bool,
     /// Stop at this virtual time (seconds) even if work is left.
     #[arg(long)]
     horizon: Option<f64>,
@@ -125,10 +130,10 @@ impl TryFrom<&RunArgs> for SimConfig {
     type Error = anyhow::Error;
 
     fn try_from(args: &RunArgs) -> Result<SimConfig> {
-        let policy: PolicyName = args.policy.parse().map_err(anyhow::Error::msg).context("--policy")?;
-        let capacity_queues = parse_queues(&args.queues)?;
+        let policy = PolicyTable::layered(args.policy_config.as_deref(), args.policy.as_deref(), &args.set)
+            .context("the policy (--policy-config, --policy, --set)")?;
         Ok(SimConfig {
-            core: CoreConfig { policy, capacity_queues, preemption: args.preempt, ..CoreConfig::default() },
+            core: CoreConfig { policy, ..CoreConfig::default() },
             nodes: args.nodes,
             map_slots: args.map_slots,
             reduce_slots: args.reduce_slots,
@@ -140,22 +145,6 @@ impl TryFrom<&RunArgs> for SimConfig {
             check_invariants: args.check_invariants,
         })
     }
-}
-
-/// `NAME=SHARE` pairs into checked queue shares.
-fn parse_queues(pairs: &[String]) -> Result<BTreeMap<String, f64>> {
-    let mut queues = BTreeMap::new();
-    for pair in pairs {
-        let Some((name, share)) = pair.split_once('=') else {
-            bail!("--queue {pair}: write NAME=SHARE, e.g. --queue research=0.6");
-        };
-        let share: f64 = share.parse().with_context(|| format!("--queue {pair}: SHARE must be a number"))?;
-        if queues.insert(name.to_string(), share).is_some() {
-            bail!("--queue {name} is given twice");
-        }
-    }
-    check_queue_shares(&queues).map_err(anyhow::Error::msg).context("--queue")?;
-    Ok(queues)
 }
 
 fn run(args: RunArgs) -> Result<()> {

@@ -12,7 +12,7 @@ use slotmarket_common::time::Timestamp;
 
 use super::preempt::{deficit, excess, kills_in_flight, newest_of};
 use super::slots::FreeSlots;
-use super::{Assignment, Decisions, KillReason, Policy, PolicyName, Preemption, SchedView};
+use super::{Assignment, Decisions, KillReason, Policy, PolicyName, Preemption, SchedView, Trigger};
 
 /// The queue-share policy.
 #[derive(Clone, Debug, Default)]
@@ -20,20 +20,6 @@ pub struct Capacity {
     /// Guaranteed share per queue; empty means equal shares among active queues.
     shares: BTreeMap<String, f64>,
     preemption: bool,
-}
-
-/// Checks configured queue shares: each in (0, 1], summing to at most 1.
-pub fn check_queue_shares(shares: &BTreeMap<String, f64>) -> Result<(), String> {
-    for (queue, &share) in shares {
-        if !(share > 0.0 && share <= 1.0) {
-            return Err(format!("queue {queue}: share must be in (0, 1], got {share}"));
-        }
-    }
-    let sum: f64 = shares.values().sum();
-    if sum > 1.0 + 1e-9 {
-        return Err(format!("queue shares add up to {sum}; they must add up to at most 1"));
-    }
-    Ok(())
 }
 
 /// One queue's standing for one slot kind in one step.
@@ -93,7 +79,7 @@ impl Policy for Capacity {
         PolicyName::Capacity
     }
 
-    fn schedule(&mut self, _now: Timestamp, view: &SchedView<'_>) -> Decisions {
+    fn schedule(&mut self, _now: Timestamp, view: &SchedView<'_>, _trigger: Trigger) -> Decisions {
         let mut decisions = Decisions::default();
         for kind in SlotKind::ALL {
             let free = view.has_free(kind);
@@ -160,20 +146,4 @@ fn take_back(view: &SchedView<'_>, kind: SlotKind, queues: &BTreeMap<&str, Queue
     let reason =
         KillReason::Preempted { policy: PolicyName::Capacity, why: "its queue is over its guarantee" };
     newest_of(view, kind, &victims, group, budget, reason)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn queue_shares_must_be_fractions_adding_up_to_at_most_one() {
-        let ok: BTreeMap<String, f64> = [("a".to_string(), 0.7), ("b".to_string(), 0.3)].into();
-        assert_eq!(check_queue_shares(&ok), Ok(()));
-        let over: BTreeMap<String, f64> = [("a".to_string(), 0.7), ("b".to_string(), 0.4)].into();
-        assert!(check_queue_shares(&over).unwrap_err().contains("add up to"));
-        let zero: BTreeMap<String, f64> = [("a".to_string(), 0.0)].into();
-        assert!(check_queue_shares(&zero).unwrap_err().starts_with("queue a"));
-        assert!(check_queue_shares(&BTreeMap::new()).is_ok());
-    }
 }

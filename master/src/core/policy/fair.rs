@@ -13,7 +13,7 @@ use slotmarket_common::time::Timestamp;
 
 use super::preempt::{deficit, excess, kills_in_flight, max_min_shares, newest_of};
 use super::slots::FreeSlots;
-use super::{Assignment, Decisions, KillReason, Policy, PolicyName, Preemption, SchedView};
+use super::{Assignment, Decisions, KillReason, Policy, PolicyName, Preemption, SchedView, Trigger};
 
 /// The equal-share policy.
 #[derive(Clone, Copy, Debug, Default)]
@@ -33,7 +33,7 @@ impl Policy for Fair {
         PolicyName::Fair
     }
 
-    fn schedule(&mut self, _now: Timestamp, view: &SchedView<'_>) -> Decisions {
+    fn schedule(&mut self, _now: Timestamp, view: &SchedView<'_>, _trigger: Trigger) -> Decisions {
         let mut decisions = Decisions::default();
         for kind in SlotKind::ALL {
             if view.has_free(kind) {

@@ -7,7 +7,7 @@ use slotmarket_common::spec::SlotKind;
 use slotmarket_common::time::Timestamp;
 
 use super::slots::FreeSlots;
-use super::{Assignment, Decisions, JobInfo, Policy, PolicyName, SchedView};
+use super::{Assignment, Decisions, JobInfo, Policy, PolicyName, SchedView, Trigger};
 
 /// The first-in-first-out policy. Stateless.
 #[derive(Clone, Copy, Debug, Default)]
@@ -18,7 +18,7 @@ impl Policy for Fifo {
         PolicyName::Fifo
     }
 
-    fn schedule(&mut self, _now: Timestamp, view: &SchedView<'_>) -> Decisions {
+    fn schedule(&mut self, _now: Timestamp, view: &SchedView<'_>, _trigger: Trigger) -> Decisions {
         let mut decisions = Decisions::default();
         for kind in SlotKind::ALL {
             fill_in_order(view, kind, view.jobs_with_ready(kind), &mut decisions.assignments);

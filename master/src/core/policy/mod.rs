@@ -1,5 +1,7 @@
 //! Scheduling policies: the [`Policy`] trait, the read-only [`SchedView`] a policy decides
-//! from, the [`Decisions`] it returns, and selection by [`PolicyName`]. One file per policy.
+//! from, the [`Decisions`] it returns, and the [`PolicyName`] each answers to. One file per
+//! policy; [`PolicySettings`] (in `settings`) is the one place a policy's settings, their
+//! parsing and its construction live.
 //!
 //! A policy only decides; the reactor carries decisions out (allocating containers and
 //! attempts, sending kills) and skips any that no longer fit, so a policy cannot break the
@@ -11,6 +13,7 @@ mod fair;
 mod fifo;
 mod preempt;
 mod priority;
+mod settings;
 mod slots;
 
 use std::fmt;
@@ -21,16 +24,18 @@ use slotmarket_common::ids::{AccountId, AgentId, ContainerId, JobId, TaskId};
 use slotmarket_common::spec::{JobClass, SlotKind};
 use slotmarket_common::time::Timestamp;
 
-use super::CoreConfig;
 use super::command::KillReason;
 use super::state::{Agent, Holder, Job, State, kind_ix};
 
-pub use capacity::{Capacity, check_queue_shares};
+pub use capacity::Capacity;
 pub use fair::Fair;
 pub use fifo::Fifo;
 pub use priority::Priority;
+pub use settings::{PolicySettings, PolicySettingsError};
 
-/// The policies the master can run, as named in `master.toml`.
+/// The policies the master can run, as named by `name` in the `[policy]` table; the
+/// identity a running policy reports (and kill reasons carry). Its settings are
+/// [`PolicySettings`].
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub enum PolicyName {
     /// Jobs in submission order; each free slot goes to the earliest job that can use it.
@@ -79,38 +84,45 @@ impl FromStr for PolicyName {
     }
 }
 
-/// Builds the policy `config` names, with the settings it takes from `config`.
-pub fn build(config: &CoreConfig) -> Box<dyn Policy> {
-    match config.policy {
-        PolicyName::Fifo => Box::new(Fifo),
-        PolicyName::Fair => Box::new(Fair::new(config.preemption)),
-        PolicyName::Priority => Box::new(Priority),
-        PolicyName::Capacity => Box::new(Capacity::new(config.capacity_queues.clone(), config.preemption)),
-    }
-}
-
 /// The queue of jobs whose spec names none.
 pub const DEFAULT_QUEUE: &str = "default";
 
 /// A scheduling policy. The core calls [`schedule`](Policy::schedule) after every event
-/// and tick; the policy looks at the [`SchedView`] and answers with [`Decisions`].
+/// and every tick; the policy looks at the [`SchedView`] and answers with [`Decisions`].
+/// The [`Trigger`] says which of the two it is: placing ready tasks on free slots is
+/// worth doing after any event, while heavy periodic control (a DP allocation interval,
+/// a Jockey control step, a DRESS ratio update) belongs on [`Trigger::Tick`] only, so
+/// its cost and its cadence do not follow the event rate.
 ///
 /// Policies that keep their own state (DP accounts, Jockey controllers, DRESS ratios) may
 /// do so in `self`; they must derive it only from the view and `now`, so that runs stay
 /// deterministic. Policies that need periodic work report it through
-/// [`next_wakeup`](Policy::next_wakeup); the core then calls `schedule` from `tick`.
+/// [`next_wakeup`](Policy::next_wakeup); the core then calls `schedule` with
+/// [`Trigger::Tick`] from `tick` once that time is reached (or earlier, for its own
+/// timers: a tick is a chance to do periodic work, not a promise that its interval is
+/// due, so compare `now` with the policy's own next interval).
 pub trait Policy: fmt::Debug + Send {
     /// Which policy this is.
     fn name(&self) -> PolicyName;
 
     /// Decides which free slots go to which jobs, and which containers to preempt.
-    fn schedule(&mut self, now: Timestamp, view: &SchedView<'_>) -> Decisions;
+    fn schedule(&mut self, now: Timestamp, view: &SchedView<'_>, trigger: Trigger) -> Decisions;
 
     /// When the policy next needs `schedule` without an event (e.g. an allocation
     /// interval). `None`: only when something happens.
     fn next_wakeup(&self) -> Option<Timestamp> {
         None
     }
+}
+
+/// Why the core asks a policy to [`schedule`](Policy::schedule).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Trigger {
+    /// A fact arrived ([`Core::handle`](super::Core::handle)): an agent, a report, a
+    /// submit, a cancel. Place work; keep it light, events come often.
+    Event,
+    /// Time passed ([`Core::tick`](super::Core::tick)): the moment for periodic control.
+    Tick,
 }
 
 /// What a policy decided in one step.
@@ -398,8 +410,6 @@ mod tests {
         assert_eq!(err, "unknown policy \"lifo\"; known policies: fifo, fair, priority, capacity");
         for name in PolicyName::ALL {
             assert_eq!(name.name().parse::<PolicyName>(), Ok(name));
-            let config = CoreConfig { policy: name, ..CoreConfig::default() };
-            assert_eq!(build(&config).name(), name);
         }
     }
 }

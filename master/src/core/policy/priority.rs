@@ -7,7 +7,7 @@ use slotmarket_common::spec::{JobClass, SlotKind};
 use slotmarket_common::time::Timestamp;
 
 use super::fifo::fill_in_order;
-use super::{Decisions, Policy, PolicyName, SchedView};
+use super::{Decisions, Policy, PolicyName, SchedView, Trigger};
 
 /// The class-priority policy. Stateless.
 #[derive(Clone, Copy, Debug, Default)]
@@ -27,7 +27,7 @@ impl Policy for Priority {
         PolicyName::Priority
     }
 
-    fn schedule(&mut self, _now: Timestamp, view: &SchedView<'_>) -> Decisions {
+    fn schedule(&mut self, _now: Timestamp, view: &SchedView<'_>, _trigger: Trigger) -> Decisions {
         let mut decisions = Decisions::default();
         for kind in SlotKind::ALL {
             // One pass per class over the ready index, lazily: filling stops as soon as

@@ -14,6 +14,7 @@ use slotmarket_common::protocol::{ContainerReport, JobHistory, JobStatus, Launch
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
 
+use crate::core::policy::Policy;
 use crate::core::{Command, Core, CoreConfig, Event, Persist, RecoveredJob, RequestId, invariants};
 
 /// Where the virtual clock starts; far from zero so subtraction bugs show.
@@ -75,6 +76,11 @@ impl TestEnv {
             next_agent: 1,
             next_request: 1,
         }
+    }
+
+    /// An environment whose core runs `policy` rather than the one a config names.
+    pub(super) fn with_policy(policy: Box<dyn Policy>) -> TestEnv {
+        TestEnv { core: Core::with_policy(CoreConfig::default(), policy), ..TestEnv::new() }
     }
 
     // ----- driving -----

@@ -13,3 +13,4 @@ mod nodes;
 mod purity;
 mod recovery;
 mod scheduling;
+mod triggers;

@@ -1,0 +1,198 @@
+//! [`PolicySettings`]: the one settings type per policy, read from the `[policy]` table of
+//! `master.toml` by the master and from `--policy-config` / `--set` by the simulator,
+//! checked here and turned into a running [`Policy`] here. Adding a policy means adding a
+//! variant (with its fields and their serde defaults) and one arm in each `match` below;
+//! the tests at the end fail until [`PolicyName::ALL`] lists it too.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use super::{Capacity, Fair, Fifo, Policy, PolicyName, Priority};
+
+/// Which policy runs and its settings, as written in the `[policy]` table:
+///
+/// ```toml
+/// [policy]
+/// name = "capacity"        # fifo | fair | priority | capacity
+/// preemption = true        # fair, capacity
+/// [policy.queues]          # capacity
+/// research = 0.6
+/// ```
+///
+/// Every field but `name` is optional; a field the named policy does not take is refused.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[serde(tag = "name", rename_all = "lowercase", deny_unknown_fields)]
+pub enum PolicySettings {
+    /// Jobs in submission order. Takes no settings. (A struct variant, like every
+    /// variant: serde lets a unit variant of a tagged enum ignore unknown fields.)
+    Fifo {},
+    /// An equal share of each slot kind per active job.
+    Fair {
+        /// Kill the newest tasks of jobs over their max-min share so that starved jobs
+        /// get theirs at once, rather than as tasks finish (default false).
+        #[serde(default)]
+        preemption: bool,
+    },
+    /// Non-preemptive service classes, FIFO within a class. Takes no settings.
+    Priority {},
+    /// Static queue shares, FIFO within a queue, idle shares lent out.
+    Capacity {
+        /// Guaranteed share (0 < share <= 1, summing to at most 1) of each queue, by
+        /// queue name. Empty (the default): every queue with active jobs gets an equal
+        /// share. Jobs in a queue not listed get no guarantee and run on lent slots only.
+        #[serde(default)]
+        queues: BTreeMap<String, f64>,
+        /// Kill lent tasks so that queues below their guarantee get it back at once
+        /// (default false).
+        #[serde(default)]
+        preemption: bool,
+    },
+}
+
+impl Default for PolicySettings {
+    /// `fifo`, what a master runs when `[policy]` is left out.
+    fn default() -> PolicySettings {
+        PolicySettings::Fifo {}
+    }
+}
+
+/// Settings that parse but cannot work.
+#[derive(Clone, PartialEq, Debug, Error)]
+pub enum PolicySettingsError {
+    /// A `capacity` queue's share is not a fraction in (0, 1].
+    #[error("queues.{queue}: share must be in (0, 1], got {share}")]
+    ShareOutOfRange {
+        /// The queue.
+        queue: String,
+        /// The share given.
+        share: f64,
+    },
+    /// The `capacity` queue shares add up to more than the whole cluster.
+    #[error("queues: shares add up to {sum}; they must add up to at most 1")]
+    SharesOverOne {
+        /// Their sum.
+        sum: f64,
+    },
+}
+
+impl PolicySettings {
+    /// Which policy these settings are for.
+    pub fn name(&self) -> PolicyName {
+        match self {
+            PolicySettings::Fifo {} => PolicyName::Fifo,
+            PolicySettings::Fair { .. } => PolicyName::Fair,
+            PolicySettings::Priority {} => PolicyName::Priority,
+            PolicySettings::Capacity { .. } => PolicyName::Capacity,
+        }
+    }
+
+    /// Checks values serde cannot: the capacity queue shares.
+    pub fn check(&self) -> Result<(), PolicySettingsError> {
+        match self {
+            PolicySettings::Capacity { queues, .. } => check_queue_shares(queues),
+            PolicySettings::Fifo {} | PolicySettings::Fair { .. } | PolicySettings::Priority {} => Ok(()),
+        }
+    }
+
+    /// The policy these settings describe, ready to run. Assumes [`check`](Self::check)
+    /// passed (the config readers call it); unchecked shares only skew the decisions.
+    pub fn build(&self) -> Box<dyn Policy> {
+        match self {
+            PolicySettings::Fifo {} => Box::new(Fifo),
+            PolicySettings::Fair { preemption } => Box::new(Fair::new(*preemption)),
+            PolicySettings::Priority {} => Box::new(Priority),
+            PolicySettings::Capacity { queues, preemption } => {
+                Box::new(Capacity::new(queues.clone(), *preemption))
+            }
+        }
+    }
+}
+
+/// Checks `capacity` queue shares: each in (0, 1], summing to at most 1.
+fn check_queue_shares(shares: &BTreeMap<String, f64>) -> Result<(), PolicySettingsError> {
+    for (queue, &share) in shares {
+        if !(share > 0.0 && share <= 1.0) {
+            return Err(PolicySettingsError::ShareOutOfRange { queue: queue.clone(), share });
+        }
+    }
+    let sum: f64 = shares.values().sum();
+    if sum > 1.0 + 1e-9 {
+        return Err(PolicySettingsError::SharesOverOne { sum });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::de::value::{Error as ValueError, MapDeserializer};
+
+    use super::*;
+
+    /// Deserializes a flat `[policy]` table of string values (enough for `name`).
+    fn from_pairs(pairs: &[(&'static str, &'static str)]) -> Result<PolicySettings, ValueError> {
+        PolicySettings::deserialize(MapDeserializer::new(pairs.iter().copied()))
+    }
+
+    /// The variant names serde derived from the enum, read from its own "unknown
+    /// variant" message, so that a new variant shows up here without anyone listing it.
+    fn variants_serde_knows() -> Vec<String> {
+        let err = from_pairs(&[("name", "no-such-policy")]).unwrap_err().to_string();
+        let (_, list) = err.split_once("expected one of ").unwrap_or_else(|| panic!("{err}"));
+        list.split(", ").map(|v| v.trim_matches('`').to_string()).collect()
+    }
+
+    #[test]
+    fn every_policy_settings_variant_is_listed_in_policy_name_all() {
+        let listed: Vec<&str> = PolicyName::ALL.iter().map(|p| p.name()).collect();
+        assert_eq!(
+            variants_serde_knows(),
+            listed,
+            "a PolicySettings variant is missing from PolicyName::ALL"
+        );
+        for name in PolicyName::ALL {
+            let settings = from_pairs(&[("name", name.name())]).unwrap();
+            assert_eq!(settings.name(), name);
+            assert_eq!(settings.build().name(), name);
+            assert_eq!(settings.check(), Ok(()), "{name}: its defaults must be valid");
+        }
+    }
+
+    #[test]
+    fn defaults_fill_every_field_but_the_name() {
+        assert_eq!(from_pairs(&[("name", "fair")]).unwrap(), PolicySettings::Fair { preemption: false });
+        assert_eq!(
+            from_pairs(&[("name", "capacity")]).unwrap(),
+            PolicySettings::Capacity { queues: BTreeMap::new(), preemption: false }
+        );
+        assert_eq!(PolicySettings::default().name(), PolicyName::Fifo);
+        let err = from_pairs(&[]).unwrap_err().to_string();
+        assert!(err.contains("missing field `name`"), "{err}");
+    }
+
+    #[test]
+    fn a_field_the_named_policy_does_not_take_is_refused() {
+        let err = from_pairs(&[("name", "fair"), ("queues", "x")]).unwrap_err().to_string();
+        assert!(err.contains("unknown field `queues`"), "{err}");
+        let err = from_pairs(&[("name", "fifo"), ("preemption", "true")]).unwrap_err().to_string();
+        assert!(err.contains("preemption"), "{err}");
+    }
+
+    #[test]
+    fn queue_shares_must_be_fractions_adding_up_to_at_most_one() {
+        let capacity = |queues: &[(&str, f64)]| PolicySettings::Capacity {
+            queues: queues.iter().map(|&(q, s)| (q.to_string(), s)).collect(),
+            preemption: false,
+        };
+        assert_eq!(capacity(&[("a", 0.7), ("b", 0.3)]).check(), Ok(()));
+        assert_eq!(capacity(&[]).check(), Ok(()));
+        let over = capacity(&[("a", 0.7), ("b", 0.4)]).check().unwrap_err();
+        assert!(matches!(over, PolicySettingsError::SharesOverOne { .. }), "{over}");
+        assert!(over.to_string().starts_with("queues: shares add up to 1.1"), "{over}");
+        let zero = capacity(&[("a", 0.0)]).check().unwrap_err();
+        assert_eq!(zero.to_string(), "queues.a: share must be in (0, 1], got 0");
+        let nan = capacity(&[("a", f64::NAN)]).check();
+        assert!(matches!(nan, Err(PolicySettingsError::ShareOutOfRange { .. })));
+    }
+}
