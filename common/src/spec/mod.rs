@@ -24,7 +24,9 @@ mod template;
 mod validate;
 
 pub use template::{PLACEHOLDERS, TaskVars, TemplateError, render};
-pub use validate::{MAX_STAGES, MAX_TASKS_PER_STAGE, SpecError, validate};
+pub use validate::{
+    MAX_INPUT_LEN, MAX_STAGE_NAME_LEN, MAX_STAGES, MAX_TASKS_PER_STAGE, MAX_TEXT_LEN, SpecError, validate,
+};
 
 use serde::{Deserialize, Serialize};
 

@@ -4,9 +4,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, SystemTime};
 
+use slotmarket_common::container::ContainerState;
 use slotmarket_common::identity::Identity;
 use slotmarket_common::ids::{AgentId, ContainerId, JobId};
-use slotmarket_common::protocol::{ContainerReport, ErrorKind, Launch, MasterToAgent, Request, Response};
+use slotmarket_common::protocol::{
+    ContainerReport, DEFAULT_MAX_FRAME, ErrorKind, Launch, MasterToAgent, Request, Response,
+};
 use slotmarket_common::time::Timestamp;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, error, warn};
@@ -43,9 +46,11 @@ struct Watcher {
 /// Most queued inputs decided together before their writes are committed.
 const MAX_BATCH: usize = 256;
 
-/// Most launches in one message; a launch carries its job's stage table, so this keeps
-/// messages far below the frame limit for any realistic job.
-const MAX_LAUNCHES_PER_MESSAGE: usize = 32;
+/// The bytes a `Launch` message may take: half the agents' default frame limit (or of
+/// a smaller limit the server is given), leaving room for the frame's own overhead.
+pub(super) fn launch_budget(max_frame: usize) -> usize {
+    max_frame.min(DEFAULT_MAX_FRAME) / 2
+}
 
 /// A command other than a store write: what is left to do once a batch's writes are
 /// split off and committed.
@@ -85,6 +90,8 @@ pub(super) struct Actor {
     clock: Clock,
     /// Sent to agents in `Registered`.
     heartbeat_interval: Duration,
+    /// Most encoded bytes of launches in one `Launch` message (see [`launch_budget`]).
+    launch_budget: usize,
     /// The core's count of ignored reports when it was last logged.
     ignored_reports: u64,
     agents: BTreeMap<AgentId, mpsc::UnboundedSender<MasterToAgent>>,
@@ -95,12 +102,13 @@ pub(super) struct Actor {
 }
 
 impl Actor {
-    pub(super) fn new(core: Core, store: Store, heartbeat_interval: Duration) -> Actor {
+    pub(super) fn new(core: Core, store: Store, heartbeat_interval: Duration, launch_budget: usize) -> Actor {
         Actor {
             core,
             store,
             clock: Clock::new(),
             heartbeat_interval,
+            launch_budget,
             ignored_reports: 0,
             agents: BTreeMap::new(),
             next_agent: 1,
@@ -223,21 +231,43 @@ impl Actor {
         }
     }
 
+    /// Carries out `commands` (see [`execute_once`](Actor::execute_once)), then feeds the
+    /// core the failures of launches that could not be sent and carries out its answer,
+    /// until nothing is left unsent.
+    fn execute(&mut self, commands: Vec<Command>) -> Result<(), ServerError> {
+        let mut unsent = self.execute_once(commands)?;
+        while !unsent.is_empty() {
+            let commands = unsent
+                .into_iter()
+                .flat_map(|(agent, reports)| {
+                    self.core.handle(self.clock.now(), Event::ContainerReports { agent, reports })
+                })
+                .collect();
+            unsent = self.execute_once(commands)?;
+        }
+        Ok(())
+    }
+
     /// Carries out `commands`: first every store write, in one transaction, then the
     /// rest in order. Committing early is always safe, and it means no reply, launch or
-    /// kill can get ahead of the state it announces.
-    fn execute(&mut self, commands: Vec<Command>) -> Result<(), ServerError> {
+    /// kill can get ahead of the state it announces. Returns, per agent, a `Failed`
+    /// report for every launch too large to send.
+    fn execute_once(
+        &mut self,
+        commands: Vec<Command>,
+    ) -> Result<Vec<(AgentId, Vec<ContainerReport>)>, ServerError> {
         let (persist, actions) = split(commands);
         self.commit(&persist)?;
         let mut launches: BTreeMap<AgentId, Vec<Launch>> = BTreeMap::new();
         let mut changed: BTreeSet<JobId> = BTreeSet::new();
+        let mut unsent: BTreeMap<AgentId, Vec<ContainerReport>> = BTreeMap::new();
         for action in actions {
             match action {
                 Action::Launch { agent, launch } => launches.entry(agent).or_default().push(launch),
                 Action::Kill { agent, container, reason } => {
                     // Keep this agent's launches and kills in the order the core decided them.
                     if let Some(batch) = launches.remove(&agent) {
-                        self.send_launches(agent, batch);
+                        self.send_launches(agent, batch, &mut unsent);
                     }
                     self.send(agent, MasterToAgent::Kill { container, reason: reason.to_string() });
                 }
@@ -258,11 +288,11 @@ impl Actor {
             }
         }
         for (agent, batch) in launches {
-            self.send_launches(agent, batch);
+            self.send_launches(agent, batch, &mut unsent);
         }
         self.notify_watchers(changed);
         self.log_ignored_reports();
-        Ok(())
+        Ok(unsent.into_iter().collect())
     }
 
     /// Logs the core's count of reports dropped by fencing when a batch raised it: late
@@ -291,13 +321,38 @@ impl Actor {
         Ok(())
     }
 
-    /// Sends launches in messages of at most [`MAX_LAUNCHES_PER_MESSAGE`], so a large
-    /// scheduling step never makes a frame over the limit.
-    fn send_launches(&self, agent: AgentId, batch: Vec<Launch>) {
-        let mut batch = batch.into_iter().peekable();
-        while batch.peek().is_some() {
-            let chunk = batch.by_ref().take(MAX_LAUNCHES_PER_MESSAGE).collect();
-            self.send(agent, MasterToAgent::Launch(chunk));
+    /// Sends launches in messages of at most `launch_budget` encoded bytes, so neither a
+    /// large scheduling step nor a job with large launches makes a frame the agent
+    /// refuses (which would cost the connection, and every task's reports with it). A
+    /// launch over the budget on its own is never sent: a `Failed` report for it goes to
+    /// `unsent`, so its attempt ends instead. Spec validation keeps valid jobs far
+    /// below that (`MAX_LAUNCH_BYTES`); this is the backstop.
+    fn send_launches(
+        &self,
+        agent: AgentId,
+        batch: Vec<Launch>,
+        unsent: &mut BTreeMap<AgentId, Vec<ContainerReport>>,
+    ) {
+        for (chunk, oversized) in pack_launches(batch, self.launch_budget) {
+            if !chunk.is_empty() {
+                self.send(agent, MasterToAgent::Launch(chunk));
+            }
+            if let Some((launch, size)) = oversized {
+                warn!(%agent, container = %launch.container, size, "launch too large to send; failing the attempt");
+                let message = format!(
+                    "the launch message is {size} bytes, over the {} bytes an agent accepts",
+                    self.launch_budget
+                );
+                unsent.entry(agent).or_default().push(ContainerReport {
+                    container: launch.container,
+                    task: launch.task,
+                    attempt: launch.attempt,
+                    state: ContainerState::Failed,
+                    at: self.clock.now(),
+                    exit_code: None,
+                    message: Some(message),
+                });
+            }
         }
     }
 
@@ -325,6 +380,39 @@ impl Actor {
             }
         }
     }
+}
+
+/// A group of launches to send in one message, and a launch after it that is too large
+/// to send at all (with its encoded size).
+type LaunchChunk = (Vec<Launch>, Option<(Launch, usize)>);
+
+/// Splits `batch` in order into messages whose launches encode to at most `budget`
+/// bytes together; a launch alone over `budget` ends the chunk before it and is handed
+/// back instead of being packed.
+fn pack_launches(batch: Vec<Launch>, budget: usize) -> Vec<LaunchChunk> {
+    // A `Vec` encodes as a varint length (at most 5 bytes for a u32) and its elements.
+    const LENGTH_PREFIX: usize = 5;
+    let mut chunks = Vec::new();
+    let mut chunk = Vec::new();
+    let mut used = LENGTH_PREFIX;
+    for launch in batch {
+        let size = postcard::to_allocvec(&launch).map_or(usize::MAX, |bytes| bytes.len());
+        if size.saturating_add(LENGTH_PREFIX) > budget {
+            chunks.push((std::mem::take(&mut chunk), Some((launch, size))));
+            used = LENGTH_PREFIX;
+            continue;
+        }
+        if used + size > budget {
+            chunks.push((std::mem::take(&mut chunk), None));
+            used = LENGTH_PREFIX;
+        }
+        used += size;
+        chunk.push(launch);
+    }
+    if !chunk.is_empty() {
+        chunks.push((chunk, None));
+    }
+    chunks
 }
 
 /// Time for the core: the wall clock read once at start, advanced by a monotonic clock,
@@ -386,7 +474,12 @@ mod tests {
 
     fn actor_on(dir: &Path, heartbeat_interval: Duration) -> Actor {
         let store = Store::open(dir).unwrap();
-        Actor::new(Core::new(CoreConfig::default()), store, heartbeat_interval)
+        Actor::new(
+            Core::new(CoreConfig::default()),
+            store,
+            heartbeat_interval,
+            launch_budget(DEFAULT_MAX_FRAME),
+        )
     }
 
     #[test]
@@ -427,6 +520,99 @@ mod tests {
             before + timeout < wakeup && wakeup <= after + timeout + Duration::from_millis(1),
             "{wakeup}"
         );
+    }
+
+    fn launch_with_input(container: u64, input_bytes: usize) -> Launch {
+        let task = TaskId { job: JobId(1), stage: StageId(0), index: 0 };
+        Launch {
+            container: ContainerId(container),
+            task,
+            attempt: AttemptId(1),
+            slot: slotmarket_common::spec::SlotKind::Map,
+            command: "true".into(),
+            vars: slotmarket_common::spec::TaskVars {
+                job: JobId(1),
+                stage: "map".into(),
+                task: 0,
+                tasks: 1,
+                attempt: AttemptId(1),
+                input: Some("x".repeat(input_bytes)),
+                stage_tasks: BTreeMap::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn launches_are_packed_by_encoded_size_under_the_agents_frame_limit() {
+        let budget = launch_budget(DEFAULT_MAX_FRAME);
+        // Ten 300 KB launches: by count they would be one message of 3 MB.
+        let batch: Vec<Launch> = (1..=10).map(|c| launch_with_input(c, 300_000)).collect();
+        let chunks = pack_launches(batch, budget);
+        let mut order = Vec::new();
+        for (chunk, oversized) in &chunks {
+            assert!(oversized.is_none());
+            let message = MasterToAgent::Launch(chunk.clone());
+            let frame = slotmarket_common::protocol::encode_frame(&message, DEFAULT_MAX_FRAME).unwrap();
+            assert!(frame.len() <= budget + 16, "{} bytes", frame.len());
+            order.extend(chunk.iter().map(|l| l.container.0));
+        }
+        assert_eq!(order, (1..=10).collect::<Vec<_>>(), "every launch, in order");
+        assert_eq!(chunks.len(), 10, "one 300 KB launch per message under a 512 KiB budget");
+        // Small launches still share messages.
+        let small = pack_launches((1..=100).map(|c| launch_with_input(c, 10)).collect(), budget);
+        assert_eq!(small.len(), 1);
+    }
+
+    #[test]
+    fn a_launch_over_the_budget_is_handed_back_not_packed() {
+        let batch = vec![launch_with_input(1, 10), launch_with_input(2, 5000), launch_with_input(3, 10)];
+        let chunks = pack_launches(batch, 1000);
+        let sent: Vec<Vec<u64>> =
+            chunks.iter().map(|(c, _)| c.iter().map(|l| l.container.0).collect()).collect();
+        assert_eq!(sent, vec![vec![1], vec![3]]);
+        let (launch, size) = chunks[0].1.as_ref().expect("the large launch");
+        assert_eq!(launch.container, ContainerId(2));
+        assert!(*size > 5000);
+    }
+
+    #[test]
+    fn an_unsendable_launch_fails_its_attempt_instead_of_reaching_the_agent() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let core = Core::new(CoreConfig::default());
+        let mut actor = Actor::new(core, store, DEFAULT_HEARTBEAT_INTERVAL, 200);
+        let (outbound, mut outbound_rx) = mpsc::unbounded_channel();
+        let (assigned, _assigned_rx) = oneshot::channel();
+        let join = Input::AgentRegistered {
+            node: "n1".into(),
+            map_slots: 1,
+            reduce_slots: 0,
+            live_containers: Vec::new(),
+            outbound,
+            assigned,
+        };
+        let commands = actor.on_input(join);
+        actor.execute(commands).unwrap();
+        assert!(matches!(outbound_rx.try_recv(), Ok(MasterToAgent::Registered { .. })));
+
+        let input = "i".repeat(400);
+        let spec = format!("input = \"{input}\"\nmax_attempts = 2\n{SPEC}");
+        let spec = JobSpec::from_toml(&spec).unwrap();
+        let caller = Identity { role: slotmarket_common::identity::Role::User, principal: "alice".into() };
+        let (reply, mut reply_rx) = oneshot::channel();
+        let commands = actor.on_input(Input::Request { caller, request: Request::Submit { spec }, reply });
+        actor.execute(commands).unwrap();
+        let Ok(Response::Submitted { job }) = reply_rx.try_recv() else { panic!("not submitted") };
+
+        // Nothing that would break the connection was sent; both attempts failed.
+        assert!(outbound_rx.try_recv().is_err());
+        assert_eq!(actor.core.view().job_state(job), Some(JobState::Failed));
+        let owner = Identity { role: slotmarket_common::identity::Role::User, principal: "alice".into() };
+        let status = actor.core.view().job_status(job, &owner).unwrap();
+        let message = status.message.unwrap_or_default();
+        assert!(message.contains("failed 2 of 2 attempts"), "{message}");
+        assert!(message.contains("the launch message is"), "{message}");
+        assert_eq!(actor.core.view().nodes()[0].map_used, 0, "the slot is free again");
     }
 
     #[test]

@@ -61,7 +61,8 @@ pub async fn run(
     options: ServerOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
-    let mut actor = actor::Actor::new(core, store, options.heartbeat_interval);
+    let budget = actor::launch_budget(options.max_frame);
+    let mut actor = actor::Actor::new(core, store, options.heartbeat_interval, budget);
     let recovered = actor.recover().map_err(ServerError::Recover)?;
     info!(recovered, "recovered {recovered} jobs");
     let (inbox, inbox_rx) = mpsc::unbounded_channel();
