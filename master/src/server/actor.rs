@@ -11,7 +11,7 @@ use slotmarket_common::protocol::{
     ContainerReport, DEFAULT_MAX_FRAME, ErrorKind, Launch, MasterToAgent, Request, Response,
 };
 use slotmarket_common::time::Timestamp;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, error, warn};
 
 use super::ServerError;
@@ -35,12 +35,20 @@ pub(crate) enum Input {
     /// A one-shot client request.
     Request { caller: Identity, request: Request, reply: oneshot::Sender<Response> },
     /// A watch: `Job` responses go to `updates` until the job ends.
-    Watch { caller: Identity, job: JobId, updates: mpsc::UnboundedSender<Response> },
+    Watch { caller: Identity, job: JobId, updates: WatchSender },
 }
 
+/// Where a watch stream's updates go: only the latest response is kept, so a reader that
+/// falls behind (or withholds flow control) skips to the newest state instead of making
+/// the master queue every change for it. The actor drops the sender once the job ended.
+pub(crate) type WatchSender = watch::Sender<Option<Response>>;
+
+/// One open watch stream on a job.
 struct Watcher {
+    /// Who asked; each update is the job's status as this caller may see it.
     caller: Identity,
-    updates: mpsc::UnboundedSender<Response>,
+    /// The latest update, overwritten by the next one.
+    updates: WatchSender,
 }
 
 /// Most queued inputs decided together before their writes are committed.
@@ -217,16 +225,16 @@ impl Actor {
         self.core.handle(now, event)
     }
 
-    fn on_watch(&mut self, caller: Identity, job: JobId, updates: mpsc::UnboundedSender<Response>) {
+    fn on_watch(&mut self, caller: Identity, job: JobId, updates: WatchSender) {
         match self.core.view().job_status(job, &caller) {
             Ok(status) => {
                 let ended = status.summary.state.is_terminal();
-                if updates.send(Response::Job(status)).is_ok() && !ended {
+                if updates.send(Some(Response::Job(status))).is_ok() && !ended {
                     self.watchers.entry(job).or_default().push(Watcher { caller, updates });
                 }
             }
             Err(reply) => {
-                let _ = updates.send(Response::Error(reply));
+                let _ = updates.send(Some(Response::Error(reply)));
             }
         }
     }
@@ -371,7 +379,8 @@ impl Actor {
             watchers.retain(|w| match view.job_status(job, &w.caller) {
                 Ok(status) => {
                     let ended = status.summary.state.is_terminal();
-                    w.updates.send(Response::Job(status)).is_ok() && !ended
+                    // Replaces an update the reader has not taken yet: at most one per watcher.
+                    w.updates.send(Some(Response::Job(status))).is_ok() && !ended
                 }
                 Err(_) => false,
             });
@@ -613,6 +622,74 @@ mod tests {
         assert!(message.contains("failed 2 of 2 attempts"), "{message}");
         assert!(message.contains("the launch message is"), "{message}");
         assert_eq!(actor.core.view().nodes()[0].map_used, 0, "the slot is free again");
+    }
+
+    /// Registers one agent with `map_slots` map slots; returns its id and outbound queue.
+    fn join(actor: &mut Actor, map_slots: u32) -> (AgentId, mpsc::UnboundedReceiver<MasterToAgent>) {
+        let (outbound, outbound_rx) = mpsc::unbounded_channel();
+        let (assigned, mut assigned_rx) = oneshot::channel();
+        let input = Input::AgentRegistered {
+            node: "n1".into(),
+            map_slots,
+            reduce_slots: 0,
+            live_containers: Vec::new(),
+            outbound,
+            assigned,
+        };
+        let commands = actor.on_input(input);
+        actor.execute(commands).unwrap();
+        (assigned_rx.try_recv().unwrap(), outbound_rx)
+    }
+
+    fn alice() -> Identity {
+        Identity { role: slotmarket_common::identity::Role::User, principal: "alice".into() }
+    }
+
+    fn submit(actor: &mut Actor, spec: &str) -> Response {
+        let spec = JobSpec::from_toml(spec).unwrap();
+        let (reply, mut reply_rx) = oneshot::channel();
+        let commands =
+            actor.on_input(Input::Request { caller: alice(), request: Request::Submit { spec }, reply });
+        actor.execute(commands).unwrap();
+        reply_rx.try_recv().unwrap()
+    }
+
+    #[test]
+    fn a_watcher_that_never_reads_holds_only_the_latest_update() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut actor = actor_on(dir.path(), DEFAULT_HEARTBEAT_INTERVAL);
+        let (agent, mut outbound) = join(&mut actor, 1);
+        assert!(matches!(outbound.try_recv(), Ok(MasterToAgent::Registered { .. })));
+        let many = SPEC.replace("tasks = 1", "tasks = 100");
+        let Response::Submitted { job } = submit(&mut actor, &many) else { panic!("not submitted") };
+        let (updates, mut reader) = watch::channel(None);
+        let commands = actor.on_input(Input::Watch { caller: alice(), job, updates });
+        actor.execute(commands).unwrap();
+
+        // 99 tasks run one after another: about 300 changes the reader never takes.
+        for _ in 0..99 {
+            let Ok(MasterToAgent::Launch(launches)) = outbound.try_recv() else { panic!("no launch") };
+            let Launch { container, task, .. } = launches[0];
+            for state in [ContainerState::Acquired, ContainerState::Running, ContainerState::Completed] {
+                let report = ContainerReport {
+                    container,
+                    task,
+                    attempt: AttemptId(1),
+                    state,
+                    at: actor.clock.now(),
+                    exit_code: (state == ContainerState::Completed).then_some(0),
+                    message: None,
+                };
+                let commands =
+                    actor.on_input(Input::Agent(Event::ContainerReports { agent, reports: vec![report] }));
+                actor.execute(commands).unwrap();
+            }
+        }
+        assert!(reader.has_changed().unwrap(), "an update is waiting");
+        let Some(Response::Job(status)) = reader.borrow_and_update().clone() else { panic!("no status") };
+        assert_eq!(status.stages[0].completed, 99, "the waiting update is the latest state");
+        assert!(!reader.has_changed().unwrap(), "and it is the only one");
+        assert_eq!(actor.watchers[&job].len(), 1);
     }
 
     #[test]
