@@ -40,6 +40,10 @@ pub struct MasterFile {
     pub capacity_queues: Option<BTreeMap<String, f64>>,
     /// Whether `fair` and `capacity` may kill tasks to restore shares (default false).
     pub preemption: Option<bool>,
+    /// Most tasks one job may have (default 100,000).
+    pub max_tasks_per_job: Option<u64>,
+    /// Most tasks one account's unfinished jobs may hold together (default 1,000,000).
+    pub max_queued_tasks_per_account: Option<u64>,
 }
 
 /// A setting that cannot work.
@@ -118,6 +122,17 @@ impl TryFrom<MasterFile> for MasterConfig {
                 problem: format!("must be between 1 KiB and 64 MiB, got {max_frame}"),
             });
         }
+        let max_tasks_per_job = file.max_tasks_per_job.unwrap_or(defaults.max_tasks_per_job);
+        let max_queued_tasks_per_account =
+            file.max_queued_tasks_per_account.unwrap_or(defaults.max_queued_tasks_per_account);
+        if max_tasks_per_job == 0 || max_queued_tasks_per_account < max_tasks_per_job {
+            return Err(ConfigError::Invalid {
+                field: "max_queued_tasks_per_account",
+                problem: format!(
+                    "must be at least max_tasks_per_job, which must be at least 1 (got {max_queued_tasks_per_account} and {max_tasks_per_job})"
+                ),
+            });
+        }
         Ok(MasterConfig {
             listen: file.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
             data_dir: file.data_dir.unwrap_or_else(|| PathBuf::from("slotmarket-data/master")),
@@ -127,6 +142,8 @@ impl TryFrom<MasterFile> for MasterConfig {
                 agent_timeout,
                 capacity_queues,
                 preemption: file.preemption.unwrap_or(defaults.preemption),
+                max_tasks_per_job,
+                max_queued_tasks_per_account,
                 ..defaults
             },
             heartbeat_interval,
@@ -170,6 +187,28 @@ mod tests {
         let file: MasterFile = toml::from_str("[capacity_queues]\na = 0.7\nb = 0.7\n").unwrap();
         let err = MasterConfig::try_from(file).unwrap_err().to_string();
         assert!(err.starts_with("capacity_queues: queue shares add up to"), "{err}");
+    }
+
+    #[test]
+    fn task_limits_come_from_the_file_and_must_be_consistent() {
+        let defaults = MasterConfig::try_from(MasterFile::default()).unwrap();
+        assert_eq!(defaults.core.max_tasks_per_job, crate::core::DEFAULT_MAX_TASKS_PER_JOB);
+        let file: MasterFile = toml::from_str(
+            "max_tasks_per_job = 500
+max_queued_tasks_per_account = 2000
+",
+        )
+        .unwrap();
+        let config = MasterConfig::try_from(file).unwrap();
+        assert_eq!((config.core.max_tasks_per_job, config.core.max_queued_tasks_per_account), (500, 2000));
+        let file: MasterFile = toml::from_str(
+            "max_tasks_per_job = 500
+max_queued_tasks_per_account = 100
+",
+        )
+        .unwrap();
+        let err = MasterConfig::try_from(file).unwrap_err().to_string();
+        assert!(err.starts_with("max_queued_tasks_per_account: must be at least max_tasks_per_job"), "{err}");
     }
 
     #[test]

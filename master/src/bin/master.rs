@@ -65,6 +65,8 @@ impl TryFrom<Args> for MasterConfig {
             max_frame_bytes: file.max_frame_bytes,
             capacity_queues: file.capacity_queues,
             preemption: file.preemption,
+            max_tasks_per_job: file.max_tasks_per_job,
+            max_queued_tasks_per_account: file.max_queued_tasks_per_account,
         };
         Ok(MasterConfig::try_from(merged)?)
     }

@@ -59,7 +59,18 @@ pub struct CoreConfig {
     /// turns this off: it records what it needs from the commands, and half a million
     /// ended jobs would otherwise stay in memory.
     pub retain_finished_jobs: bool,
+    /// Most tasks one job may have over all its stages; a larger job is refused at
+    /// submit, naming this limit. Each task costs the master memory until its job ends.
+    pub max_tasks_per_job: u64,
+    /// Most tasks an account's unfinished jobs may hold together (every task of every job
+    /// of the account that has not ended); a submit that would pass it is refused.
+    pub max_queued_tasks_per_account: u64,
 }
+
+/// Default [`CoreConfig::max_tasks_per_job`].
+pub const DEFAULT_MAX_TASKS_PER_JOB: u64 = 100_000;
+/// Default [`CoreConfig::max_queued_tasks_per_account`].
+pub const DEFAULT_MAX_QUEUED_TASKS_PER_ACCOUNT: u64 = 1_000_000;
 
 impl Default for CoreConfig {
     fn default() -> CoreConfig {
@@ -69,6 +80,8 @@ impl Default for CoreConfig {
             capacity_queues: BTreeMap::new(),
             preemption: false,
             retain_finished_jobs: true,
+            max_tasks_per_job: DEFAULT_MAX_TASKS_PER_JOB,
+            max_queued_tasks_per_account: DEFAULT_MAX_QUEUED_TASKS_PER_ACCOUNT,
         }
     }
 }
@@ -155,7 +168,13 @@ impl Core {
     fn begin(&mut self, now: Timestamp) -> Ctx {
         self.latest = self.latest.max(now);
         let changed = std::mem::take(&mut self.changed);
-        Ctx::new(self.latest, self.config.agent_timeout, self.config.retain_finished_jobs, changed)
+        let mut cx =
+            Ctx::new(self.latest, self.config.agent_timeout, self.config.retain_finished_jobs, changed);
+        cx.task_limits = reactor::TaskLimits {
+            per_job: self.config.max_tasks_per_job,
+            per_account: self.config.max_queued_tasks_per_account,
+        };
+        cx
     }
 
     /// Asks the policy for decisions over the current state and carries them out.

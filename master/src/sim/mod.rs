@@ -217,8 +217,14 @@ impl<'t> Simulation<'t> {
         if !(config.noise >= 0.0 && config.noise.is_finite()) {
             return Err(SimError::Noise(config.noise));
         }
-        let core_config =
-            CoreConfig { agent_timeout: Duration::MAX, retain_finished_jobs: false, ..config.core.clone() };
+        let core_config = CoreConfig {
+            agent_timeout: Duration::MAX,
+            retain_finished_jobs: false,
+            // Simulated workloads are sized by their trace, not by a master's memory.
+            max_tasks_per_job: u64::MAX,
+            max_queued_tasks_per_account: u64::MAX,
+            ..config.core.clone()
+        };
         let mut arrivals: Vec<u32> =
             (0..trace.len() as u32).filter(|&ix| trace.follows(ix as usize).is_none()).collect();
         arrivals.sort_by_key(|&ix| (trace.jobs[ix as usize].arrival(), ix));

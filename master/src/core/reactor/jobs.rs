@@ -2,7 +2,7 @@
 //! (started, completed, failed, cancelled) that other handlers trigger.
 
 use slotmarket_common::identity::Role;
-use slotmarket_common::ids::{ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::ids::{AccountId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::{ErrorKind, JobState, Response};
 use slotmarket_common::spec::{JobSpec, validate};
 
@@ -27,8 +27,11 @@ pub(super) fn on_job_submitted(
     if let Err(e) = validate(&spec) {
         return reply_error(cx, request, ErrorKind::BadRequest, e.to_string());
     }
-    let job = state.alloc_job();
     let account = caller.account();
+    if let Err(message) = check_task_limits(state, cx, &account, &spec) {
+        return reply_error(cx, request, ErrorKind::BadRequest, message);
+    }
+    let job = state.alloc_job();
     cx.persist(Persist::JobAdmitted { job, account: account.clone(), spec: spec.clone(), submitted: cx.now });
     cx.push(Command::Reply { request, response: Response::Submitted { job } });
     state.insert_job(Job::new(job, account, spec, cx.now));
@@ -57,6 +60,28 @@ pub(super) fn on_job_cancel_requested(
     }
     let now_state = state.jobs.get(&job).map_or(JobState::Cancelled, |j| j.state);
     cx.push(Command::Reply { request, response: Response::Cancelled { job, state: now_state } });
+}
+
+/// Refuses a job that would pass the master's task limits, naming the limit: its tasks
+/// cost memory until it ends, so neither one job nor one account may take without bound.
+fn check_task_limits(state: &State, cx: &Ctx, account: &AccountId, spec: &JobSpec) -> Result<(), String> {
+    let tasks = spec.total_tasks();
+    let limits = cx.task_limits;
+    if tasks > limits.per_job {
+        return Err(format!(
+            "the job has {tasks} tasks, over the master's max_tasks_per_job of {}; split it into smaller jobs",
+            limits.per_job
+        ));
+    }
+    let queued = state.active_tasks_of(account);
+    if queued.saturating_add(tasks) > limits.per_account {
+        return Err(format!(
+            "account {account} already has {queued} tasks in unfinished jobs; {tasks} more would pass the \
+             master's max_queued_tasks_per_account of {}; wait for jobs to finish or cancel some",
+            limits.per_account
+        ));
+    }
+    Ok(())
 }
 
 fn reply_error(cx: &mut Ctx, request: RequestId, kind: ErrorKind, message: String) {
@@ -110,7 +135,7 @@ pub(super) fn end_job(
     j.message.clone_from(&message);
     cx.persist(Persist::JobState { job, state: to, at: cx.now, message });
     cx.changed(job);
-    state.active.remove(&job);
+    state.deactivate(job);
     if !cx.retain_finished_jobs {
         // Draining containers of the job only need their records, which stay; reports
         // about them find no job and just free their slots.
