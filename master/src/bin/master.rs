@@ -12,7 +12,7 @@ use clap::Parser;
 use slotmarket_common::pki::TlsFiles;
 use slotmarket_common::transport;
 use slotmarket_master::config::{MasterConfig, MasterFile};
-use slotmarket_master::core::Core;
+use slotmarket_master::core::{Core, CoreConfig};
 use slotmarket_master::server::{self, ServerOptions};
 use slotmarket_master::store::Store;
 use tracing::info;
@@ -90,7 +90,7 @@ async fn run(config: MasterConfig) -> Result<()> {
     let _lock = lock_data_dir(&config.data_dir)?;
     let store = Store::open(&config.data_dir)
         .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
-    let core = Core::new(config.core.clone());
+    let core = Core::new(CoreConfig { container_epoch: container_epoch()?, ..config.core.clone() });
 
     let tls = TlsFiles::in_dir(&config.cert_dir, "master");
     let listen =
@@ -111,6 +111,15 @@ async fn run(config: MasterConfig) -> Result<()> {
         ServerOptions { max_frame: config.max_frame, heartbeat_interval: config.heartbeat_interval };
     server::run(endpoint, core, store, options, shutdown_signal()).await?;
     Ok(())
+}
+
+/// This lifetime's container-id epoch: the start time in seconds. A later start has a
+/// larger one, so even a master that lost its database issues ids no earlier master used.
+fn container_epoch() -> Result<u32> {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .context("the system clock is before 1970")?;
+    u32::try_from(since_epoch.as_secs()).context("the system clock is past 2106")
 }
 
 /// Holds an exclusive lock on the data directory so two masters never share a database.

@@ -36,7 +36,7 @@ fn check_agents(state: &State) -> Result<(), String> {
     }
     for (&id, agent) in &state.agents {
         let (mut used, held) = holdings.remove(&id).unwrap_or_default();
-        for &kind in agent.strays.values() {
+        for &kind in agent.strays.values().flatten() {
             used[kind_ix(kind)] += 1;
         }
         if used != agent.used {

@@ -65,6 +65,11 @@ pub struct CoreConfig {
     /// Most tasks an account's unfinished jobs may hold together (every task of every job
     /// of the account that has not ended); a submit that would pass it is refused.
     pub max_queued_tasks_per_account: u64,
+    /// This master lifetime's epoch: its container ids start at `container_epoch << 32`
+    /// (0 starts at 1). The server sets its start time in seconds, so a master whose
+    /// database was lost never reissues an id an earlier master gave to a container that
+    /// agents may still run; recovered ids continue above both.
+    pub container_epoch: u32,
 }
 
 /// Default [`CoreConfig::max_tasks_per_job`].
@@ -82,6 +87,7 @@ impl Default for CoreConfig {
             retain_finished_jobs: true,
             max_tasks_per_job: DEFAULT_MAX_TASKS_PER_JOB,
             max_queued_tasks_per_account: DEFAULT_MAX_QUEUED_TASKS_PER_ACCOUNT,
+            container_epoch: 0,
         }
     }
 }
@@ -127,7 +133,9 @@ impl Core {
     /// A core with no jobs and no agents.
     pub fn new(config: CoreConfig) -> Core {
         let policy = policy::build(&config);
-        Core { config, state: State::default(), policy, latest: Timestamp::ZERO, changed: Vec::new() }
+        let mut state = State::default();
+        state.next_container = state.next_container.max(u64::from(config.container_epoch) << 32);
+        Core { config, state, policy, latest: Timestamp::ZERO, changed: Vec::new() }
     }
 
     /// Applies one event, then lets the policy schedule; returns the commands to run.

@@ -193,7 +193,7 @@ pub(crate) struct Agent {
     /// Containers the agent still runs that the master killed as unknown when it
     /// registered: each holds its slot (counted in `used`) until the agent reports it ended,
     /// so nothing is launched into a slot the agent cannot give.
-    pub(crate) strays: BTreeMap<ContainerId, SlotKind>,
+    pub(crate) strays: BTreeMap<ContainerId, Vec<SlotKind>>,
 }
 
 impl Task {

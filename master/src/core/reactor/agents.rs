@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use slotmarket_common::ids::{AgentId, ContainerId};
 use slotmarket_common::protocol::ContainerReport;
+use slotmarket_common::spec::SlotKind;
 use slotmarket_common::time::Timestamp;
 
 use super::Ctx;
@@ -110,17 +111,28 @@ fn adopt(
 
 /// Counts a container the master is about to kill as unknown against the agent's slots
 /// until it reports it ended. Its slot kind comes from its job; a container of a job the
-/// master no longer has cannot be placed and is only killed.
+/// master no longer has (say, its database was lost) could hold either kind, so it holds
+/// one free slot of each: otherwise launches sent there until the kill lands would only
+/// be refused, over and over.
 fn hold_stray(state: &mut State, agent: AgentId, report: &ContainerReport) {
     let task = report.task;
     let kind = state.jobs.get(&task.job).and_then(|j| j.stages.get(task.stage.0 as usize)).map(|s| s.kind);
-    let Some(kind) = kind else { return };
     let Some(a) = state.agents.get_mut(&agent) else { return };
-    if a.free(kind) == 0 || a.strays.contains_key(&report.container) {
+    if a.strays.contains_key(&report.container) {
         return;
     }
-    a.used[kind_ix(kind)] += 1;
-    a.strays.insert(report.container, kind);
+    let kinds: Vec<SlotKind> = match kind {
+        Some(kind) => vec![kind],
+        None => SlotKind::ALL.to_vec(),
+    };
+    let held: Vec<SlotKind> = kinds.into_iter().filter(|&k| a.free(k) > 0).collect();
+    if held.is_empty() {
+        return;
+    }
+    for &kind in &held {
+        a.used[kind_ix(kind)] += 1;
+    }
+    a.strays.insert(report.container, held);
     state.sync_free_index(agent);
 }
 
@@ -130,8 +142,10 @@ pub(super) fn release_stray(state: &mut State, agent: AgentId, report: &Containe
     if !report.state.is_terminal() {
         return false;
     }
-    let Some(kind) = a.strays.remove(&report.container) else { return false };
-    a.used[kind_ix(kind)] -= 1;
+    let Some(kinds) = a.strays.remove(&report.container) else { return false };
+    for kind in kinds {
+        a.used[kind_ix(kind)] -= 1;
+    }
     state.sync_free_index(agent);
     true
 }

@@ -7,6 +7,7 @@ mod env;
 
 mod clients;
 mod failures;
+mod lifetimes;
 mod limits;
 mod purity;
 mod recovery;
