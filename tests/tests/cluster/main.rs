@@ -4,6 +4,7 @@
 mod cancel;
 mod demo;
 mod failover;
+mod lifetimes;
 mod mapreduce;
 mod restart;
 mod security;
