@@ -81,6 +81,9 @@ async fn a_master_refuses_a_lost_database_unless_reinitialized() {
 async fn a_reinitialized_master_kills_old_tasks_and_runs_new_jobs() {
     let mut cluster = TestCluster::start(&[agent("node-1", 1, 1)]).await;
     let client = cluster.client("alice").await;
+    // One job ends before the loss (the agent remembers its container), one still runs.
+    let done = submit(&client, &sleepers("old-done", 1, 0.0)).await;
+    assert_completed(&cluster, &wait_finished(&client, done).await);
     let old = submit(&client, &sleepers("old", 1, 120.0)).await;
     wait_running(&client, old, 1).await;
     let old_processes =
@@ -94,11 +97,21 @@ async fn a_reinitialized_master_kills_old_tasks_and_runs_new_jobs() {
     let client = cluster.client("alice").await;
     wait_until(|| async { connected(&client).await.len() == 1 }, "the agent to register again").await;
 
-    // The new master's first job needs the only map slot, which the old task holds
-    // until the master's kill lands; before, it reused the old container id and hung.
-    let job = submit(&client, &sleepers("new", 1, 0.0)).await;
+    // Job ids start again from j1. Before container ids carried the master's epoch, the
+    // new j1's first container reused the old j1's id and the agent answered with that
+    // container's `Completed`: the job "completed" without running. It must really run,
+    // on the map slot the old task holds until the master's kill lands.
+    let marker = cluster.shared_dir().join("new-job-ran");
+    let spec = format!(
+        "name = \"new\"\n[[stage]]\nname = \"touch\"\ntasks = 1\nslot = \"map\"\ncommand = \"touch {}\"\n",
+        marker.display()
+    );
+    let job = submit(&client, &spec).await;
     let finished = wait_finished(&client, job).await;
     assert_completed(&cluster, &finished);
+    assert!(marker.exists(), "the new job's task did not run");
+    let second = submit(&client, &sleepers("new-2", 1, 0.0)).await;
+    assert_completed(&cluster, &wait_finished(&client, second).await);
 
     wait_for(
         || (!cluster.processes_inside().iter().any(|p| old_processes.contains(p))).then_some(()),
