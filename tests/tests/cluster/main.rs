@@ -5,6 +5,7 @@ mod cancel;
 mod demo;
 mod failover;
 mod lifetimes;
+mod limits;
 mod mapreduce;
 mod restart;
 mod security;
