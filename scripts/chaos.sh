@@ -117,7 +117,7 @@ done
 # One input for every job (4 files of random text), and its expected word counts.
 INPUT=$WORK/input
 for t in 0 1 2 3; do
-    "$BIN/slotmarket-task" gen-text --output "$INPUT" --bytes 2000000 --seed 3 --task "$t" --tasks 4 2>/dev/null
+    "$BIN/slotmarket-task" gen-text --output "$INPUT" --bytes 2000000 --seed 3 --task "$t" --tasks 4 >/dev/null 2>&1
 done
 cat "$INPUT"/part-* | tr -s ' \t\r\f' '\n\n\n\n' | grep -v '^$' | LC_ALL=C sort | uniq -c \
     | awk '{ print $2 "\t" $1 }' >"$WORK/expected"
