@@ -8,7 +8,7 @@
 #
 #   scripts/chaos.sh                       # debug build, defaults
 #   PROFILE=release scripts/chaos.sh
-#   JOBS=40 MASTER_KILLS=10 AGENT_KILLS=6 MAX_SECS=600 SEED=7 scripts/chaos.sh
+#   JOBS=60 MASTER_KILLS=10 AGENT_KILLS=6 MAX_SECS=600 SEED=7 scripts/chaos.sh
 #   KEEP=1 scripts/chaos.sh                # keep the work directory (logs) afterwards
 #
 # Needs bash, coreutils and jq. Every process it starts leads its own process group and
@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PROFILE=${PROFILE:-debug}
-JOBS=${JOBS:-30}
+JOBS=${JOBS:-40}
 MASTER_KILLS=${MASTER_KILLS:-10}
 AGENT_KILLS=${AGENT_KILLS:-6}
 MAX_SECS=${MAX_SECS:-600}
@@ -159,7 +159,8 @@ submit_stream() {
         else
             echo "chaos-$i" >>"$WORK/unacknowledged"
         fi
-        sleep "0.$((RANDOM % 9 + 1))"
+        # About one a second, so the stream lasts as long as the faults.
+        sleep "$((RANDOM % 2)).$((RANDOM % 10))"
     done
 }
 : >"$WORK/acknowledged"
