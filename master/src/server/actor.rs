@@ -7,14 +7,13 @@ use std::time::{Duration, SystemTime};
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::identity::Identity;
 use slotmarket_common::ids::{AgentId, ContainerId, JobId};
-use slotmarket_common::protocol::{
-    ContainerReport, DEFAULT_MAX_FRAME, ErrorKind, Launch, MasterToAgent, Request, Response,
-};
+use slotmarket_common::protocol::{ContainerReport, ErrorKind, Launch, MasterToAgent, Request, Response};
 use slotmarket_common::time::Timestamp;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, error, warn};
 
 use super::ServerError;
+use super::launches::pack_launches;
 use crate::core::{Command, Core, Event, KillReason, Persist, RequestId};
 use crate::store::{Store, StoreError};
 
@@ -53,12 +52,6 @@ struct Watcher {
 
 /// Most queued inputs decided together before their writes are committed.
 const MAX_BATCH: usize = 256;
-
-/// The bytes a `Launch` message may take: half the agents' default frame limit (or of
-/// a smaller limit the server is given), leaving room for the frame's own overhead.
-pub(super) fn launch_budget(max_frame: usize) -> usize {
-    max_frame.min(DEFAULT_MAX_FRAME) / 2
-}
 
 /// A command other than a store write: what is left to do once a batch's writes are
 /// split off and committed.
@@ -391,39 +384,6 @@ impl Actor {
     }
 }
 
-/// A group of launches to send in one message, and a launch after it that is too large
-/// to send at all (with its encoded size).
-type LaunchChunk = (Vec<Launch>, Option<(Launch, usize)>);
-
-/// Splits `batch` in order into messages whose launches encode to at most `budget`
-/// bytes together; a launch alone over `budget` ends the chunk before it and is handed
-/// back instead of being packed.
-fn pack_launches(batch: Vec<Launch>, budget: usize) -> Vec<LaunchChunk> {
-    // A `Vec` encodes as a varint length (at most 5 bytes for a u32) and its elements.
-    const LENGTH_PREFIX: usize = 5;
-    let mut chunks = Vec::new();
-    let mut chunk = Vec::new();
-    let mut used = LENGTH_PREFIX;
-    for launch in batch {
-        let size = postcard::to_allocvec(&launch).map_or(usize::MAX, |bytes| bytes.len());
-        if size.saturating_add(LENGTH_PREFIX) > budget {
-            chunks.push((std::mem::take(&mut chunk), Some((launch, size))));
-            used = LENGTH_PREFIX;
-            continue;
-        }
-        if used + size > budget {
-            chunks.push((std::mem::take(&mut chunk), None));
-            used = LENGTH_PREFIX;
-        }
-        used += size;
-        chunk.push(launch);
-    }
-    if !chunk.is_empty() {
-        chunks.push((chunk, None));
-    }
-    chunks
-}
-
 /// Time for the core: the wall clock read once at start, advanced by a monotonic clock,
 /// so a stepped system clock (NTP) can neither declare every agent lost at once nor
 /// freeze timeouts.
@@ -466,250 +426,5 @@ fn millis(duration: Duration) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::path::Path;
-
-    use slotmarket_common::container::ContainerState;
-    use slotmarket_common::ids::{AccountId, AttemptId, StageId, TaskId};
-    use slotmarket_common::protocol::JobState;
-    use slotmarket_common::spec::JobSpec;
-
-    use super::*;
-    use crate::core::CoreConfig;
-    use crate::server::DEFAULT_HEARTBEAT_INTERVAL;
-
-    const SPEC: &str =
-        "name = \"wc\"\n[[stage]]\nname = \"map\"\ntasks = 1\nslot = \"map\"\ncommand = \"true\"\n";
-
-    fn actor_on(dir: &Path, heartbeat_interval: Duration) -> Actor {
-        let store = Store::open(dir).unwrap();
-        Actor::new(
-            Core::new(CoreConfig::default()),
-            store,
-            heartbeat_interval,
-            launch_budget(DEFAULT_MAX_FRAME),
-        )
-    }
-
-    #[test]
-    fn stored_jobs_are_replayed_at_the_actors_clock() {
-        let dir = tempfile::tempdir().unwrap();
-        let running = ContainerReport {
-            container: ContainerId(1),
-            task: TaskId { job: JobId(4), stage: StageId(0), index: 0 },
-            attempt: AttemptId(1),
-            state: ContainerState::Running,
-            at: Timestamp(110),
-            exit_code: None,
-            message: None,
-        };
-        Store::open(dir.path())
-            .unwrap()
-            .apply(&[
-                Persist::JobAdmitted {
-                    job: JobId(4),
-                    account: AccountId("alice".into()),
-                    spec: JobSpec::from_toml(SPEC).unwrap(),
-                    submitted: Timestamp(100),
-                },
-                Persist::Container { node: "n1".into(), report: running },
-            ])
-            .unwrap();
-
-        let mut actor = actor_on(dir.path(), DEFAULT_HEARTBEAT_INTERVAL);
-        let before = Timestamp::from(SystemTime::now());
-        assert_eq!(actor.recover().unwrap(), 1);
-        let after = actor.clock.now();
-        assert_eq!(actor.core.view().job_state(JobId(4)), Some(JobState::Pending));
-        // The running container waits for its node until the agent timeout, counted from
-        // the moment of recovery on the actor's (wall-clock based) time.
-        let timeout = CoreConfig::default().agent_timeout;
-        let wakeup = actor.core.next_wakeup().expect("the orphan has a deadline");
-        assert!(
-            before + timeout < wakeup && wakeup <= after + timeout + Duration::from_millis(1),
-            "{wakeup}"
-        );
-    }
-
-    fn launch_with_input(container: u64, input_bytes: usize) -> Launch {
-        let task = TaskId { job: JobId(1), stage: StageId(0), index: 0 };
-        Launch {
-            container: ContainerId(container),
-            task,
-            attempt: AttemptId(1),
-            slot: slotmarket_common::spec::SlotKind::Map,
-            command: "true".into(),
-            vars: slotmarket_common::spec::TaskVars {
-                job: JobId(1),
-                stage: "map".into(),
-                task: 0,
-                tasks: 1,
-                attempt: AttemptId(1),
-                input: Some("x".repeat(input_bytes)),
-                stage_tasks: BTreeMap::new(),
-            },
-        }
-    }
-
-    #[test]
-    fn launches_are_packed_by_encoded_size_under_the_agents_frame_limit() {
-        let budget = launch_budget(DEFAULT_MAX_FRAME);
-        // Ten 300 KB launches: by count they would be one message of 3 MB.
-        let batch: Vec<Launch> = (1..=10).map(|c| launch_with_input(c, 300_000)).collect();
-        let chunks = pack_launches(batch, budget);
-        let mut order = Vec::new();
-        for (chunk, oversized) in &chunks {
-            assert!(oversized.is_none());
-            let message = MasterToAgent::Launch(chunk.clone());
-            let frame = slotmarket_common::protocol::encode_frame(&message, DEFAULT_MAX_FRAME).unwrap();
-            assert!(frame.len() <= budget + 16, "{} bytes", frame.len());
-            order.extend(chunk.iter().map(|l| l.container.0));
-        }
-        assert_eq!(order, (1..=10).collect::<Vec<_>>(), "every launch, in order");
-        assert_eq!(chunks.len(), 10, "one 300 KB launch per message under a 512 KiB budget");
-        // Small launches still share messages.
-        let small = pack_launches((1..=100).map(|c| launch_with_input(c, 10)).collect(), budget);
-        assert_eq!(small.len(), 1);
-    }
-
-    #[test]
-    fn a_launch_over_the_budget_is_handed_back_not_packed() {
-        let batch = vec![launch_with_input(1, 10), launch_with_input(2, 5000), launch_with_input(3, 10)];
-        let chunks = pack_launches(batch, 1000);
-        let sent: Vec<Vec<u64>> =
-            chunks.iter().map(|(c, _)| c.iter().map(|l| l.container.0).collect()).collect();
-        assert_eq!(sent, vec![vec![1], vec![3]]);
-        let (launch, size) = chunks[0].1.as_ref().expect("the large launch");
-        assert_eq!(launch.container, ContainerId(2));
-        assert!(*size > 5000);
-    }
-
-    #[test]
-    fn an_unsendable_launch_fails_its_attempt_instead_of_reaching_the_agent() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let core = Core::new(CoreConfig::default());
-        let mut actor = Actor::new(core, store, DEFAULT_HEARTBEAT_INTERVAL, 200);
-        let (outbound, mut outbound_rx) = mpsc::unbounded_channel();
-        let (assigned, _assigned_rx) = oneshot::channel();
-        let join = Input::AgentRegistered {
-            node: "n1".into(),
-            map_slots: 1,
-            reduce_slots: 0,
-            live_containers: Vec::new(),
-            outbound,
-            assigned,
-        };
-        let commands = actor.on_input(join);
-        actor.execute(commands).unwrap();
-        assert!(matches!(outbound_rx.try_recv(), Ok(MasterToAgent::Registered { .. })));
-
-        let input = "i".repeat(400);
-        let spec = format!("input = \"{input}\"\nmax_attempts = 2\n{SPEC}");
-        let spec = JobSpec::from_toml(&spec).unwrap();
-        let caller = Identity { role: slotmarket_common::identity::Role::User, principal: "alice".into() };
-        let (reply, mut reply_rx) = oneshot::channel();
-        let commands = actor.on_input(Input::Request { caller, request: Request::Submit { spec }, reply });
-        actor.execute(commands).unwrap();
-        let Ok(Response::Submitted { job }) = reply_rx.try_recv() else { panic!("not submitted") };
-
-        // Nothing that would break the connection was sent; both attempts failed.
-        assert!(outbound_rx.try_recv().is_err());
-        assert_eq!(actor.core.view().job_state(job), Some(JobState::Failed));
-        let owner = Identity { role: slotmarket_common::identity::Role::User, principal: "alice".into() };
-        let status = actor.core.view().job_status(job, &owner).unwrap();
-        let message = status.message.unwrap_or_default();
-        assert!(message.contains("failed 2 of 2 attempts"), "{message}");
-        assert!(message.contains("the launch message is"), "{message}");
-        assert_eq!(actor.core.view().nodes()[0].map_used, 0, "the slot is free again");
-    }
-
-    /// Registers one agent with `map_slots` map slots; returns its id and outbound queue.
-    fn join(actor: &mut Actor, map_slots: u32) -> (AgentId, mpsc::UnboundedReceiver<MasterToAgent>) {
-        let (outbound, outbound_rx) = mpsc::unbounded_channel();
-        let (assigned, mut assigned_rx) = oneshot::channel();
-        let input = Input::AgentRegistered {
-            node: "n1".into(),
-            map_slots,
-            reduce_slots: 0,
-            live_containers: Vec::new(),
-            outbound,
-            assigned,
-        };
-        let commands = actor.on_input(input);
-        actor.execute(commands).unwrap();
-        (assigned_rx.try_recv().unwrap(), outbound_rx)
-    }
-
-    fn alice() -> Identity {
-        Identity { role: slotmarket_common::identity::Role::User, principal: "alice".into() }
-    }
-
-    fn submit(actor: &mut Actor, spec: &str) -> Response {
-        let spec = JobSpec::from_toml(spec).unwrap();
-        let (reply, mut reply_rx) = oneshot::channel();
-        let commands =
-            actor.on_input(Input::Request { caller: alice(), request: Request::Submit { spec }, reply });
-        actor.execute(commands).unwrap();
-        reply_rx.try_recv().unwrap()
-    }
-
-    #[test]
-    fn a_watcher_that_never_reads_holds_only_the_latest_update() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut actor = actor_on(dir.path(), DEFAULT_HEARTBEAT_INTERVAL);
-        let (agent, mut outbound) = join(&mut actor, 1);
-        assert!(matches!(outbound.try_recv(), Ok(MasterToAgent::Registered { .. })));
-        let many = SPEC.replace("tasks = 1", "tasks = 100");
-        let Response::Submitted { job } = submit(&mut actor, &many) else { panic!("not submitted") };
-        let (updates, mut reader) = watch::channel(None);
-        let commands = actor.on_input(Input::Watch { caller: alice(), job, updates });
-        actor.execute(commands).unwrap();
-
-        // 99 tasks run one after another: about 300 changes the reader never takes.
-        for _ in 0..99 {
-            let Ok(MasterToAgent::Launch(launches)) = outbound.try_recv() else { panic!("no launch") };
-            let Launch { container, task, .. } = launches[0];
-            for state in [ContainerState::Acquired, ContainerState::Running, ContainerState::Completed] {
-                let report = ContainerReport {
-                    container,
-                    task,
-                    attempt: AttemptId(1),
-                    state,
-                    at: actor.clock.now(),
-                    exit_code: (state == ContainerState::Completed).then_some(0),
-                    message: None,
-                };
-                let commands =
-                    actor.on_input(Input::Agent(Event::ContainerReports { agent, reports: vec![report] }));
-                actor.execute(commands).unwrap();
-            }
-        }
-        assert!(reader.has_changed().unwrap(), "an update is waiting");
-        let Some(Response::Job(status)) = reader.borrow_and_update().clone() else { panic!("no status") };
-        assert_eq!(status.stages[0].completed, 99, "the waiting update is the latest state");
-        assert!(!reader.has_changed().unwrap(), "and it is the only one");
-        assert_eq!(actor.watchers[&job].len(), 1);
-    }
-
-    #[test]
-    fn agents_are_told_the_servers_heartbeat_interval() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut actor = actor_on(dir.path(), Duration::from_millis(250));
-        let (outbound, mut outbound_rx) = mpsc::unbounded_channel();
-        let (assigned, mut assigned_rx) = oneshot::channel();
-        let input = Input::AgentRegistered {
-            node: "n1".into(),
-            map_slots: 1,
-            reduce_slots: 0,
-            live_containers: Vec::new(),
-            outbound,
-            assigned,
-        };
-        let commands = actor.on_input(input);
-        assert!(commands.is_empty(), "{commands:?}");
-        let agent = assigned_rx.try_recv().unwrap();
-        let registered = MasterToAgent::Registered { agent, heartbeat_interval_ms: 250 };
-        assert_eq!(outbound_rx.try_recv().unwrap(), registered);
-    }
-}
+#[path = "actor_tests.rs"]
+mod tests;

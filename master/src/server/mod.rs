@@ -11,6 +11,7 @@
 mod actor;
 mod agents;
 mod clients;
+mod launches;
 
 use std::future::Future;
 use std::time::Duration;
@@ -61,7 +62,7 @@ pub async fn run(
     options: ServerOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
-    let budget = actor::launch_budget(options.max_frame);
+    let budget = launches::launch_budget(options.max_frame);
     let mut actor = actor::Actor::new(core, store, options.heartbeat_interval, budget);
     let recovered = actor.recover().map_err(ServerError::Recover)?;
     info!(recovered, "recovered {recovered} jobs");
