@@ -138,7 +138,8 @@ fn check_previous_life(data_dir: &Path, reinitialize: bool) -> Result<()> {
     if reinitialize {
         warn!(
             database = %database.display(),
-            "reinitializing: starting with an empty database; jobs of the earlier master are lost"
+            "reinitializing: starting with an empty database; jobs of the earlier master are lost, \
+             and job ids start again from j1 (move the agents' shared jobs directory aside)"
         );
         return Ok(());
     }
