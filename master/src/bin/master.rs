@@ -154,13 +154,13 @@ fn check_previous_life(data_dir: &Path, reinitialize: bool) -> Result<()> {
     )
 }
 
-/// This lifetime's container-id epoch: the start time in seconds. A later start has a
-/// larger one, so even a master that lost its database issues ids no earlier master used.
-fn container_epoch() -> Result<u32> {
+/// This lifetime's container-id epoch: the start time in milliseconds. A later start has
+/// a larger one, so even a master that lost its database issues ids no earlier master used.
+fn container_epoch() -> Result<u64> {
     let since_epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .context("the system clock is before 1970")?;
-    u32::try_from(since_epoch.as_secs()).context("the system clock is past 2106")
+    u64::try_from(since_epoch.as_millis()).context("the system clock is out of range")
 }
 
 /// Holds an exclusive lock on the data directory so two masters never share a database.

@@ -65,12 +65,19 @@ pub struct CoreConfig {
     /// Most tasks an account's unfinished jobs may hold together (every task of every job
     /// of the account that has not ended); a submit that would pass it is refused.
     pub max_queued_tasks_per_account: u64,
-    /// This master lifetime's epoch: its container ids start at `container_epoch << 32`
-    /// (0 starts at 1). The server sets its start time in seconds, so a master whose
-    /// database was lost never reissues an id an earlier master gave to a container that
-    /// agents may still run; recovered ids continue above both.
-    pub container_epoch: u32,
+    /// This master lifetime's epoch: its container ids start at
+    /// `container_epoch << CONTAINER_EPOCH_SHIFT` (0 starts at 1). The server sets its
+    /// start time in milliseconds, so a master whose database was lost never reissues an
+    /// id an earlier master gave to a container that agents may still run (that would
+    /// take an earlier lifetime issuing over a million ids per millisecond it lived);
+    /// recovered ids continue above both.
+    pub container_epoch: u64,
 }
+
+/// How far [`CoreConfig::container_epoch`] is shifted into container ids: room for 2^20
+/// ids per millisecond between two master starts, and ids stay below 2^63 (SQLite's
+/// integers) for epochs in milliseconds until the year 2248.
+pub const CONTAINER_EPOCH_SHIFT: u32 = 20;
 
 /// Default [`CoreConfig::max_tasks_per_job`].
 pub const DEFAULT_MAX_TASKS_PER_JOB: u64 = 100_000;
@@ -134,7 +141,8 @@ impl Core {
     pub fn new(config: CoreConfig) -> Core {
         let policy = policy::build(&config);
         let mut state = State::default();
-        state.next_container = state.next_container.max(u64::from(config.container_epoch) << 32);
+        let first = config.container_epoch.saturating_mul(1 << CONTAINER_EPOCH_SHIFT).min(1 << 62);
+        state.next_container = state.next_container.max(first);
         Core { config, state, policy, latest: Timestamp::ZERO, changed: Vec::new() }
     }
 

@@ -32,6 +32,7 @@ pub(super) fn on_agent_joined(state: &mut State, cx: &mut Ctx, join: Join) {
         return;
     }
     let Join { agent, node, map_slots, reduce_slots, live_containers } = join;
+    step_over_listed_ids(state, &live_containers);
     let old = state.nodes.get(&node).copied();
     state.agents.insert(agent, Agent::new(node.clone(), map_slots, reduce_slots, cx.now));
     state.sync_free_index(agent);
@@ -45,6 +46,18 @@ pub(super) fn on_agent_joined(state: &mut State, cx: &mut Ctx, join: Join) {
     let unlisted: Vec<ContainerId> = state.orphans.get(&node).into_iter().flatten().copied().collect();
     for container in unlisted {
         lose_container(state, cx, container, "not running on its node after the master restarted", None);
+    }
+}
+
+/// Moves the next container id above every id the agent lists, so that even a master
+/// whose clock stepped back since an earlier lifetime (see `CoreConfig::container_epoch`)
+/// does not hand out an id the agent still knows. Ids far beyond any epoch are ignored
+/// rather than allowed to exhaust the id space.
+fn step_over_listed_ids(state: &mut State, listed: &[ContainerReport]) {
+    const PLAUSIBLE: u64 = 1 << 62;
+    let highest = listed.iter().map(|r| r.container.0).filter(|&id| id < PLAUSIBLE).max();
+    if let Some(highest) = highest {
+        state.next_container = state.next_container.max(highest + 1);
     }
 }
 

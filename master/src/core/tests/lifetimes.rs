@@ -15,16 +15,28 @@ fn container_ids_start_at_the_lifetimes_epoch_and_continue_above_recovered_ones(
     env.join_agent("n1", 2, 0);
     env.submit(JobBuilder::maps(2).build());
     let ids: Vec<ContainerId> = env.take_launches(2).iter().map(|l| l.container).collect();
-    assert_eq!(ids, [ContainerId(7 << 32), ContainerId((7 << 32) + 1)]);
+    assert_eq!(ids, [ContainerId(7 << 20), ContainerId((7 << 20) + 1)]);
 
     // An earlier lifetime with a later clock (stepped back since) is still stepped over.
     let mut env = TestEnv::with_config(CoreConfig { container_epoch: 7, ..CoreConfig::default() });
     let mut stored = super::builders::recovered(1, JobBuilder::maps(2).build(), JobState::Running);
-    let done = report(9 << 32, task(JobId(1), 0, 0), 1, ContainerState::Completed, env.now);
+    let done = report(9 << 20, task(JobId(1), 0, 0), 1, ContainerState::Completed, env.now);
     stored.containers.push(("n1".into(), done));
     env.recover(stored);
     env.join_agent("n1", 1, 0);
-    assert_eq!(env.take_launches(1)[0].container, ContainerId((9 << 32) + 1));
+    assert_eq!(env.take_launches(1)[0].container, ContainerId((9 << 20) + 1));
+}
+
+#[test]
+fn ids_an_agent_lists_are_never_handed_out_even_if_the_clock_stepped_back() {
+    let mut env = TestEnv::with_config(CoreConfig { container_epoch: 7, ..CoreConfig::default() });
+    // Left by a lifetime that started "later" than this one, by a clock since set back.
+    let stray = report((8 << 20) + 5, task(JobId(1), 0, 0), 1, ContainerState::Running, env.now);
+    let bogus = report(u64::MAX, task(JobId(1), 0, 1), 1, ContainerState::Completed, env.now);
+    env.join_agent_with("n1", 2, 1, vec![stray, bogus]);
+    env.take_kills(1);
+    env.submit(JobBuilder::maps(1).build());
+    assert_eq!(env.take_launches(1)[0].container, ContainerId((8 << 20) + 6));
 }
 
 #[test]
