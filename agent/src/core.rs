@@ -208,11 +208,22 @@ impl AgentCore {
 
     fn on_launch(&mut self, now: Timestamp, launch: Launch, out: &mut Vec<AgentAction>) {
         let id = launch.container;
-        // A repeated launch (e.g. resent around a reconnect) must not run the task twice,
-        // and a `Failed` report would wrongly end the real container: re-send its state.
         if let Some(known) = self.live.get(&id).map(|c| &c.last).or_else(|| self.finished.get(&id)) {
-            warn!(container = %id, state = %known.state, "duplicate launch refused; re-reporting");
-            out.push(AgentAction::Report(known.clone()));
+            if known.task == launch.task && known.attempt == launch.attempt {
+                // A repeated launch (e.g. resent around a reconnect) must not run the task
+                // twice, and a `Failed` report would wrongly end the real container:
+                // re-send its state.
+                warn!(container = %id, state = %known.state, "duplicate launch refused; re-reporting");
+                out.push(AgentAction::Report(known.clone()));
+                return;
+            }
+            // The id is in use for another task (a master that lost its state issuing
+            // ids again): refuse this launch as an ended attempt of its own task, so the
+            // master runs it again under a new id, and leave the other container alone.
+            let message =
+                format!("container id {id} is already in use here by {} ({})", known.task, known.attempt);
+            warn!(container = %id, task = %launch.task, %message, "launch refused");
+            out.push(AgentAction::Report(report(&launch, ContainerState::Killed, now, None, Some(message))));
             return;
         }
         let refusal = if self.shutting_down {

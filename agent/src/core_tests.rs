@@ -198,6 +198,38 @@ fn a_duplicate_container_id_is_refused_and_its_real_state_re_reported() {
 }
 
 #[test]
+fn a_container_id_reused_for_another_task_is_refused_as_that_tasks_ended_attempt() {
+    let mut h = Harness::new(4, 0);
+    h.launch(vec![launch(1, SlotKind::Map)]);
+    h.started(1);
+    h.take();
+    // A master that lost its state hands out c1 again, for a task of a job of its own.
+    let mut reused = launch(1, SlotKind::Map);
+    reused.task = TaskId { job: JobId(7), stage: StageId(0), index: 0 };
+    h.launch(vec![reused.clone()]);
+    let actions = h.take();
+    assert_eq!(actions.len(), 1, "{actions:?}");
+    let refused = report_of(&actions[0]);
+    assert_eq!(
+        (refused.container, refused.task, refused.attempt),
+        (ContainerId(1), reused.task, AttemptId(1))
+    );
+    assert_eq!(refused.state, Killed, "refused, not failed: the task runs again under a new id");
+    assert_eq!(refused.message.as_deref(), Some("container id c1 is already in use here by j1.s0.t1 (a1)"));
+    // The container that holds the id runs on untouched, and is still re-reported as its own.
+    assert_eq!(h.core.live_count(), 1);
+    assert_eq!(h.core.slots().pool(SlotKind::Map).used(), 1);
+    assert_eq!(h.core.live_containers()[0].task, launch(1, SlotKind::Map).task);
+    h.exited(1, TaskExit::Code(0));
+    assert_eq!(h.take_reports(), [(1, Completed)]);
+    // A finished one is protected the same way.
+    reused.attempt = AttemptId(2);
+    h.launch(vec![reused]);
+    assert_eq!(h.take_reports(), [(1, Killed)]);
+    assert_eq!(h.core.live_count(), 0);
+}
+
+#[test]
 fn killing_a_running_container_reports_killed_with_the_reason() {
     let mut h = Harness::new(1, 0);
     h.launch(vec![launch(1, SlotKind::Map)]);

@@ -51,6 +51,10 @@ pub struct MasterFile {
     pub fast_failure_ms: Option<u64>,
     /// How long a quarantined agent gets no new work, in milliseconds (default 300000).
     pub quarantine_ms: Option<u64>,
+    /// Most tasks one job may have (default 100,000).
+    pub max_tasks_per_job: Option<u64>,
+    /// Most tasks one account's unfinished jobs may hold together (default 1,000,000).
+    pub max_queued_tasks_per_account: Option<u64>,
 }
 
 /// A setting that cannot work.
@@ -170,6 +174,17 @@ impl TryFrom<MasterFile> for MasterConfig {
                 problem: format!("must be between 1 KiB and 64 MiB, got {max_frame}"),
             });
         }
+        let max_tasks_per_job = file.max_tasks_per_job.unwrap_or(defaults.max_tasks_per_job);
+        let max_queued_tasks_per_account =
+            file.max_queued_tasks_per_account.unwrap_or(defaults.max_queued_tasks_per_account);
+        if max_tasks_per_job == 0 || max_queued_tasks_per_account < max_tasks_per_job {
+            return Err(ConfigError::Invalid {
+                field: "max_queued_tasks_per_account",
+                problem: format!(
+                    "must be at least max_tasks_per_job, which must be at least 1 (got {max_queued_tasks_per_account} and {max_tasks_per_job})"
+                ),
+            });
+        }
         Ok(MasterConfig {
             listen: file.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
             data_dir: file.data_dir.unwrap_or_else(|| PathBuf::from("slotmarket-data/master")),
@@ -185,6 +200,10 @@ impl TryFrom<MasterFile> for MasterConfig {
                     names: file.history_names.unwrap_or(defaults.history.names),
                 },
                 node_health,
+                max_tasks_per_job,
+                max_queued_tasks_per_account,
+                // The binary sets this lifetime's epoch when it starts.
+                container_epoch: defaults.container_epoch,
             },
             heartbeat_interval,
             max_frame,
@@ -403,6 +422,28 @@ quarantine_ms = 0
     }
 
     #[test]
+    fn task_limits_come_from_the_file_and_must_be_consistent() {
+        let defaults = MasterConfig::try_from(MasterFile::default()).unwrap();
+        assert_eq!(defaults.core.max_tasks_per_job, crate::core::DEFAULT_MAX_TASKS_PER_JOB);
+        let file: MasterFile = toml::from_str(
+            "max_tasks_per_job = 500
+max_queued_tasks_per_account = 2000
+",
+        )
+        .unwrap();
+        let config = MasterConfig::try_from(file).unwrap();
+        assert_eq!((config.core.max_tasks_per_job, config.core.max_queued_tasks_per_account), (500, 2000));
+        let file: MasterFile = toml::from_str(
+            "max_tasks_per_job = 500
+max_queued_tasks_per_account = 100
+",
+        )
+        .unwrap();
+        let err = MasterConfig::try_from(file).unwrap_err().to_string();
+        assert!(err.starts_with("max_queued_tasks_per_account: must be at least max_tasks_per_job"), "{err}");
+    }
+
+    #[test]
     fn old_top_level_policy_settings_are_refused_pointing_at_the_policy_table() {
         let dir = tempfile::tempdir().unwrap();
         let cases = [
@@ -505,7 +546,10 @@ quarantine_ms = 0
             quarantine_after_fast_failures,
             fast_failure_ms,
             quarantine_ms,
+            max_tasks_per_job,
+            max_queued_tasks_per_account,
         } = file;
+        assert!(max_tasks_per_job.is_some() && max_queued_tasks_per_account.is_some());
         assert!(ended_job_retention_s.is_some() && history_per_name.is_some() && history_names.is_some());
         assert!(
             quarantine_after_fast_failures.is_some() && fast_failure_ms.is_some() && quarantine_ms.is_some()

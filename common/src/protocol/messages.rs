@@ -97,6 +97,12 @@ pub enum MasterToAgent {
     },
 }
 
+/// The most bytes one [`Launch`] encodes to for any spec that passes validation (the
+/// spec limits on `input`, names, commands and stage counts make it so). The master
+/// packs launches into messages by encoded size, so a valid job can never make a frame
+/// an agent refuses.
+pub const MAX_LAUNCH_BYTES: usize = 64 * 1024;
+
 /// One container to start.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub struct Launch {
@@ -532,6 +538,31 @@ mod tests {
         let msg = AgentToMaster::Reports(vec![report]);
         let bytes = postcard::to_allocvec(&msg).unwrap();
         assert_eq!(postcard::from_bytes::<AgentToMaster>(&bytes).unwrap(), msg);
+    }
+
+    #[test]
+    fn the_largest_valid_launch_fits_max_launch_bytes() {
+        use crate::spec::{MAX_INPUT_LEN, MAX_STAGE_NAME_LEN, MAX_STAGES, MAX_TASKS_PER_STAGE, MAX_TEXT_LEN};
+        let name = |i: usize| format!("{i:0>width$}", width = MAX_STAGE_NAME_LEN);
+        let launch = Launch {
+            container: ContainerId(u64::MAX),
+            task: TaskId { job: JobId(u64::MAX), stage: StageId(u32::MAX), index: u32::MAX },
+            attempt: AttemptId(u32::MAX),
+            slot: SlotKind::Reduce,
+            command: "c".repeat(MAX_TEXT_LEN),
+            vars: TaskVars {
+                job: JobId(u64::MAX),
+                stage: name(0),
+                task: u32::MAX,
+                tasks: MAX_TASKS_PER_STAGE,
+                attempt: AttemptId(u32::MAX),
+                input: Some("i".repeat(MAX_INPUT_LEN)),
+                stage_tasks: (0..MAX_STAGES).map(|i| (name(i), MAX_TASKS_PER_STAGE)).collect(),
+            },
+        };
+        let size = postcard::to_allocvec(&launch).unwrap().len();
+        assert!(size > MAX_INPUT_LEN + MAX_STAGES * MAX_STAGE_NAME_LEN, "{size}");
+        assert!(size <= MAX_LAUNCH_BYTES, "{size} > {MAX_LAUNCH_BYTES}");
     }
 
     #[test]

@@ -30,7 +30,9 @@ mod validate;
 
 pub use deadline::{DeadlineSpec, format_duration, format_rfc3339, parse_duration};
 pub use template::{PLACEHOLDERS, TaskVars, TemplateError, render};
-pub use validate::{MAX_STAGES, MAX_TASKS_PER_STAGE, SpecError, validate};
+pub use validate::{
+    MAX_INPUT_LEN, MAX_STAGE_NAME_LEN, MAX_STAGES, MAX_TASKS_PER_STAGE, MAX_TEXT_LEN, SpecError, validate,
+};
 
 use serde::{Deserialize, Serialize};
 

@@ -11,8 +11,13 @@ use super::{JobSpec, template};
 pub const MAX_STAGES: usize = 64;
 /// Most tasks one stage may have.
 pub const MAX_TASKS_PER_STAGE: u32 = 100_000;
-/// Longest name or command accepted, in bytes.
-const MAX_TEXT_LEN: usize = 4096;
+/// Longest job name, queue or command accepted, in bytes.
+pub const MAX_TEXT_LEN: usize = 4096;
+/// Longest stage name accepted, in bytes. Every launch carries the names of all of its
+/// job's stages (for `{tasks.STAGE}`), so they are kept short.
+pub const MAX_STAGE_NAME_LEN: usize = 256;
+/// Longest `input` accepted, in bytes; it travels in every launch of the job.
+pub const MAX_INPUT_LEN: usize = 16 * 1024;
 /// Most attempts per task a spec may ask for.
 const MAX_ATTEMPTS: u32 = 100;
 
@@ -53,6 +58,17 @@ pub fn validate(spec: &JobSpec) -> Result<(), SpecError> {
     if let Some(account) = &spec.account {
         check_text("account", account)?;
     }
+    if let Some(input) = &spec.input {
+        if input.len() > MAX_INPUT_LEN {
+            return Err(field_error(
+                "input",
+                format!(
+                    "longer than {MAX_INPUT_LEN} bytes ({} given); pass a path to the data instead of the data",
+                    input.len()
+                ),
+            ));
+        }
+    }
     if spec.stages.is_empty() {
         return Err(field_error("stage", "a job needs at least one [[stage]] table"));
     }
@@ -64,6 +80,12 @@ pub fn validate(spec: &JobSpec) -> Result<(), SpecError> {
     for (i, stage) in spec.stages.iter().enumerate() {
         let at = |f: &str| format!("stage[{i}].{f}");
         check_text(&at("name"), &stage.name)?;
+        if stage.name.len() > MAX_STAGE_NAME_LEN {
+            return Err(field_error(
+                at("name"),
+                format!("longer than {MAX_STAGE_NAME_LEN} bytes; use a shorter stage name"),
+            ));
+        }
         if !seen.insert(stage.name.as_str()) {
             return Err(field_error(
                 at("name"),
@@ -79,6 +101,12 @@ pub fn validate(spec: &JobSpec) -> Result<(), SpecError> {
         check_text(&at("command"), &stage.command)?;
         template::check(&stage.command, &names, spec.input.is_some())
             .map_err(|e| field_error(at("command"), e.to_string()))?;
+        if stage.after.len() > MAX_STAGES {
+            return Err(field_error(
+                at("after"),
+                format!("at most {MAX_STAGES} entries, got {}", stage.after.len()),
+            ));
+        }
         for dep in &stage.after {
             if !names.contains(&dep.as_str()) {
                 return Err(field_error(
@@ -154,6 +182,27 @@ mod tests {
         assert!(refused(bad_placeholder).starts_with("stage[0].command: unknown placeholder {tsk}"));
         assert!(refused(&format!("max_attempts = 0\n{ONE_STAGE}tasks = 1")).starts_with("max_attempts:"));
         assert!(refused(&format!("{ONE_STAGE}tasks = 1\nslot = \"gpu\"")).contains("invalid job spec"));
+    }
+
+    #[test]
+    fn oversized_input_names_and_after_lists_are_refused_with_the_limit() {
+        let input = "x".repeat(super::MAX_INPUT_LEN + 1);
+        let err = refused(&format!("input = \"{input}\"\n{ONE_STAGE}tasks = 1"));
+        assert!(err.starts_with("input: longer than 16384 bytes (16385 given)"), "{err}");
+        let just_fits = "x".repeat(super::MAX_INPUT_LEN);
+        JobSpec::from_toml(&format!("input = \"{just_fits}\"\n{ONE_STAGE}tasks = 1")).unwrap();
+
+        let long_name = "s".repeat(super::MAX_STAGE_NAME_LEN + 1);
+        let spec = format!(
+            "name = \"j\"\n[[stage]]\nname = \"{long_name}\"\nslot = \"map\"\ntasks = 1\ncommand = \"true\""
+        );
+        assert!(refused(&spec).starts_with("stage[0].name: longer than 256 bytes"), "{}", refused(&spec));
+
+        let after = vec!["\"a\""; super::MAX_STAGES + 1].join(", ");
+        let spec = format!(
+            "{ONE_STAGE}tasks = 1\n[[stage]]\nname = \"b\"\nslot = \"map\"\ntasks = 1\ncommand = \"true\"\nafter = [{after}]"
+        );
+        assert_eq!(refused(&spec), "stage[1].after: at most 64 entries, got 65");
     }
 
     #[test]

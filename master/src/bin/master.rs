@@ -12,10 +12,10 @@ use clap::Parser;
 use slotmarket_common::pki::TlsFiles;
 use slotmarket_common::transport;
 use slotmarket_master::config::{MasterConfig, MasterFile, PolicyTable};
-use slotmarket_master::core::Core;
+use slotmarket_master::core::{Core, CoreConfig};
 use slotmarket_master::server::{self, ServerOptions};
-use slotmarket_master::store::Store;
-use tracing::info;
+use slotmarket_master::store::{DATABASE_FILE, Store};
+use tracing::{info, warn};
 
 /// The Slotmarket master: admission, scheduling and accounting for a cluster of agents.
 ///
@@ -47,6 +47,11 @@ struct Args {
     /// `[policy]` table (see configs/master.toml).
     #[arg(long, env = "SLOTMARKET_MASTER_CONFIG")]
     config: Option<PathBuf>,
+    /// Start with an empty database in a data directory an earlier master used, whose
+    /// database is missing or empty. Without it the master refuses, rather than silently
+    /// forget every job it had acknowledged.
+    #[arg(long)]
+    reinitialize: bool,
 }
 
 impl TryFrom<Args> for MasterConfig {
@@ -83,17 +88,20 @@ async fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let config = MasterConfig::try_from(Args::parse())?;
-    run(config).await
+    let args = Args::parse();
+    let reinitialize = args.reinitialize;
+    let config = MasterConfig::try_from(args)?;
+    run(config, reinitialize).await
 }
 
-async fn run(config: MasterConfig) -> Result<()> {
+async fn run(config: MasterConfig, reinitialize: bool) -> Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data directory {}", config.data_dir.display()))?;
     let _lock = lock_data_dir(&config.data_dir)?;
+    check_previous_life(&config.data_dir, reinitialize)?;
     let store = Store::open(&config.data_dir)
         .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
-    let core = Core::new(config.core.clone());
+    let core = Core::new(CoreConfig { container_epoch: container_epoch()?, ..config.core.clone() });
 
     let tls = TlsFiles::in_dir(&config.cert_dir, "master");
     let listen =
@@ -115,6 +123,48 @@ async fn run(config: MasterConfig) -> Result<()> {
         ServerOptions { max_frame: config.max_frame, heartbeat_interval: config.heartbeat_interval };
     server::run(endpoint, core, store, options, shutdown_signal()).await?;
     Ok(())
+}
+
+/// Files a master writes into its data directory only once it has started there.
+const LIFE_MARKERS: [&str; 2] = ["restart.secret", "master.addr"];
+
+/// Refuses to start on a data directory that an earlier master used (it left its
+/// `LIFE_MARKERS`) but whose database is missing or empty, unless `reinitialize`: the
+/// jobs it acknowledged would be forgotten without a word.
+fn check_previous_life(data_dir: &Path, reinitialize: bool) -> Result<()> {
+    let holds_data = Store::holds_data(data_dir)
+        .with_context(|| format!("reading the database in {}", data_dir.display()))?;
+    let markers: Vec<&str> = LIFE_MARKERS.into_iter().filter(|name| data_dir.join(name).exists()).collect();
+    if holds_data || markers.is_empty() {
+        return Ok(());
+    }
+    let database = data_dir.join(DATABASE_FILE);
+    if reinitialize {
+        warn!(
+            database = %database.display(),
+            "reinitializing: starting with an empty database; jobs of the earlier master are lost, \
+             and job ids start again from j1 (move the agents' shared jobs directory aside)"
+        );
+        return Ok(());
+    }
+    bail!(
+        "{dir} was used by an earlier master ({found} exist), but its database {db} is missing or empty. \
+         Starting would lose every job it acknowledged (specs, states, task results and history), and \
+         tasks agents still run for them would be killed as unknown. Restore {db} from a backup, or start \
+         with --reinitialize to begin again with an empty database.",
+        dir = data_dir.display(),
+        found = markers.join(" and "),
+        db = database.display(),
+    )
+}
+
+/// This lifetime's container-id epoch: the start time in milliseconds. A later start has
+/// a larger one, so even a master that lost its database issues ids no earlier master used.
+fn container_epoch() -> Result<u64> {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .context("the system clock is before 1970")?;
+    u64::try_from(since_epoch.as_millis()).context("the system clock is out of range")
 }
 
 /// Holds an exclusive lock on the data directory so two masters never share a database.

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use slotmarket_common::ids::{AgentId, AttemptId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::ids::{AccountId, AgentId, AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::JobState;
 use slotmarket_common::spec::SlotKind;
 
@@ -38,7 +38,7 @@ fn check_agents(state: &State) -> Result<(), String> {
     }
     for (&id, agent) in &state.agents {
         let (mut used, held) = holdings.remove(&id).unwrap_or_default();
-        for &kind in agent.strays.values() {
+        for &kind in agent.strays.values().flatten() {
             used[kind_ix(kind)] += 1;
         }
         if used != agent.used {
@@ -154,6 +154,9 @@ fn check_job(state: &State, job: &Job) -> Result<(), String> {
     if id.0 >= state.next_job {
         return Err(format!("{id} is not below the next job id {}", state.next_job));
     }
+    if job.state.is_terminal() {
+        return check_ended_job(job);
+    }
     let (mut completed, mut live) = (0u64, [0u32; KINDS]);
     for (s, stage) in job.stages.iter().enumerate() {
         let mut counts = (0u32, 0u32);
@@ -196,6 +199,20 @@ fn check_job(state: &State, job: &Job) -> Result<(), String> {
     check_job_totals(job, completed, live)
 }
 
+/// An ended job keeps only its counts: no per-task records, nothing live or ready.
+fn check_ended_job(job: &Job) -> Result<(), String> {
+    let id = job.id;
+    if job.stages.iter().any(|s| !s.tasks.is_empty()) {
+        return Err(format!("{id} is {} but still keeps per-task records", job.state));
+    }
+    let completed: u64 = job.stages.iter().map(|s| u64::from(s.completed)).sum();
+    let live: u32 = job.stages.iter().map(|s| s.live).sum();
+    if live > 0 || completed != job.completed {
+        return Err(format!("{id}: stage counts ({completed}, {live}) differ from the job's"));
+    }
+    check_job_totals(job, completed, job.live)
+}
+
 fn check_job_totals(job: &Job, completed: u64, live: [u32; KINDS]) -> Result<(), String> {
     let id = job.id;
     if completed != job.completed || live != job.live {
@@ -218,6 +235,13 @@ fn check_ready_index(state: &State) -> Result<(), String> {
         state.jobs.values().filter(|j| !j.state.is_terminal()).map(|j| j.id).collect();
     if active != state.active {
         return Err(format!("active index is {:?}, jobs say {active:?}", state.active));
+    }
+    let mut tasks: BTreeMap<AccountId, u64> = BTreeMap::new();
+    for job in state.jobs.values().filter(|j| !j.state.is_terminal()) {
+        *tasks.entry(job.account.clone()).or_default() += job.total();
+    }
+    if tasks != state.active_tasks {
+        return Err(format!("active tasks per account are {:?}, jobs say {tasks:?}", state.active_tasks));
     }
     for k in 0..KINDS {
         let expected: BTreeSet<JobId> =

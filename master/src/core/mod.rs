@@ -80,7 +80,30 @@ pub struct CoreConfig {
     pub history: HistoryLimits,
     /// When an agent whose tasks keep failing fast is quarantined, and for how long.
     pub node_health: NodeHealth,
+    /// Most tasks one job may have over all its stages; a larger job is refused at
+    /// submit, naming this limit. Each task costs the master memory until its job ends.
+    pub max_tasks_per_job: u64,
+    /// Most tasks an account's unfinished jobs may hold together (every task of every job
+    /// of the account that has not ended); a submit that would pass it is refused.
+    pub max_queued_tasks_per_account: u64,
+    /// This master lifetime's epoch: its container ids start at
+    /// `container_epoch << CONTAINER_EPOCH_SHIFT` (0 starts at 1). The server sets its
+    /// start time in milliseconds, so a master whose database was lost never reissues an
+    /// id an earlier master gave to a container that agents may still run (that would
+    /// take an earlier lifetime issuing over a million ids per millisecond it lived);
+    /// recovered ids continue above both.
+    pub container_epoch: u64,
 }
+
+/// How far [`CoreConfig::container_epoch`] is shifted into container ids: room for 2^20
+/// ids per millisecond between two master starts, and ids stay below 2^63 (SQLite's
+/// integers) for epochs in milliseconds until the year 2248.
+pub const CONTAINER_EPOCH_SHIFT: u32 = 20;
+
+/// Default [`CoreConfig::max_tasks_per_job`].
+pub const DEFAULT_MAX_TASKS_PER_JOB: u64 = 100_000;
+/// Default [`CoreConfig::max_queued_tasks_per_account`].
+pub const DEFAULT_MAX_QUEUED_TASKS_PER_ACCOUNT: u64 = 1_000_000;
 
 impl Default for CoreConfig {
     fn default() -> CoreConfig {
@@ -90,6 +113,9 @@ impl Default for CoreConfig {
             ended_job_retention: Duration::from_secs(600),
             history: HistoryLimits::default(),
             node_health: NodeHealth::default(),
+            max_tasks_per_job: DEFAULT_MAX_TASKS_PER_JOB,
+            max_queued_tasks_per_account: DEFAULT_MAX_QUEUED_TASKS_PER_ACCOUNT,
+            container_epoch: 0,
         }
     }
 }
@@ -143,7 +169,9 @@ impl Core {
     /// A core running `policy` rather than the one `config` names (for tests of the
     /// driving contract with a policy of their own).
     pub(crate) fn with_policy(config: CoreConfig, policy: Box<dyn Policy>) -> Core {
-        let state = State::new(config.history);
+        let mut state = State::new(config.history);
+        let first = config.container_epoch.saturating_mul(1 << CONTAINER_EPOCH_SHIFT).min(1 << 62);
+        state.next_container = state.next_container.max(first);
         Core { config, state, policy, latest: Timestamp::ZERO, changed: Vec::new() }
     }
 
@@ -189,7 +217,18 @@ impl Core {
         self.latest = self.latest.max(now);
         let changed = std::mem::take(&mut self.changed);
         let config = &self.config;
-        Ctx::new(self.latest, config.agent_timeout, config.ended_job_retention, config.node_health, changed)
+        let mut cx = Ctx::new(
+            self.latest,
+            config.agent_timeout,
+            config.ended_job_retention,
+            config.node_health,
+            changed,
+        );
+        cx.task_limits = reactor::TaskLimits {
+            per_job: config.max_tasks_per_job,
+            per_account: config.max_queued_tasks_per_account,
+        };
+        cx
     }
 
     /// Asks the policy for decisions over the current state and carries them out.

@@ -35,6 +35,9 @@ pub(crate) struct State {
     /// Jobs that have not ended, in admission order; lets policies that weigh every
     /// active job skip the ended ones.
     pub(crate) active: BTreeSet<JobId>,
+    /// Tasks of each account's jobs that have not ended (all their tasks, whatever their
+    /// phase), for the per-account limit checked at submit. Accounts at zero are removed.
+    pub(crate) active_tasks: BTreeMap<AccountId, u64>,
     /// Containers holding (or about to release) a slot: live task attempts, plus
     /// containers of ended jobs whose kill has not been confirmed yet. Hashed, not
     /// ordered: every report looks one up, and only preemption walks them (sorting just
@@ -79,6 +82,7 @@ impl State {
         State {
             jobs: BTreeMap::new(),
             active: BTreeSet::new(),
+            active_tasks: BTreeMap::new(),
             containers: HashMap::default(),
             agents: BTreeMap::new(),
             nodes: BTreeMap::new(),
@@ -244,7 +248,7 @@ pub(crate) struct Agent {
     /// Containers the agent still runs that the master killed as unknown when it
     /// registered: each holds its slot (counted in `used`) until the agent reports it ended,
     /// so nothing is launched into a slot the agent cannot give.
-    pub(crate) strays: BTreeMap<ContainerId, SlotKind>,
+    pub(crate) strays: BTreeMap<ContainerId, Vec<SlotKind>>,
     /// Set when it takes no new work: an admin drained it, or it said it is leaving.
     pub(crate) drain: Option<DrainCause>,
     /// Set while it takes no new work because its tasks kept failing fast.
@@ -350,9 +354,24 @@ impl Job {
         }
     }
 
-    /// Tasks over all stages.
+    /// Tasks over all stages (from the spec: an ended job no longer keeps its tasks).
     pub(crate) fn total(&self) -> u64 {
-        self.stages.iter().map(|s| s.tasks.len() as u64).sum()
+        self.spec.total_tasks()
+    }
+
+    /// The number of tasks of stage `ix` (from the spec, see [`total`](Job::total)).
+    pub(crate) fn stage_size(&self, ix: usize) -> u32 {
+        self.spec.stages.get(ix).map_or(0, |s| s.tasks)
+    }
+
+    /// Frees the per-task records of an ended job: it keeps its counts, which is all its
+    /// status needs, and a retained job of 100,000 tasks stops costing megabytes.
+    pub(crate) fn release_tasks(&mut self) {
+        debug_assert!(self.state.is_terminal() && self.live_total() == 0);
+        for stage in &mut self.stages {
+            stage.tasks = Vec::new();
+        }
+        self.ready = Default::default();
     }
 
     /// Tasks with a live container, all kinds.
@@ -403,17 +422,41 @@ impl Job {
 
     /// Whether every task of stage `ix` has completed.
     pub(crate) fn stage_done(&self, ix: usize) -> bool {
-        self.stages.get(ix).is_some_and(|s| s.completed as usize == s.tasks.len())
+        self.stages.get(ix).is_some_and(|s| s.completed == self.stage_size(ix))
     }
 }
 
 impl State {
     /// Adds a newly admitted or recovered job, indexing it as active unless it has ended.
-    pub(crate) fn insert_job(&mut self, job: Job) {
-        if !job.state.is_terminal() {
+    pub(crate) fn insert_job(&mut self, mut job: Job) {
+        if job.state.is_terminal() {
+            job.release_tasks();
+        } else {
             self.active.insert(job.id);
+            *self.active_tasks.entry(job.account.clone()).or_default() += job.total();
         }
         self.jobs.insert(job.id, job);
+    }
+
+    /// Takes an ended job out of the active index and its account's task count, and
+    /// frees its per-task records.
+    pub(crate) fn deactivate(&mut self, id: JobId) {
+        let Some(job) = self.jobs.get_mut(&id) else { return };
+        if !self.active.remove(&id) {
+            return;
+        }
+        job.release_tasks();
+        if let Some(count) = self.active_tasks.get_mut(&job.account) {
+            *count = count.saturating_sub(job.total());
+            if *count == 0 {
+                self.active_tasks.remove(&job.account);
+            }
+        }
+    }
+
+    /// Tasks held by the unfinished jobs of `account`.
+    pub(crate) fn active_tasks_of(&self, account: &AccountId) -> u64 {
+        self.active_tasks.get(account).copied().unwrap_or(0)
     }
 
     /// Releases every stage whose barrier has passed and queues its pending tasks.

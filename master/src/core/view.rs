@@ -190,7 +190,7 @@ fn status(j: &Job) -> JobStatus {
         .iter()
         .zip(&j.stages)
         .map(|(spec, stage)| {
-            let tasks = stage.tasks.len() as u32;
+            let tasks = spec.tasks;
             // Pending tasks of an ended job were dropped; they are not waiting for anything.
             let pending = if ended { 0 } else { tasks - stage.completed - stage.live };
             StageStatus {

@@ -4,13 +4,15 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, SystemTime};
 
+use slotmarket_common::container::ContainerState;
 use slotmarket_common::identity::Identity;
 use slotmarket_common::ids::{AgentId, ContainerId, JobId};
 use slotmarket_common::protocol::{ContainerReport, ErrorKind, Launch, MasterToAgent, Request, Response};
 use slotmarket_common::time::Timestamp;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, error, info, warn};
 
+use super::launches::pack_launches;
 use super::{ServerError, reads};
 use crate::core::{Command, Core, Event, KillReason, Persist, RequestId};
 use crate::store::{Store, StoreError};
@@ -32,20 +34,24 @@ pub(crate) enum Input {
     /// A one-shot client request.
     Request { caller: Identity, request: Request, reply: oneshot::Sender<Response> },
     /// A watch: `Job` responses go to `updates` until the job ends.
-    Watch { caller: Identity, job: JobId, updates: mpsc::UnboundedSender<Response> },
+    Watch { caller: Identity, job: JobId, updates: WatchSender },
 }
 
+/// Where a watch stream's updates go: only the latest response is kept, so a reader that
+/// falls behind (or withholds flow control) skips to the newest state instead of making
+/// the master queue every change for it. The actor drops the sender once the job ended.
+pub(crate) type WatchSender = watch::Sender<Option<Response>>;
+
+/// One open watch stream on a job.
 struct Watcher {
+    /// Who asked; each update is the job's status as this caller may see it.
     caller: Identity,
-    updates: mpsc::UnboundedSender<Response>,
+    /// The latest update, overwritten by the next one.
+    updates: WatchSender,
 }
 
 /// Most queued inputs decided together before their writes are committed.
 const MAX_BATCH: usize = 256;
-
-/// Most launches in one message; a launch carries its job's stage table, so this keeps
-/// messages far below the frame limit for any realistic job.
-const MAX_LAUNCHES_PER_MESSAGE: usize = 32;
 
 /// A command other than a store write: what is left to do once a batch's writes are
 /// split off and committed.
@@ -85,6 +91,8 @@ pub(super) struct Actor {
     clock: Clock,
     /// Sent to agents in `Registered`.
     heartbeat_interval: Duration,
+    /// Most encoded bytes of launches in one `Launch` message (see [`launch_budget`]).
+    launch_budget: usize,
     /// The core's count of ignored reports when it was last logged.
     ignored_reports: u64,
     agents: BTreeMap<AgentId, mpsc::UnboundedSender<MasterToAgent>>,
@@ -95,12 +103,13 @@ pub(super) struct Actor {
 }
 
 impl Actor {
-    pub(super) fn new(core: Core, store: Store, heartbeat_interval: Duration) -> Actor {
+    pub(super) fn new(core: Core, store: Store, heartbeat_interval: Duration, launch_budget: usize) -> Actor {
         Actor {
             core,
             store,
             clock: Clock::new(),
             heartbeat_interval,
+            launch_budget,
             ignored_reports: 0,
             agents: BTreeMap::new(),
             next_agent: 1,
@@ -245,42 +254,64 @@ impl Actor {
         self.core.handle(now, event)
     }
 
-    fn on_watch(&mut self, caller: Identity, job: JobId, updates: mpsc::UnboundedSender<Response>) {
+    fn on_watch(&mut self, caller: Identity, job: JobId, updates: WatchSender) {
         let status = match reads::job_status(&self.core.view(), &self.store, &caller, job) {
             Ok(status) => status,
             Err(err) => {
-                let _ = updates.send(stored_read::<Response>(Err(err)));
+                let _ = updates.send(Some(stored_read::<Response>(Err(err))));
                 return;
             }
         };
         match status {
             Ok(status) => {
                 let ended = status.summary.state.is_terminal();
-                if updates.send(Response::Job(status)).is_ok() && !ended {
+                if updates.send(Some(Response::Job(status))).is_ok() && !ended {
                     self.watchers.entry(job).or_default().push(Watcher { caller, updates });
                 }
             }
             Err(reply) => {
-                let _ = updates.send(Response::Error(reply));
+                let _ = updates.send(Some(Response::Error(reply)));
             }
         }
     }
 
+    /// Carries out `commands` (see [`execute_once`](Actor::execute_once)), then feeds the
+    /// core the failures of launches that could not be sent and carries out its answer,
+    /// until nothing is left unsent.
+    fn execute(&mut self, commands: Vec<Command>) -> Result<(), ServerError> {
+        let mut unsent = self.execute_once(commands)?;
+        while !unsent.is_empty() {
+            let commands = unsent
+                .into_iter()
+                .flat_map(|(agent, reports)| {
+                    self.core.handle(self.clock.now(), Event::ContainerReports { agent, reports })
+                })
+                .collect();
+            unsent = self.execute_once(commands)?;
+        }
+        Ok(())
+    }
+
     /// Carries out `commands`: first every store write, in one transaction, then the
     /// rest in order. Committing early is always safe, and it means no reply, launch or
-    /// kill can get ahead of the state it announces.
-    fn execute(&mut self, commands: Vec<Command>) -> Result<(), ServerError> {
+    /// kill can get ahead of the state it announces. Returns, per agent, a `Failed`
+    /// report for every launch too large to send.
+    fn execute_once(
+        &mut self,
+        commands: Vec<Command>,
+    ) -> Result<Vec<(AgentId, Vec<ContainerReport>)>, ServerError> {
         let (persist, actions) = split(commands);
         self.commit(&persist)?;
         let mut launches: BTreeMap<AgentId, Vec<Launch>> = BTreeMap::new();
         let mut changed: BTreeSet<JobId> = BTreeSet::new();
+        let mut unsent: BTreeMap<AgentId, Vec<ContainerReport>> = BTreeMap::new();
         for action in actions {
             match action {
                 Action::Launch { agent, launch } => launches.entry(agent).or_default().push(launch),
                 Action::Kill { agent, container, reason } => {
                     // Keep this agent's launches and kills in the order the core decided them.
                     if let Some(batch) = launches.remove(&agent) {
-                        self.send_launches(agent, batch);
+                        self.send_launches(agent, batch, &mut unsent);
                     }
                     self.send(agent, MasterToAgent::Kill { container, reason: reason.to_string() });
                 }
@@ -301,11 +332,11 @@ impl Actor {
             }
         }
         for (agent, batch) in launches {
-            self.send_launches(agent, batch);
+            self.send_launches(agent, batch, &mut unsent);
         }
         self.notify_watchers(changed);
         self.log_ignored_reports();
-        Ok(())
+        Ok(unsent.into_iter().collect())
     }
 
     /// Logs the core's count of reports dropped by fencing when a batch raised it: late
@@ -334,13 +365,38 @@ impl Actor {
         Ok(())
     }
 
-    /// Sends launches in messages of at most [`MAX_LAUNCHES_PER_MESSAGE`], so a large
-    /// scheduling step never makes a frame over the limit.
-    fn send_launches(&self, agent: AgentId, batch: Vec<Launch>) {
-        let mut batch = batch.into_iter().peekable();
-        while batch.peek().is_some() {
-            let chunk = batch.by_ref().take(MAX_LAUNCHES_PER_MESSAGE).collect();
-            self.send(agent, MasterToAgent::Launch(chunk));
+    /// Sends launches in messages of at most `launch_budget` encoded bytes, so neither a
+    /// large scheduling step nor a job with large launches makes a frame the agent
+    /// refuses (which would cost the connection, and every task's reports with it). A
+    /// launch over the budget on its own is never sent: a `Failed` report for it goes to
+    /// `unsent`, so its attempt ends instead. Spec validation keeps valid jobs far
+    /// below that (`MAX_LAUNCH_BYTES`); this is the backstop.
+    fn send_launches(
+        &self,
+        agent: AgentId,
+        batch: Vec<Launch>,
+        unsent: &mut BTreeMap<AgentId, Vec<ContainerReport>>,
+    ) {
+        for (chunk, oversized) in pack_launches(batch, self.launch_budget) {
+            if !chunk.is_empty() {
+                self.send(agent, MasterToAgent::Launch(chunk));
+            }
+            if let Some((launch, size)) = oversized {
+                warn!(%agent, container = %launch.container, size, "launch too large to send; failing the attempt");
+                let message = format!(
+                    "the launch message is {size} bytes, over the {} bytes an agent accepts",
+                    self.launch_budget
+                );
+                unsent.entry(agent).or_default().push(ContainerReport {
+                    container: launch.container,
+                    task: launch.task,
+                    attempt: launch.attempt,
+                    state: ContainerState::Failed,
+                    at: self.clock.now(),
+                    exit_code: None,
+                    message: Some(message),
+                });
+            }
         }
     }
 
@@ -359,7 +415,8 @@ impl Actor {
             watchers.retain(|w| match view.job_status(job, &w.caller) {
                 Ok(status) => {
                     let ended = status.summary.state.is_terminal();
-                    w.updates.send(Response::Job(status)).is_ok() && !ended
+                    // Replaces an update the reader has not taken yet: at most one per watcher.
+                    w.updates.send(Some(Response::Job(status))).is_ok() && !ended
                 }
                 Err(_) => false,
             });
@@ -424,86 +481,5 @@ fn millis(duration: Duration) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::path::Path;
-
-    use slotmarket_common::container::ContainerState;
-    use slotmarket_common::ids::{AccountId, AttemptId, StageId, TaskId};
-    use slotmarket_common::protocol::JobState;
-    use slotmarket_common::spec::JobSpec;
-
-    use super::*;
-    use crate::core::CoreConfig;
-    use crate::server::DEFAULT_HEARTBEAT_INTERVAL;
-
-    const SPEC: &str =
-        "name = \"wc\"\n[[stage]]\nname = \"map\"\ntasks = 1\nslot = \"map\"\ncommand = \"true\"\n";
-
-    fn actor_on(dir: &Path, heartbeat_interval: Duration) -> Actor {
-        let store = Store::open(dir).unwrap();
-        Actor::new(Core::new(CoreConfig::default()), store, heartbeat_interval)
-    }
-
-    #[test]
-    fn stored_jobs_are_replayed_at_the_actors_clock() {
-        let dir = tempfile::tempdir().unwrap();
-        let running = ContainerReport {
-            container: ContainerId(1),
-            task: TaskId { job: JobId(4), stage: StageId(0), index: 0 },
-            attempt: AttemptId(1),
-            state: ContainerState::Running,
-            at: Timestamp(110),
-            exit_code: None,
-            message: None,
-        };
-        Store::open(dir.path())
-            .unwrap()
-            .apply(&[
-                Persist::JobAdmitted {
-                    job: JobId(4),
-                    account: AccountId("alice".into()),
-                    owner: AccountId("alice".into()),
-                    spec: JobSpec::from_toml(SPEC).unwrap(),
-                    submitted: Timestamp(100),
-                    deadline: None,
-                },
-                Persist::Container { node: "n1".into(), report: running },
-            ])
-            .unwrap();
-
-        let mut actor = actor_on(dir.path(), DEFAULT_HEARTBEAT_INTERVAL);
-        let before = Timestamp::from(SystemTime::now());
-        assert_eq!(actor.recover().unwrap(), 1);
-        let after = actor.clock.now();
-        assert_eq!(actor.core.view().job_state(JobId(4)), Some(JobState::Pending));
-        // The running container waits for its node until the agent timeout, counted from
-        // the moment of recovery on the actor's (wall-clock based) time.
-        let timeout = CoreConfig::default().agent_timeout;
-        let wakeup = actor.core.next_wakeup().expect("the orphan has a deadline");
-        assert!(
-            before + timeout < wakeup && wakeup <= after + timeout + Duration::from_millis(1),
-            "{wakeup}"
-        );
-    }
-
-    #[test]
-    fn agents_are_told_the_servers_heartbeat_interval() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut actor = actor_on(dir.path(), Duration::from_millis(250));
-        let (outbound, mut outbound_rx) = mpsc::unbounded_channel();
-        let (assigned, mut assigned_rx) = oneshot::channel();
-        let input = Input::AgentRegistered {
-            node: "n1".into(),
-            map_slots: 1,
-            reduce_slots: 0,
-            live_containers: Vec::new(),
-            outbound,
-            assigned,
-        };
-        let commands = actor.on_input(input);
-        assert!(commands.is_empty(), "{commands:?}");
-        let agent = assigned_rx.try_recv().unwrap();
-        let registered = MasterToAgent::Registered { agent, heartbeat_interval_ms: 250 };
-        assert_eq!(outbound_rx.try_recv().unwrap(), registered);
-    }
-}
+#[path = "actor_tests.rs"]
+mod tests;

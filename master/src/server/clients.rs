@@ -6,7 +6,7 @@
 use slotmarket_common::identity::Identity;
 use slotmarket_common::protocol::{ClientRequest, ErrorKind, PROTOCOL_VERSION, Request, Response};
 use slotmarket_common::transport::{FRAME_ERROR_CODE, StreamError, read_frame, write_frame};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{Instrument, debug, info_span, warn};
 
 use super::Input;
@@ -91,17 +91,25 @@ async fn stream_watch(
     inbox: mpsc::UnboundedSender<Input>,
     max_frame: usize,
 ) {
-    let (updates, mut updates_rx) = mpsc::unbounded_channel();
+    let (updates, mut updates_rx) = watch::channel(None);
     if inbox.send(Input::Watch { caller, job, updates }).is_err() {
         return finish(send, &shutting_down(), max_frame).await;
     }
     loop {
         // A watcher that goes away is noticed at once, not at the job's next change.
-        let response = tokio::select! {
-            response = updates_rx.recv() => response,
+        let changed = tokio::select! {
+            changed = updates_rx.changed() => changed,
             _ = send.stopped() => return,
         };
-        let Some(response) = response else { break };
+        // An error means the actor dropped the sender after the last update (the job
+        // ended), and that update has been written already: `changed` reports an unseen
+        // value before it reports the close.
+        if changed.is_err() {
+            break;
+        }
+        // Only the newest state is kept: while a write waits on a slow reader, the
+        // updates in between are replaced, not queued.
+        let Some(response) = updates_rx.borrow_and_update().clone() else { continue };
         if let Err(error) = write_frame(&mut send, &response, max_frame).await {
             debug!(%error, "watcher went away");
             return;

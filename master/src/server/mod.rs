@@ -11,6 +11,7 @@
 mod actor;
 mod agents;
 mod clients;
+mod launches;
 mod reads;
 
 use std::future::Future;
@@ -62,7 +63,8 @@ pub async fn run(
     options: ServerOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
-    let mut actor = actor::Actor::new(core, store, options.heartbeat_interval);
+    let budget = launches::launch_budget(options.max_frame);
+    let mut actor = actor::Actor::new(core, store, options.heartbeat_interval, budget);
     let recovered = actor.recover().map_err(ServerError::Recover)?;
     info!(recovered, "recovered {recovered} jobs");
     let (inbox, inbox_rx) = mpsc::unbounded_channel();

@@ -226,6 +226,8 @@ impl<'t> Simulation<'t> {
             agent_timeout: Duration::MAX,
             ended_job_retention: Duration::ZERO,
             node_health,
+            max_tasks_per_job: u64::MAX,
+            max_queued_tasks_per_account: u64::MAX,
             ..config.core.clone()
         };
         let mut arrivals: Vec<u32> =

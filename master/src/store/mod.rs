@@ -58,6 +58,20 @@ impl Store {
         Ok(Store { conn, path })
     }
 
+    /// Whether `data_dir` holds a database with a schema in it. A missing or zero-length
+    /// file, or one no migration ever ran on, holds nothing. Opens nothing new: a missing
+    /// file is not created.
+    pub fn holds_data(data_dir: &Path) -> Result<bool, StoreError> {
+        let path = data_dir.join(DATABASE_FILE);
+        match std::fs::metadata(&path) {
+            Ok(meta) if meta.len() > 0 => {}
+            _ => return Ok(false),
+        }
+        let conn = Connection::open(&path)?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        Ok(version > 0)
+    }
+
     /// Where the database file is.
     pub fn path(&self) -> &Path {
         &self.path

@@ -7,6 +7,8 @@ mod cancel;
 mod demo;
 mod failover;
 mod interop;
+mod lifetimes;
+mod limits;
 mod mapreduce;
 mod market;
 mod nodes;

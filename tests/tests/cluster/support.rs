@@ -91,18 +91,33 @@ impl TestCluster {
     /// Starts the master on the cluster's address (a free port the first time) and waits
     /// until it listens.
     async fn start_master(&mut self) {
-        let addr_file = self.dir.path().join("master").join("master.addr");
+        self.start_master_with(&[]).await;
+    }
+
+    /// The master's command line, with `extra` flags after the usual ones.
+    pub(crate) fn master_command(&self, extra: &[&str]) -> Command {
+        let mut command = Command::new(binary("slotmarket-master"));
+        command
+            .args(["--listen", &self.addr.to_string(), "--heartbeat-interval-ms", "250"])
+            .args(["--agent-timeout-ms", &self.agent_timeout_ms.to_string()])
+            .arg("--data-dir")
+            .arg(self.master_dir())
+            .arg("--cert-dir")
+            .arg(self.dir.path().join("pki"))
+            .args(extra);
+        command
+    }
+
+    /// The master's data directory.
+    pub(crate) fn master_dir(&self) -> PathBuf {
+        self.dir.path().join("master")
+    }
+
+    /// Like [`start_master`](TestCluster::start_master) with `extra` flags.
+    async fn start_master_with(&mut self, extra: &[&str]) {
+        let addr_file = self.master_dir().join("master.addr");
         let _ = std::fs::remove_file(&addr_file);
-        let master = spawn_logged(
-            Command::new(binary("slotmarket-master"))
-                .args(["--listen", &self.addr.to_string(), "--heartbeat-interval-ms", "250"])
-                .args(["--agent-timeout-ms", &self.agent_timeout_ms.to_string()])
-                .arg("--data-dir")
-                .arg(self.dir.path().join("master"))
-                .arg("--cert-dir")
-                .arg(self.dir.path().join("pki")),
-            &self.dir.path().join("master.log"),
-        );
+        let master = spawn_logged(&mut self.master_command(extra), &self.dir.path().join("master.log"));
         self.master = Some(master);
         wait_for(|| std::fs::read_to_string(&addr_file).ok().filter(|s| s.ends_with('\n')), "master.addr")
             .await;
@@ -112,13 +127,23 @@ impl TestCluster {
 
     /// SIGKILLs the master and starts it again on the same address and data directory.
     pub(crate) async fn restart_master(&mut self) {
+        self.restart_master_with(&[]).await;
+    }
+
+    /// Like [`restart_master`](TestCluster::restart_master) with `extra` flags.
+    pub(crate) async fn restart_master_with(&mut self, extra: &[&str]) {
+        self.kill_master();
+        let previous = self.dir.path().join("master.log");
+        let _ = std::fs::rename(&previous, self.dir.path().join("master.before-restart.log"));
+        self.start_master_with(extra).await;
+    }
+
+    /// SIGKILLs the master (if it runs) and waits for it.
+    pub(crate) fn kill_master(&mut self) {
         if let Some(mut master) = self.master.take() {
             let _ = master.kill();
             let _ = master.wait();
         }
-        let previous = self.dir.path().join("master.log");
-        let _ = std::fs::rename(&previous, self.dir.path().join("master.before-restart.log"));
-        self.start_master().await;
     }
 
     /// Starts one agent process (issuing its certificate if needed).

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use slotmarket_common::ids::{AgentId, ContainerId};
 use slotmarket_common::protocol::{ContainerReport, DrainCause};
+use slotmarket_common::spec::SlotKind;
 use slotmarket_common::time::Timestamp;
 
 use super::reports::{apply_transition, lose_container};
@@ -31,6 +32,7 @@ pub(super) fn on_agent_joined(state: &mut State, cx: &mut Ctx, join: Join) {
         return;
     }
     let Join { agent, node, map_slots, reduce_slots, live_containers } = join;
+    step_over_listed_ids(state, &live_containers);
     let old = state.nodes.get(&node).copied();
     let mut registration = Agent::new(node.clone(), map_slots, reduce_slots, cx.now);
     if state.drained_nodes.contains(&node) {
@@ -48,6 +50,18 @@ pub(super) fn on_agent_joined(state: &mut State, cx: &mut Ctx, join: Join) {
     let unlisted: Vec<ContainerId> = state.orphans.get(&node).into_iter().flatten().copied().collect();
     for container in unlisted {
         lose_container(state, cx, container, "not running on its node after the master restarted", None);
+    }
+}
+
+/// Moves the next container id above every id the agent lists, so that even a master
+/// whose clock stepped back since an earlier lifetime (see `CoreConfig::container_epoch`)
+/// does not hand out an id the agent still knows. Ids far beyond any epoch are ignored
+/// rather than allowed to exhaust the id space.
+fn step_over_listed_ids(state: &mut State, listed: &[ContainerReport]) {
+    const PLAUSIBLE: u64 = 1 << 62;
+    let highest = listed.iter().map(|r| r.container.0).filter(|&id| id < PLAUSIBLE).max();
+    if let Some(highest) = highest {
+        state.next_container = state.next_container.max(highest + 1);
     }
 }
 
@@ -114,17 +128,28 @@ fn adopt(
 
 /// Counts a container the master is about to kill as unknown against the agent's slots
 /// until it reports it ended. Its slot kind comes from its job; a container of a job the
-/// master no longer has cannot be placed and is only killed.
+/// master no longer has (say, its database was lost) could hold either kind, so it holds
+/// one free slot of each: otherwise launches sent there until the kill lands would only
+/// be refused, over and over.
 fn hold_stray(state: &mut State, agent: AgentId, report: &ContainerReport) {
     let task = report.task;
     let kind = state.jobs.get(&task.job).and_then(|j| j.stages.get(task.stage.0 as usize)).map(|s| s.kind);
-    let Some(kind) = kind else { return };
     let Some(a) = state.agents.get_mut(&agent) else { return };
-    if a.free(kind) == 0 || a.strays.contains_key(&report.container) {
+    if a.strays.contains_key(&report.container) {
         return;
     }
-    a.used[kind_ix(kind)] += 1;
-    a.strays.insert(report.container, kind);
+    let kinds: Vec<SlotKind> = match kind {
+        Some(kind) => vec![kind],
+        None => SlotKind::ALL.to_vec(),
+    };
+    let held: Vec<SlotKind> = kinds.into_iter().filter(|&k| a.free(k) > 0).collect();
+    if held.is_empty() {
+        return;
+    }
+    for &kind in &held {
+        a.used[kind_ix(kind)] += 1;
+    }
+    a.strays.insert(report.container, held);
     state.sync_free_index(agent);
 }
 
@@ -134,8 +159,10 @@ pub(super) fn release_stray(state: &mut State, agent: AgentId, report: &Containe
     if !report.state.is_terminal() {
         return false;
     }
-    let Some(kind) = a.strays.remove(&report.container) else { return false };
-    a.used[kind_ix(kind)] -= 1;
+    let Some(kinds) = a.strays.remove(&report.container) else { return false };
+    for kind in kinds {
+        a.used[kind_ix(kind)] -= 1;
+    }
     state.sync_free_index(agent);
     true
 }

@@ -42,6 +42,9 @@ pub(super) fn on_job_submitted(
         let message = format!("deadline: {} has already passed", format_rfc3339(at));
         return reply_error(cx, request, ErrorKind::BadRequest, message);
     }
+    if let Err(message) = check_task_limits(state, cx, &account, &spec) {
+        return reply_error(cx, request, ErrorKind::BadRequest, message);
+    }
     let job = state.alloc_job();
     let owner = caller.account();
     let (submitted, admitted) = (cx.now, spec.clone());
@@ -81,6 +84,28 @@ pub(super) fn on_job_cancel_requested(
     }
     let now_state = state.jobs.get(&job).map_or(JobState::Cancelled, |j| j.state);
     cx.push(Command::Reply { request, response: Response::Cancelled { job, state: now_state } });
+}
+
+/// Refuses a job that would pass the master's task limits, naming the limit: its tasks
+/// cost memory until it ends, so neither one job nor one account may take without bound.
+fn check_task_limits(state: &State, cx: &Ctx, account: &AccountId, spec: &JobSpec) -> Result<(), String> {
+    let tasks = spec.total_tasks();
+    let limits = cx.task_limits;
+    if tasks > limits.per_job {
+        return Err(format!(
+            "the job has {tasks} tasks, over the master's max_tasks_per_job of {}; split it into smaller jobs",
+            limits.per_job
+        ));
+    }
+    let queued = state.active_tasks_of(account);
+    if queued.saturating_add(tasks) > limits.per_account {
+        return Err(format!(
+            "account {account} already has {queued} tasks in unfinished jobs; {tasks} more would pass the \
+             master's max_queued_tasks_per_account of {}; wait for jobs to finish or cancel some",
+            limits.per_account
+        ));
+    }
+    Ok(())
 }
 
 fn reply_error(cx: &mut Ctx, request: RequestId, kind: ErrorKind, message: String) {
@@ -148,7 +173,7 @@ pub(super) fn end_job(
         cx.persist(Persist::History { record, keep_per_name });
     }
     cx.changed(job);
-    state.active.remove(&job);
+    state.deactivate(job);
     retire(state, cx, job);
 }
 

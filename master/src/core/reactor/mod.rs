@@ -37,6 +37,20 @@ pub use health::NodeHealth;
 pub(crate) use jobs::may_see;
 pub(crate) use launch::apply_decisions;
 
+/// How many tasks a submit may bring: per job, and per account over its unfinished jobs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct TaskLimits {
+    /// Most tasks in one job.
+    pub(crate) per_job: u64,
+    /// Most tasks over one account's jobs that have not ended.
+    pub(crate) per_account: u64,
+}
+
+impl TaskLimits {
+    /// No limit at all.
+    pub(crate) const NONE: TaskLimits = TaskLimits { per_job: u64::MAX, per_account: u64::MAX };
+}
+
 /// What one `handle`/`tick` call produces, and the time it happens at.
 #[derive(Debug)]
 pub(crate) struct Ctx {
@@ -48,6 +62,8 @@ pub(crate) struct Ctx {
     pub(crate) retention: Duration,
     /// When a node counts as unhealthy (see `CoreConfig::node_health`).
     pub(crate) health: NodeHealth,
+    /// Limits checked when a job is submitted (see `CoreConfig::max_tasks_per_job`).
+    pub(crate) task_limits: TaskLimits,
     out: Vec<Command>,
     /// Jobs whose status changed in this step, possibly repeated; one `JobChanged` each
     /// at the end. A vector rather than a set: a step touches one or two jobs, and the
@@ -69,7 +85,7 @@ impl Ctx {
         // limit (1032 bytes); eight, or growing past four, did not, and the allocator's
         // slow path was a quarter of the simulator's profile.
         let out = Vec::with_capacity(5);
-        Ctx { now, agent_timeout, retention, health, out, changed }
+        Ctx { now, agent_timeout, retention, health, task_limits: TaskLimits::NONE, out, changed }
     }
 
     /// Appends a command.

@@ -8,6 +8,8 @@ mod env;
 mod accounts;
 mod clients;
 mod failures;
+mod lifetimes;
+mod limits;
 mod market;
 mod nodes;
 mod purity;

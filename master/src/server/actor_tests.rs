@@ -1,0 +1,191 @@
+//! Tests of the actor: recovery on its clock, registration, launches that cannot be
+//! sent, and watchers that never read.
+
+use std::path::Path;
+
+use slotmarket_common::container::ContainerState;
+use slotmarket_common::ids::{AccountId, AttemptId, StageId, TaskId};
+use slotmarket_common::protocol::JobState;
+use slotmarket_common::spec::JobSpec;
+
+use super::*;
+use crate::core::CoreConfig;
+use crate::server::DEFAULT_HEARTBEAT_INTERVAL;
+use crate::server::launches::launch_budget;
+use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
+
+const SPEC: &str =
+    "name = \"wc\"\n[[stage]]\nname = \"map\"\ntasks = 1\nslot = \"map\"\ncommand = \"true\"\n";
+
+fn actor_on(dir: &Path, heartbeat_interval: Duration) -> Actor {
+    let store = Store::open(dir).unwrap();
+    Actor::new(Core::new(CoreConfig::default()), store, heartbeat_interval, launch_budget(DEFAULT_MAX_FRAME))
+}
+
+#[test]
+fn stored_jobs_are_replayed_at_the_actors_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = ContainerReport {
+        container: ContainerId(1),
+        task: TaskId { job: JobId(4), stage: StageId(0), index: 0 },
+        attempt: AttemptId(1),
+        state: ContainerState::Running,
+        at: Timestamp(110),
+        exit_code: None,
+        message: None,
+    };
+    Store::open(dir.path())
+        .unwrap()
+        .apply(&[
+            Persist::JobAdmitted {
+                job: JobId(4),
+                account: AccountId("alice".into()),
+                owner: AccountId("alice".into()),
+                spec: JobSpec::from_toml(SPEC).unwrap(),
+                submitted: Timestamp(100),
+                deadline: None,
+            },
+            Persist::Container { node: "n1".into(), report: running },
+        ])
+        .unwrap();
+
+    let mut actor = actor_on(dir.path(), DEFAULT_HEARTBEAT_INTERVAL);
+    let before = Timestamp::from(SystemTime::now());
+    assert_eq!(actor.recover().unwrap(), 1);
+    let after = actor.clock.now();
+    assert_eq!(actor.core.view().job_state(JobId(4)), Some(JobState::Pending));
+    // The running container waits for its node until the agent timeout, counted from
+    // the moment of recovery on the actor's (wall-clock based) time.
+    let timeout = CoreConfig::default().agent_timeout;
+    let wakeup = actor.core.next_wakeup().expect("the orphan has a deadline");
+    assert!(before + timeout < wakeup && wakeup <= after + timeout + Duration::from_millis(1), "{wakeup}");
+}
+
+#[test]
+fn an_unsendable_launch_fails_its_attempt_instead_of_reaching_the_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let core = Core::new(CoreConfig::default());
+    let mut actor = Actor::new(core, store, DEFAULT_HEARTBEAT_INTERVAL, 200);
+    let (outbound, mut outbound_rx) = mpsc::unbounded_channel();
+    let (assigned, _assigned_rx) = oneshot::channel();
+    let join = Input::AgentRegistered {
+        node: "n1".into(),
+        map_slots: 1,
+        reduce_slots: 0,
+        live_containers: Vec::new(),
+        outbound,
+        assigned,
+    };
+    let commands = actor.on_input(join);
+    actor.execute(commands).unwrap();
+    assert!(matches!(outbound_rx.try_recv(), Ok(MasterToAgent::Registered { .. })));
+
+    let input = "i".repeat(400);
+    let spec = format!("input = \"{input}\"\nmax_attempts = 2\n{SPEC}");
+    let spec = JobSpec::from_toml(&spec).unwrap();
+    let caller = Identity { role: slotmarket_common::identity::Role::User, principal: "alice".into() };
+    let (reply, mut reply_rx) = oneshot::channel();
+    let commands = actor.on_input(Input::Request { caller, request: Request::Submit { spec }, reply });
+    actor.execute(commands).unwrap();
+    let Ok(Response::Submitted { job }) = reply_rx.try_recv() else { panic!("not submitted") };
+
+    // Nothing that would break the connection was sent; both attempts failed.
+    assert!(outbound_rx.try_recv().is_err());
+    assert_eq!(actor.core.view().job_state(job), Some(JobState::Failed));
+    let owner = Identity { role: slotmarket_common::identity::Role::User, principal: "alice".into() };
+    let status = actor.core.view().job_status(job, &owner).unwrap();
+    let message = status.message.unwrap_or_default();
+    assert!(message.contains("failed 2 of 2 attempts"), "{message}");
+    assert!(message.contains("the launch message is"), "{message}");
+    assert_eq!(actor.core.view().nodes()[0].map_used, 0, "the slot is free again");
+}
+
+/// Registers one agent with `map_slots` map slots; returns its id and outbound queue.
+fn join(actor: &mut Actor, map_slots: u32) -> (AgentId, mpsc::UnboundedReceiver<MasterToAgent>) {
+    let (outbound, outbound_rx) = mpsc::unbounded_channel();
+    let (assigned, mut assigned_rx) = oneshot::channel();
+    let input = Input::AgentRegistered {
+        node: "n1".into(),
+        map_slots,
+        reduce_slots: 0,
+        live_containers: Vec::new(),
+        outbound,
+        assigned,
+    };
+    let commands = actor.on_input(input);
+    actor.execute(commands).unwrap();
+    (assigned_rx.try_recv().unwrap(), outbound_rx)
+}
+
+fn alice() -> Identity {
+    Identity { role: slotmarket_common::identity::Role::User, principal: "alice".into() }
+}
+
+fn submit(actor: &mut Actor, spec: &str) -> Response {
+    let spec = JobSpec::from_toml(spec).unwrap();
+    let (reply, mut reply_rx) = oneshot::channel();
+    let commands =
+        actor.on_input(Input::Request { caller: alice(), request: Request::Submit { spec }, reply });
+    actor.execute(commands).unwrap();
+    reply_rx.try_recv().unwrap()
+}
+
+#[test]
+fn a_watcher_that_never_reads_holds_only_the_latest_update() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut actor = actor_on(dir.path(), DEFAULT_HEARTBEAT_INTERVAL);
+    let (agent, mut outbound) = join(&mut actor, 1);
+    assert!(matches!(outbound.try_recv(), Ok(MasterToAgent::Registered { .. })));
+    let many = SPEC.replace("tasks = 1", "tasks = 100");
+    let Response::Submitted { job } = submit(&mut actor, &many) else { panic!("not submitted") };
+    let (updates, mut reader) = watch::channel(None);
+    let commands = actor.on_input(Input::Watch { caller: alice(), job, updates });
+    actor.execute(commands).unwrap();
+
+    // 99 tasks run one after another: about 300 changes the reader never takes.
+    for _ in 0..99 {
+        let Ok(MasterToAgent::Launch(launches)) = outbound.try_recv() else { panic!("no launch") };
+        let Launch { container, task, .. } = launches[0];
+        for state in [ContainerState::Acquired, ContainerState::Running, ContainerState::Completed] {
+            let report = ContainerReport {
+                container,
+                task,
+                attempt: AttemptId(1),
+                state,
+                at: actor.clock.now(),
+                exit_code: (state == ContainerState::Completed).then_some(0),
+                message: None,
+            };
+            let commands =
+                actor.on_input(Input::Agent(Event::ContainerReports { agent, reports: vec![report] }));
+            actor.execute(commands).unwrap();
+        }
+    }
+    assert!(reader.has_changed().unwrap(), "an update is waiting");
+    let Some(Response::Job(status)) = reader.borrow_and_update().clone() else { panic!("no status") };
+    assert_eq!(status.stages[0].completed, 99, "the waiting update is the latest state");
+    assert!(!reader.has_changed().unwrap(), "and it is the only one");
+    assert_eq!(actor.watchers[&job].len(), 1);
+}
+
+#[test]
+fn agents_are_told_the_servers_heartbeat_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut actor = actor_on(dir.path(), Duration::from_millis(250));
+    let (outbound, mut outbound_rx) = mpsc::unbounded_channel();
+    let (assigned, mut assigned_rx) = oneshot::channel();
+    let input = Input::AgentRegistered {
+        node: "n1".into(),
+        map_slots: 1,
+        reduce_slots: 0,
+        live_containers: Vec::new(),
+        outbound,
+        assigned,
+    };
+    let commands = actor.on_input(input);
+    assert!(commands.is_empty(), "{commands:?}");
+    let agent = assigned_rx.try_recv().unwrap();
+    let registered = MasterToAgent::Registered { agent, heartbeat_interval_ms: 250 };
+    assert_eq!(outbound_rx.try_recv().unwrap(), registered);
+}
