@@ -16,6 +16,7 @@ use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
 use thiserror::Error;
 use tracing::warn;
 
+use crate::containment::{Containment, ContainmentError, ContainmentMode};
 use crate::process::ProcessConfig;
 use crate::session::{BackoffConfig, SessionConfig};
 
@@ -36,6 +37,7 @@ pub const DEFAULT_KILL_GRACE_MS: u64 = 3000;
 /// work_dir = "/var/lib/slotmarket-agent"
 /// data_dir = "/nfs/slotmarket"
 /// kill_grace_ms = 3000
+/// containment = "auto"          # "cgroup", "scan"
 /// ```
 #[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -58,6 +60,9 @@ pub struct AgentFile {
     pub data_dir: Option<PathBuf>,
     /// Milliseconds between SIGTERM and SIGKILL when killing a task (default 3000).
     pub kill_grace_ms: Option<u64>,
+    /// How task processes are kept inside their container (default `auto`: cgroup v2
+    /// where usable, else a process scan).
+    pub containment: Option<ContainmentMode>,
 }
 
 /// Why the configuration is unusable.
@@ -113,6 +118,7 @@ impl AgentFile {
             work_dir: overrides.work_dir.or(self.work_dir),
             data_dir: overrides.data_dir.or(self.data_dir),
             kill_grace_ms: overrides.kill_grace_ms.or(self.kill_grace_ms),
+            containment: overrides.containment.or(self.containment),
         }
     }
 
@@ -140,6 +146,7 @@ impl AgentFile {
             work_dir: absolute(work_dir)?,
             data_dir: absolute(data_dir)?,
             kill_grace: Duration::from_millis(self.kill_grace_ms.unwrap_or(DEFAULT_KILL_GRACE_MS)),
+            containment: self.containment.unwrap_or_default(),
             path_prefix: own_directory(),
             backoff: BackoffConfig::default(),
             max_frame: DEFAULT_MAX_FRAME,
@@ -169,6 +176,8 @@ pub struct AgentConfig {
     pub data_dir: PathBuf,
     /// Time between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
+    /// How task processes are contained.
+    pub containment: ContainmentMode,
     /// Put in front of tasks' `PATH`: the directory of the agent's executable.
     pub path_prefix: Option<PathBuf>,
     /// Reconnect delays.
@@ -184,14 +193,16 @@ impl AgentConfig {
     }
 
     /// What `process` needs, built once for every task: the directories as resolved
-    /// (absolute) and the tasks' `PATH`.
-    pub fn process_config(&self) -> Arc<ProcessConfig> {
-        Arc::new(ProcessConfig {
+    /// (absolute), the tasks' `PATH` and the containment (which may create the agent's
+    /// cgroup).
+    pub fn process_config(&self) -> Result<Arc<ProcessConfig>, ContainmentError> {
+        Ok(Arc::new(ProcessConfig {
             work_dir: self.work_dir.clone(),
             data_dir: self.data_dir.clone(),
             kill_grace: self.kill_grace,
             task_path: self.path_prefix.as_deref().and_then(task_path),
-        })
+            containment: Containment::new(self.containment, &self.name, &self.work_dir)?,
+        }))
     }
 
     /// What `session` needs.
@@ -267,9 +278,11 @@ mod tests {
     #[test]
     fn a_full_file_parses_and_unknown_fields_are_named() {
         let file = AgentFile::parse(
-            "master = \"m:7400\"\nname = \"node3\"\nmap_slots = 8\nreduce_slots = 0\nkill_grace_ms = 500\n",
+            "master = \"m:7400\"\nname = \"node3\"\nmap_slots = 8\nreduce_slots = 0\nkill_grace_ms = 500\ncontainment = \"scan\"\n",
         )
         .unwrap();
+        assert_eq!(file.containment, Some(ContainmentMode::Scan));
+        assert!(AgentFile::parse("containment = \"jail\"").unwrap_err().contains("containment"));
         assert_eq!(file.master.as_deref(), Some("m:7400"));
         assert_eq!(file.reduce_slots, Some(0));
         let err = AgentFile::parse("map_slot = 3").unwrap_err();

@@ -36,6 +36,9 @@ pub enum DriverError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// Task containment (cgroups) could not be set up.
+    #[error(transparent)]
+    Containment(#[from] crate::containment::ContainmentError),
 }
 
 /// Runs the agent until `shutdown` completes: connects to the master (retrying forever),
@@ -55,6 +58,9 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
         data_dir = %config.data_dir.display(),
         "agent starting"
     );
+    let process = config.process_config()?;
+    // Before anything runs: tasks a SIGKILLed predecessor left must not run beside re-runs.
+    process.containment.sweep_leftovers();
     let (events_tx, events) = mpsc::unbounded_channel();
     let (reports_tx, reports_rx) = mpsc::unbounded_channel();
     // One registration at a time asks; a slot for one request is all it needs.
@@ -66,13 +72,14 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
     let mut driver = Driver {
         core: AgentCore::new(config.map_slots, config.reduce_slots),
         tasks: BTreeMap::new(),
-        process: config.process_config(),
+        process,
         events: events_tx,
         reports: reports_tx,
         clock: Timestamp::ZERO,
     };
     driver.serve(&mut inbox, shutdown).await;
     driver.stop(&mut inbox, config.kill_grace + SHUTDOWN_MARGIN).await;
+    driver.process.containment.release();
     // Dropping the driver drops the report sender: the session sends what is left and ends.
     drop(driver);
     match tokio::time::timeout(SESSION_DRAIN, session).await {

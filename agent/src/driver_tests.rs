@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 
 use super::run;
 use crate::config::AgentConfig;
+use crate::containment::ContainmentMode;
 use crate::session::BackoffConfig;
 use crate::test_support::{FakeMaster, NODE, WAIT};
 
@@ -27,6 +28,7 @@ fn config(dir: &Path, master: &FakeMaster) -> AgentConfig {
         work_dir: dir.join("work"),
         data_dir: dir.join("data"),
         kill_grace: Duration::from_millis(500),
+        containment: ContainmentMode::Auto,
         path_prefix: None,
         backoff: BackoffConfig { initial: Duration::from_millis(20), max: Duration::from_millis(100) },
         max_frame: DEFAULT_MAX_FRAME,

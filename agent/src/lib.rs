@@ -6,6 +6,8 @@
 //!   events with explicit timestamps and answers with actions.
 //! - [`slots`]: map/reduce slot accounting used by the core.
 //! - [`process`]: spawning a task and the kill sequence on its process group.
+//! - [`containment`]: keeping all of a task's processes in its container (cgroup v2 or a
+//!   process scan), and sweeping what a killed agent left.
 //! - [`session`]: the QUIC session with the master (register, heartbeat, reports,
 //!   reconnect with backoff).
 //! - [`driver`]: the event loop that owns the core and carries out its actions.
@@ -14,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod containment;
 pub mod core;
 pub mod driver;
 pub mod process;

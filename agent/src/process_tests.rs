@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 
 use super::{ProcessConfig, ProcessEvent, SpawnError, TaskHandle, start};
 use crate::config::task_path;
+use crate::containment::{Containment, ContainmentMode, session_of};
 use crate::core::TaskExit;
 
 /// Upper bound for any single wait in these tests.
@@ -28,15 +29,35 @@ struct Fixture {
 
 impl Fixture {
     fn new(grace: Duration) -> Fixture {
+        Fixture::with(grace, ContainmentMode::Auto)
+    }
+
+    fn with(grace: Duration, mode: ContainmentMode) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let path_prefix = dir.path().join("bin");
+        let work_dir = dir.path().join("work");
         let config = ProcessConfig {
-            work_dir: dir.path().join("work"),
+            containment: Containment::new(mode, "process-test", &work_dir).unwrap(),
+            work_dir,
             data_dir: dir.path().join("data"),
             kill_grace: grace,
             task_path: task_path(&path_prefix),
         };
         Fixture { _dir: dir, config: Arc::new(config), path_prefix }
+    }
+
+    /// Waits until one of `container`'s processes is in a session other than `leader`'s.
+    async fn wait_escape(&self, container: u64, leader: u32) {
+        let deadline = Instant::now() + WAIT;
+        let session = session_of(leader);
+        let escaped = || {
+            let pids = self.config.containment.marked_processes(ContainerId(container));
+            pids.into_iter().any(|pid| session_of(pid).is_some_and(|s| Some(s) != session))
+        };
+        while !escaped() {
+            assert!(Instant::now() < deadline, "no process of the task left its session");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     fn start(&self, container: u64, command: &str) -> (TaskHandle, mpsc::UnboundedReceiver<ProcessEvent>) {
@@ -212,4 +233,33 @@ async fn a_kill_before_the_start_means_no_start() {
         ProcessEvent::SpawnFailed(SpawnError::KilledBeforeStart) => {}
         other => panic!("expected KilledBeforeStart, got {other:?}"),
     }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        // Every container's cgroup is gone once its task exited; the agent's is empty.
+        self.config.containment.release();
+    }
+}
+
+/// A task that put a child in a session of its own (out of reach of its group) is
+/// cancelled: nothing of it is left.
+async fn a_cancelled_task_that_called_setsid_leaves_nothing(mode: ContainmentMode) {
+    let fx = Fixture::with(Duration::from_millis(300), mode);
+    let (mut handle, mut events) = fx.start(9, "setsid sleep 300 & sleep 300");
+    let leader = started(&mut events).await as u32;
+    fx.wait_escape(9, leader).await;
+    handle.kill();
+    exited(&mut events).await;
+    assert_eq!(fx.config.containment.marked_processes(ContainerId(9)), Vec::<u32>::new());
+}
+
+#[tokio::test]
+async fn a_cancelled_setsid_task_leaves_nothing_with_cgroups_where_usable() {
+    a_cancelled_task_that_called_setsid_leaves_nothing(ContainmentMode::Auto).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_setsid_task_leaves_nothing_with_the_process_scan() {
+    a_cancelled_task_that_called_setsid_leaves_nothing(ContainmentMode::Scan).await;
 }

@@ -2,6 +2,7 @@
 //! Run `cargo build` first so the binaries exist (the README's test command does).
 
 mod cancel;
+mod containment;
 mod demo;
 mod failover;
 mod mapreduce;

@@ -112,8 +112,18 @@ impl TestCluster {
         self.start_master().await;
     }
 
-    /// Starts one agent process (issuing its certificate if needed).
+    /// Starts one agent process (issuing its certificate if needed) on the shared data
+    /// directory.
     pub(crate) fn start_agent(&mut self, spec: &AgentSpec) {
+        let shared = self.shared_dir();
+        self.start_agent_with(spec, &shared, &[]);
+    }
+
+    /// Starts one agent with `data_dir` as its data directory and `settings` (lines of
+    /// `agent.toml`) in a config file of its own.
+    pub(crate) fn start_agent_with(&mut self, spec: &AgentSpec, data_dir: &Path, settings: &[&str]) {
+        let config = self.dir.path().join(format!("{}.toml", spec.name));
+        std::fs::write(&config, settings.join("\n")).expect("write agent.toml");
         let pki_dir = self.dir.path().join("pki");
         if !pki_dir.join(format!("{}.pem", spec.name)).exists() {
             pki::issue(&pki_dir, Role::Agent, spec.name).expect("issue agent cert");
@@ -132,7 +142,9 @@ impl TestCluster {
                 .arg("--work-dir")
                 .arg(self.dir.path().join("agents").join(spec.name))
                 .arg("--data-dir")
-                .arg(self.shared_dir()),
+                .arg(data_dir)
+                .arg("--config")
+                .arg(&config),
             &self.dir.path().join(format!("{}.log", spec.name)),
         );
         self.agents.insert(spec.name.to_string(), child);
@@ -168,6 +180,12 @@ impl TestCluster {
         let _ = child.wait();
     }
 
+    /// Whether `pid` is a live process (not gone, not a zombie left for init to reap).
+    pub(crate) fn alive(pid: u32) -> bool {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+        stat.rsplit_once(')').is_some_and(|(_, rest)| rest.split_whitespace().next() != Some("Z"))
+    }
+
     /// Processes whose working directory lies inside this cluster's temp dir: task
     /// processes run in container directories under it.
     pub(crate) fn processes_inside(&self) -> Vec<u32> {
@@ -176,7 +194,7 @@ impl TestCluster {
         for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
             let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
             if let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) {
-                if cwd.starts_with(&root) && pid != std::process::id() {
+                if cwd.starts_with(&root) && pid != std::process::id() && TestCluster::alive(pid) {
                     pids.push(pid);
                 }
             }
