@@ -18,7 +18,7 @@ use tracing::warn;
 
 use crate::containment::{Containment, ContainmentError, ContainmentMode};
 use crate::process::ProcessConfig;
-use crate::session::{BackoffConfig, SessionConfig};
+use crate::session::{BackoffConfig, DataDirIdentity, SessionConfig};
 
 /// The shared data directory when none is given.
 pub const DEFAULT_DATA_DIR: &str = "./slotmarket-data/shared";
@@ -205,9 +205,11 @@ impl AgentConfig {
         }))
     }
 
-    /// What `session` needs.
-    pub fn session_config(&self) -> SessionConfig {
+    /// What `session` needs; `data_dir_id` is the data directory's id
+    /// ([`crate::data_dir::shared_id`]).
+    pub fn session_config(&self, data_dir_id: String) -> SessionConfig {
         SessionConfig {
+            data_dir: DataDirIdentity { path: self.data_dir.display().to_string(), id: data_dir_id },
             master: self.master.clone(),
             server_name: self.server_name.clone(),
             tls: self.tls_files(),

@@ -39,6 +39,9 @@ pub enum DriverError {
     /// Task containment (cgroups) could not be set up.
     #[error(transparent)]
     Containment(#[from] crate::containment::ContainmentError),
+    /// The data directory or its id file is unusable.
+    #[error(transparent)]
+    DataDir(#[from] crate::data_dir::DataDirError),
 }
 
 /// Runs the agent until `shutdown` completes: connects to the master (retrying forever),
@@ -66,7 +69,9 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
     // One registration at a time asks; a slot for one request is all it needs.
     let (snapshot_tx, snapshots) = mpsc::channel(1);
     let links = SessionLinks { events: events_tx.clone(), reports: reports_rx, snapshot: snapshot_tx };
-    let session = tokio::spawn(session::run(config.session_config(), links));
+    let data_dir_id = crate::data_dir::shared_id(&config.data_dir)?;
+    info!(data_dir = %config.data_dir.display(), id = %data_dir_id, "data directory");
+    let session = tokio::spawn(session::run(config.session_config(data_dir_id), links));
     let mut inbox = Inbox { events, snapshots };
 
     let mut driver = Driver {

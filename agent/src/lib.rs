@@ -8,6 +8,7 @@
 //! - [`process`]: spawning a task and the kill sequence on its process group.
 //! - [`containment`]: keeping all of a task's processes in its container (cgroup v2 or a
 //!   process scan), and sweeping what a killed agent left.
+//! - [`data_dir`]: the data directory's id, which tells agents sharing it from others.
 //! - [`session`]: the QUIC session with the master (register, heartbeat, reports,
 //!   reconnect with backoff).
 //! - [`driver`]: the event loop that owns the core and carries out its actions.
@@ -18,6 +19,7 @@
 pub mod config;
 pub mod containment;
 pub mod core;
+pub mod data_dir;
 pub mod driver;
 pub mod process;
 pub mod session;

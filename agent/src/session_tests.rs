@@ -14,7 +14,9 @@ use slotmarket_common::spec::{SlotKind, TaskVars};
 use slotmarket_common::time::Timestamp;
 use tokio::sync::mpsc;
 
-use super::{Backoff, BackoffConfig, SessionConfig, SessionLinks, SnapshotReply, drop_superseded, run};
+use super::{
+    Backoff, BackoffConfig, DataDirIdentity, SessionConfig, SessionLinks, SnapshotReply, drop_superseded, run,
+};
 use crate::core::AgentEvent;
 use crate::test_support::{AgentLink, FakeMaster, NODE, WAIT};
 
@@ -103,6 +105,7 @@ impl Harness {
             reduce_slots: 1,
             backoff: BackoffConfig { initial: Duration::from_millis(20), max: Duration::from_millis(100) },
             max_frame: DEFAULT_MAX_FRAME,
+            data_dir: DataDirIdentity::default(),
         };
         let (events_tx, events) = mpsc::unbounded_channel();
         let (reports_tx, reports_rx) = mpsc::unbounded_channel();

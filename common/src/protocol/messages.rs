@@ -43,6 +43,12 @@ pub struct Register {
     /// The latest state of every container still alive on the agent (after a reconnect
     /// or a master restart), so the master can adopt them instead of re-running them.
     pub live_containers: Vec<ContainerReport>,
+    /// The id of the agent's data directory (its `.slotmarket-shared-id`): agents that
+    /// share the directory report the same id, and the master refuses an agent whose id
+    /// differs from the registered agents'.
+    pub data_dir_id: String,
+    /// The agent's data directory as the agent sees it, for messages.
+    pub data_dir: String,
 }
 
 /// One container transition, as observed by the agent.

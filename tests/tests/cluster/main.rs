@@ -3,6 +3,7 @@
 
 mod cancel;
 mod containment;
+mod data_dirs;
 mod demo;
 mod failover;
 mod mapreduce;
