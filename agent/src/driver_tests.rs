@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use slotmarket_common::container::ContainerState::{self, *};
-use slotmarket_common::ids::{AttemptId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, DEFAULT_MAX_FRAME, Launch, MasterToAgent};
 use slotmarket_common::spec::{SlotKind, TaskVars};
 use tokio::sync::oneshot;
@@ -29,6 +29,7 @@ fn config(dir: &Path, master: &FakeMaster) -> AgentConfig {
         data_dir: dir.join("data"),
         kill_grace: Duration::from_millis(500),
         containment: ContainmentMode::Auto,
+        run_as: crate::run_as::RunAs::default(),
         path_prefix: None,
         backoff: BackoffConfig { initial: Duration::from_millis(20), max: Duration::from_millis(100) },
         max_frame: DEFAULT_MAX_FRAME,
@@ -52,6 +53,7 @@ fn launch(container: u64, slot: SlotKind, command: &str) -> Launch {
             input: None,
             stage_tasks: BTreeMap::new(),
         },
+        account: AccountId("alice".into()),
     }
 }
 

@@ -9,6 +9,7 @@
 //! - [`containment`]: keeping all of a task's processes in its container (cgroup v2 or a
 //!   process scan), and sweeping what a killed agent left.
 //! - [`data_dir`]: the data directory's id, which tells agents sharing it from others.
+//! - [`run_as`]: which Unix user a task runs as (`[run_as]`, for agents running as root).
 //! - [`session`]: the QUIC session with the master (register, heartbeat, reports,
 //!   reconnect with backoff).
 //! - [`driver`]: the event loop that owns the core and carries out its actions.
@@ -22,6 +23,7 @@ pub mod core;
 pub mod data_dir;
 pub mod driver;
 pub mod process;
+pub mod run_as;
 pub mod session;
 pub mod slots;
 

@@ -25,6 +25,7 @@ use tracing::{debug, info, warn};
 
 use crate::containment::{Containment, ContainmentError, join_cgroup_in_child};
 use crate::core::TaskExit;
+use crate::run_as::{RunAs, RunAsError, UnixUser};
 
 /// Where and how task processes run; built once (see `AgentConfig::process_config`) and
 /// shared by every task.
@@ -44,6 +45,8 @@ pub struct ProcessConfig {
     pub task_path: Option<OsString>,
     /// How every process of a task is kept inside its container.
     pub containment: Containment,
+    /// The Unix user each account's tasks run as (empty: the agent's own).
+    pub run_as: RunAs,
 }
 
 impl ProcessConfig {
@@ -84,6 +87,9 @@ pub enum SpawnError {
     /// The container's cgroup could not be made.
     #[error(transparent)]
     Containment(#[from] ContainmentError),
+    /// The job's account has no Unix user on this agent.
+    #[error(transparent)]
+    RunAs(#[from] RunAsError),
 }
 
 /// What happened to a supervised task process, in the order it happened.
@@ -196,6 +202,7 @@ async fn prepare(config: Arc<ProcessConfig>, launch: Launch) -> Result<Command, 
 }
 
 fn prepare_blocking(config: &ProcessConfig, launch: &Launch) -> Result<Command, SpawnError> {
+    let user = config.run_as.user_for(&launch.account)?.cloned();
     let job_dir = config.job_dir(launch.task.job);
     let dir = config.container_dir(launch.container);
     for path in [&job_dir, &dir] {
@@ -205,6 +212,13 @@ fn prepare_blocking(config: &ProcessConfig, launch: &Launch) -> Result<Command, 
     let rendered = render(&launch.command, &launch.vars, job_dir_text)?;
     let stdout = output_file(&dir.join("stdout"))?;
     let stderr = output_file(&dir.join("stderr"))?;
+    if let Some(user) = &user {
+        // The task writes its job's and its container's directories as its own user.
+        for path in [job_dir.clone(), dir.clone(), dir.join("stdout"), dir.join("stderr")] {
+            std::os::unix::fs::chown(&path, Some(user.uid), Some(user.gid))
+                .map_err(|source| SpawnError::Prepare { path, source })?;
+        }
+    }
     let cgroup_procs = config.containment.prepare(launch.container)?;
 
     let mut command = Command::new("/bin/sh");
@@ -228,7 +242,10 @@ fn prepare_blocking(config: &ProcessConfig, launch: &Launch) -> Result<Command, 
     }
     // Inherited by everything the task starts, even across `setsid`: how the sweep finds it.
     command.envs(config.containment.markers(launch.container));
-    child_setup(&mut command, cgroup_procs);
+    if let Some(user) = &user {
+        command.env("USER", &user.name).env("LOGNAME", &user.name);
+    }
+    child_setup(&mut command, cgroup_procs, user);
     debug!(container = %launch.container, command = %rendered, dir = %dir.display(), "prepared");
     Ok(command)
 }
@@ -237,13 +254,14 @@ fn output_file(path: &Path) -> Result<std::fs::File, SpawnError> {
     std::fs::File::create(path).map_err(|source| SpawnError::Prepare { path: path.to_path_buf(), source })
 }
 
-/// What the child does between fork and exec: joins its cgroup (if any), then asks the
-/// kernel to SIGKILL it if the agent dies (Linux only).
-fn child_setup(command: &mut Command, cgroup_procs: Option<std::ffi::CString>) {
+/// What the child does between fork and exec: joins its cgroup (if any), becomes its
+/// account's Unix user (if mapped), then asks the kernel to SIGKILL it if the agent dies
+/// (Linux only; after the user switch, which would clear it).
+fn child_setup(command: &mut Command, cgroup_procs: Option<std::ffi::CString>, user: Option<UnixUser>) {
     let agent = std::process::id();
     // SAFETY: the closure runs in the forked child before exec and only makes
-    // async-signal-safe system calls (open/write/close, prctl, getppid) on data prepared
-    // before the fork; it allocates nothing.
+    // async-signal-safe system calls (open/write/close, setgroups/setgid/setuid, prctl,
+    // getppid) on data prepared before the fork; it allocates nothing.
     // The death signal fires when the *thread* that forked exits; tasks are spawned from
     // tokio worker threads, which live as long as the runtime, i.e. the agent.
     unsafe {
@@ -252,9 +270,27 @@ fn child_setup(command: &mut Command, cgroup_procs: Option<std::ffi::CString>) {
             if let Some(procs) = &cgroup_procs {
                 join_cgroup_in_child(procs)?;
             }
+            if let Some(user) = &user {
+                become_user(user)?;
+            }
             die_with_parent(agent)
         });
     }
+}
+
+/// Drops to `user`: supplementary groups, then group, then user (the order in which each
+/// step is still permitted). Runs in the forked child.
+fn become_user(user: &UnixUser) -> io::Result<()> {
+    // SAFETY: `groups` is a live slice of `len` gids; the calls are async-signal-safe.
+    unsafe {
+        if libc::setgroups(user.groups.len() as _, user.groups.as_ptr()) != 0
+            || libc::setgid(user.gid) != 0
+            || libc::setuid(user.uid) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 #[cfg(target_os = "linux")]

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use slotmarket_common::ids::{AttemptId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::Launch;
 use slotmarket_common::spec::{SlotKind, TaskVars};
 use tokio::sync::mpsc;
@@ -16,6 +16,7 @@ use super::{ProcessConfig, ProcessEvent, SpawnError, TaskHandle, start};
 use crate::config::task_path;
 use crate::containment::{Containment, ContainmentMode, session_of};
 use crate::core::TaskExit;
+use crate::run_as::RunAs;
 
 /// Upper bound for any single wait in these tests.
 const WAIT: Duration = Duration::from_secs(10);
@@ -38,6 +39,7 @@ impl Fixture {
         let work_dir = dir.path().join("work");
         let config = ProcessConfig {
             containment: Containment::new(mode, "process-test", &work_dir).unwrap(),
+            run_as: RunAs::default(),
             work_dir,
             data_dir: dir.path().join("data"),
             kill_grace: grace,
@@ -86,6 +88,7 @@ fn launch(container: u64, command: &str) -> Launch {
             input: None,
             stage_tasks: BTreeMap::new(),
         },
+        account: AccountId("alice".into()),
     }
 }
 
@@ -262,4 +265,46 @@ async fn a_cancelled_setsid_task_leaves_nothing_with_cgroups_where_usable() {
 #[tokio::test]
 async fn a_cancelled_setsid_task_leaves_nothing_with_the_process_scan() {
     a_cancelled_task_that_called_setsid_leaves_nothing(ContainmentMode::Scan).await;
+}
+
+/// As root (this machine's tests run as root), an account mapped to `nobody` runs as
+/// `nobody`, in directories it owns, and an unmapped account is refused; an agent that is
+/// not root refuses the mapping when it starts (see `config`), so nothing is run here then.
+#[tokio::test]
+async fn a_mapped_account_runs_as_its_unix_user_and_an_unmapped_one_is_refused() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    let mapping: BTreeMap<String, String> = [("alice".to_string(), "nobody".to_string())].into();
+    let run_as = match RunAs::resolve(&mapping, euid) {
+        Ok(run_as) => run_as,
+        Err(err) => {
+            assert_ne!(euid, 0, "root must be able to map to nobody: {err}");
+            return;
+        }
+    };
+    let mut fx = Fixture::new(Duration::from_secs(3));
+    Arc::get_mut(&mut fx.config).unwrap().run_as = run_as;
+    let (_handle, mut events) = fx.start(11, "id -u; id -g; echo $USER; touch {job_dir}/written");
+    started(&mut events).await;
+    assert_eq!(exited(&mut events).await, TaskExit::Code(0));
+    let dir = fx.config.container_dir(ContainerId(11));
+    let stdout = std::fs::read_to_string(dir.join("stdout")).unwrap();
+    let nobody = crate::run_as::lookup_user("nobody").unwrap();
+    assert_eq!(stdout, format!("{}\n{}\nnobody\n", nobody.uid, nobody.gid));
+    use std::os::unix::fs::MetadataExt;
+    let written = std::fs::metadata(fx.config.job_dir(JobId(5)).join("written")).unwrap();
+    assert_eq!(written.uid(), nobody.uid);
+
+    let mut bob = launch(12, "true");
+    bob.account = AccountId("bob".into());
+    let (tx, mut events) = mpsc::unbounded_channel();
+    let _handle = start(fx.config.clone(), bob, move |event| {
+        let _ = tx.send(event);
+    });
+    match next(&mut events).await {
+        ProcessEvent::SpawnFailed(SpawnError::RunAs(err)) => {
+            assert!(err.to_string().contains("account bob"), "{err}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
 }

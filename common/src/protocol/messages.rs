@@ -111,6 +111,9 @@ pub struct Launch {
     pub command: String,
     /// Values for the template.
     pub vars: TaskVars,
+    /// The job's account: an agent running as root may run the task as the Unix user it
+    /// maps this account to.
+    pub account: AccountId,
 }
 
 // ---------------------------------------------------------------------------------
