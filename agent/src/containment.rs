@@ -73,7 +73,8 @@ pub enum ContainmentError {
 /// The containment chosen at start; shared by every task.
 #[derive(Clone, Debug)]
 pub struct Containment {
-    /// `slotmarket-agent-{name}` in the cgroup v2 hierarchy, if cgroups are used.
+    /// The agent's cgroup (`slotmarket-agent-{name}-{hash}` below the agent's own), if
+    /// cgroups are used; containers' cgroups are its children.
     cgroups: Option<PathBuf>,
     /// The agent's work directory: the value of [`AGENT_MARKER`] in its tasks.
     agent_dir: PathBuf,
@@ -205,16 +206,31 @@ impl Containment {
     }
 }
 
+/// Removes what a SIGKILLed agent `name` on `agent_dir` leaves in the cgroup hierarchy once
+/// its processes are gone: its empty containers' cgroups and its own. For whoever started
+/// the agent in the same cgroup as itself (a test harness), since a killed agent cannot.
+pub fn remove_agent_cgroup(name: &str, agent_dir: &Path) {
+    let Some(base) = cgroup_base(name, agent_dir) else { return };
+    for entry in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+        let _ = std::fs::remove_dir(entry.path());
+    }
+    let _ = std::fs::remove_dir(&base);
+}
+
+/// Where the agent's cgroup is (or would be), if this process has a cgroup v2 membership.
+fn cgroup_base(name: &str, agent_dir: &Path) -> Option<PathBuf> {
+    let mount = cgroup2_mount(&std::fs::read_to_string("/proc/self/mountinfo").ok()?)?;
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = own_cgroup(&own)?;
+    Some(mount.join(own.trim_start_matches('/')).join(agent_cgroup_name(name, agent_dir)))
+}
+
 /// Creates (if needed) and returns the agent's cgroup under its own, or why cgroup v2
 /// cannot be used. The name is stable for one work directory, so a restarted agent finds
 /// what its predecessor left.
 fn agent_cgroup(name: &str, agent_dir: &Path) -> Result<PathBuf, String> {
-    let mountinfo =
-        std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
-    let mount = cgroup2_mount(&mountinfo).ok_or("no cgroup2 file system is mounted")?;
-    let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| format!("/proc/self/cgroup: {e}"))?;
-    let own = own_cgroup(&own).ok_or("this process has no cgroup v2 membership")?;
-    let base = mount.join(own.trim_start_matches('/')).join(agent_cgroup_name(name, agent_dir));
+    let base = cgroup_base(name, agent_dir)
+        .ok_or("no cgroup2 file system is mounted, or this process is in no cgroup v2")?;
     std::fs::create_dir_all(&base).map_err(|e| format!("cannot create {}: {e}", base.display()))?;
     if !base.join("cgroup.kill").exists() {
         return Err("cgroup.kill is missing (Linux 5.14 or later is needed)".into());

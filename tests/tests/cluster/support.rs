@@ -2,7 +2,7 @@
 //! loopback, with certificates in a temporary directory. Every process is started in
 //! its own process group and killed when the cluster is dropped; every wait is bounded.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -49,6 +49,8 @@ pub(crate) struct TestCluster {
     agent_timeout_ms: u64,
     master: Option<Child>,
     agents: BTreeMap<String, Child>,
+    /// Every agent name started, for the cleanup of their cgroups.
+    agent_names: BTreeSet<String>,
 }
 
 impl TestCluster {
@@ -66,8 +68,14 @@ impl TestCluster {
         pki::issue(&pki_dir, Role::User, "alice").expect("issue alice");
         pki::issue(&pki_dir, Role::User, "bob").expect("issue bob");
         let unbound = "127.0.0.1:0".parse().expect("address");
-        let mut cluster =
-            TestCluster { dir, addr: unbound, agent_timeout_ms, master: None, agents: BTreeMap::new() };
+        let mut cluster = TestCluster {
+            dir,
+            addr: unbound,
+            agent_timeout_ms,
+            master: None,
+            agents: BTreeMap::new(),
+            agent_names: BTreeSet::new(),
+        };
         cluster.start_master().await;
         for spec in agents {
             cluster.start_agent(spec);
@@ -148,6 +156,7 @@ impl TestCluster {
             &self.dir.path().join(format!("{}.log", spec.name)),
         );
         self.agents.insert(spec.name.to_string(), child);
+        self.agent_names.insert(spec.name.to_string());
     }
 
     /// The agents' shared data directory; job `j` writes under `jobs/j`.
@@ -240,6 +249,11 @@ impl Drop for TestCluster {
         let deadline = Instant::now() + Duration::from_secs(5);
         while !self.processes_inside().is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
+        }
+        // A SIGKILLed agent cannot remove its (now empty) cgroups; nobody else would.
+        for name in &self.agent_names {
+            let work_dir = self.dir.path().join("agents").join(name);
+            slotmarket_agent::containment::remove_agent_cgroup(name, &work_dir);
         }
     }
 }
