@@ -2,6 +2,7 @@
 //! [`AgentConfig`] is the resolved whole, with defaults filled in from the machine
 //! (hostname, CPU count) and paths made absolute.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,8 +17,10 @@ use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
 use thiserror::Error;
 use tracing::warn;
 
+use crate::containment::{Containment, ContainmentError, ContainmentMode};
 use crate::process::ProcessConfig;
-use crate::session::{BackoffConfig, SessionConfig};
+use crate::run_as::{RunAs, RunAsError};
+use crate::session::{BackoffConfig, DataDirIdentity, SessionConfig};
 
 /// The shared data directory when none is given.
 pub const DEFAULT_DATA_DIR: &str = "./slotmarket-data/shared";
@@ -36,6 +39,11 @@ pub const DEFAULT_KILL_GRACE_MS: u64 = 3000;
 /// work_dir = "/var/lib/slotmarket-agent"
 /// data_dir = "/nfs/slotmarket"
 /// kill_grace_ms = 3000
+/// containment = "auto"          # "cgroup", "scan"
+///
+/// [run_as]                      # only for an agent running as root
+/// alice = "alice"               # account = Unix user
+/// "*" = "slotmarket-tasks"      # every other account
 /// ```
 #[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -58,6 +66,12 @@ pub struct AgentFile {
     pub data_dir: Option<PathBuf>,
     /// Milliseconds between SIGTERM and SIGKILL when killing a task (default 3000).
     pub kill_grace_ms: Option<u64>,
+    /// How task processes are kept inside their container (default `auto`: cgroup v2
+    /// where usable, else a process scan).
+    pub containment: Option<ContainmentMode>,
+    /// Accounts mapped to the Unix users their tasks run as (`"*"`: every other
+    /// account); only for an agent running as root. Unset: tasks run as the agent's user.
+    pub run_as: Option<BTreeMap<String, String>>,
 }
 
 /// Why the configuration is unusable.
@@ -80,6 +94,9 @@ pub enum ConfigError {
     /// The agent would offer no slot at all.
     #[error("map_slots and reduce_slots are both 0; the agent would never run anything")]
     NoSlots,
+    /// The `[run_as]` mapping cannot be used.
+    #[error(transparent)]
+    RunAs(#[from] RunAsError),
     /// A directory path cannot be made absolute.
     #[error("cannot make {path} absolute: {source}")]
     Path {
@@ -113,6 +130,8 @@ impl AgentFile {
             work_dir: overrides.work_dir.or(self.work_dir),
             data_dir: overrides.data_dir.or(self.data_dir),
             kill_grace_ms: overrides.kill_grace_ms.or(self.kill_grace_ms),
+            containment: overrides.containment.or(self.containment),
+            run_as: overrides.run_as.or(self.run_as),
         }
     }
 
@@ -131,6 +150,9 @@ impl AgentFile {
         }
         let work_dir = self.work_dir.unwrap_or_else(|| PathBuf::from(format!("./slotmarket-agent-{name}")));
         let data_dir = self.data_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        let run_as = RunAs::resolve(&self.run_as.unwrap_or_default(), euid)?;
         Ok(AgentConfig {
             master: self.master.unwrap_or_else(|| DEFAULT_MASTER_ADDR.to_string()),
             server_name: self.server_name.unwrap_or_else(|| DEFAULT_SERVER_NAME.to_string()),
@@ -140,6 +162,8 @@ impl AgentFile {
             work_dir: absolute(work_dir)?,
             data_dir: absolute(data_dir)?,
             kill_grace: Duration::from_millis(self.kill_grace_ms.unwrap_or(DEFAULT_KILL_GRACE_MS)),
+            containment: self.containment.unwrap_or_default(),
+            run_as,
             path_prefix: own_directory(),
             backoff: BackoffConfig::default(),
             max_frame: DEFAULT_MAX_FRAME,
@@ -169,6 +193,10 @@ pub struct AgentConfig {
     pub data_dir: PathBuf,
     /// Time between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
+    /// How task processes are contained.
+    pub containment: ContainmentMode,
+    /// The Unix users tasks run as, by account (empty: the agent's user).
+    pub run_as: RunAs,
     /// Put in front of tasks' `PATH`: the directory of the agent's executable.
     pub path_prefix: Option<PathBuf>,
     /// Reconnect delays.
@@ -184,19 +212,24 @@ impl AgentConfig {
     }
 
     /// What `process` needs, built once for every task: the directories as resolved
-    /// (absolute) and the tasks' `PATH`.
-    pub fn process_config(&self) -> Arc<ProcessConfig> {
-        Arc::new(ProcessConfig {
+    /// (absolute), the tasks' `PATH` and the containment (which may create the agent's
+    /// cgroup).
+    pub fn process_config(&self) -> Result<Arc<ProcessConfig>, ContainmentError> {
+        Ok(Arc::new(ProcessConfig {
             work_dir: self.work_dir.clone(),
             data_dir: self.data_dir.clone(),
             kill_grace: self.kill_grace,
             task_path: self.path_prefix.as_deref().and_then(task_path),
-        })
+            containment: Containment::new(self.containment, &self.name, &self.work_dir)?,
+            run_as: self.run_as.clone(),
+        }))
     }
 
-    /// What `session` needs.
-    pub fn session_config(&self) -> SessionConfig {
+    /// What `session` needs; `data_dir_id` is the data directory's id
+    /// ([`crate::data_dir::shared_id`]).
+    pub fn session_config(&self, data_dir_id: String) -> SessionConfig {
         SessionConfig {
+            data_dir: DataDirIdentity { path: self.data_dir.display().to_string(), id: data_dir_id },
             master: self.master.clone(),
             server_name: self.server_name.clone(),
             tls: self.tls_files(),
@@ -267,9 +300,11 @@ mod tests {
     #[test]
     fn a_full_file_parses_and_unknown_fields_are_named() {
         let file = AgentFile::parse(
-            "master = \"m:7400\"\nname = \"node3\"\nmap_slots = 8\nreduce_slots = 0\nkill_grace_ms = 500\n",
+            "master = \"m:7400\"\nname = \"node3\"\nmap_slots = 8\nreduce_slots = 0\nkill_grace_ms = 500\ncontainment = \"scan\"\n",
         )
         .unwrap();
+        assert_eq!(file.containment, Some(ContainmentMode::Scan));
+        assert!(AgentFile::parse("containment = \"jail\"").unwrap_err().contains("containment"));
         assert_eq!(file.master.as_deref(), Some("m:7400"));
         assert_eq!(file.reduce_slots, Some(0));
         let err = AgentFile::parse("map_slot = 3").unwrap_err();
@@ -289,6 +324,26 @@ mod tests {
         assert!(config.data_dir.is_absolute() && config.data_dir.ends_with("slotmarket-data/shared"));
         assert!(config.reduce_slots >= 1);
         assert_eq!(config.tls_files(), TlsFiles::in_dir(Path::new(DEFAULT_CERT_DIR), "node3"));
+    }
+
+    #[test]
+    fn a_run_as_table_parses_and_resolves_as_root_only() {
+        let file =
+            AgentFile::parse("name = \"n\"\n[run_as]\nalice = \"nobody\"\n\"*\" = \"nobody\"\n").unwrap();
+        let mapping = file.run_as.clone().unwrap();
+        assert_eq!(mapping.get("alice").map(String::as_str), Some("nobody"));
+        assert_eq!(mapping.get("*").map(String::as_str), Some("nobody"));
+        // SAFETY: geteuid has no preconditions.
+        match (file.resolve(), unsafe { libc::geteuid() }) {
+            (Ok(config), 0) => {
+                let alice = slotmarket_common::ids::AccountId("alice".into());
+                assert_eq!(config.run_as.user_for(&alice).unwrap().map(|u| u.uid), Some(65534));
+            }
+            (Err(err), euid) if euid != 0 => {
+                assert!(matches!(err, ConfigError::RunAs(RunAsError::NotRoot(_))))
+            }
+            (other, euid) => panic!("euid {euid}: {other:?}"),
+        }
     }
 
     #[test]
@@ -333,9 +388,13 @@ mod tests {
             work_dir,
             data_dir,
             kill_grace_ms,
+            containment,
+            // Shown but left commented out: an agent not running as root refuses it.
+            run_as: _,
         } = full;
         assert!(master.is_some() && server_name.is_some() && cert_dir.is_some() && name.is_some());
         assert!(map_slots.is_some() && reduce_slots.is_some() && work_dir.is_some());
         assert!(data_dir.is_some() && kill_grace_ms.is_some());
+        assert_eq!(containment, Some(ContainmentMode::default()));
     }
 }

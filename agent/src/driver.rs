@@ -38,6 +38,12 @@ pub enum DriverError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// Task containment (cgroups) could not be set up.
+    #[error(transparent)]
+    Containment(#[from] crate::containment::ContainmentError),
+    /// The data directory or its id file is unusable.
+    #[error(transparent)]
+    DataDir(#[from] crate::data_dir::DataDirError),
 }
 
 /// Runs the agent until `shutdown` completes: connects to the master (retrying forever),
@@ -57,6 +63,9 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
         data_dir = %config.data_dir.display(),
         "agent starting"
     );
+    let process = config.process_config()?;
+    // Before anything runs: tasks a SIGKILLed predecessor left must not run beside re-runs.
+    process.containment.sweep_leftovers();
     let (events_tx, events) = mpsc::unbounded_channel();
     let (reports_tx, reports_rx) = mpsc::unbounded_channel();
     // One registration at a time asks; a slot for one request is all it needs.
@@ -64,13 +73,15 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
     let (leaving_tx, leaving) = mpsc::channel(1);
     let links =
         SessionLinks { events: events_tx.clone(), reports: reports_rx, snapshot: snapshot_tx, leaving };
-    let session = tokio::spawn(session::run(config.session_config(), links));
+    let data_dir_id = crate::data_dir::shared_id(&config.data_dir)?;
+    info!(data_dir = %config.data_dir.display(), id = %data_dir_id, "data directory");
+    let session = tokio::spawn(session::run(config.session_config(data_dir_id), links));
     let mut inbox = Inbox { events, snapshots };
 
     let mut driver = Driver {
         core: AgentCore::new(config.map_slots, config.reduce_slots),
         tasks: BTreeMap::new(),
-        process: config.process_config(),
+        process,
         events: events_tx,
         reports: reports_tx,
         clock: Timestamp::ZERO,
@@ -78,6 +89,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
     driver.serve(&mut inbox, shutdown).await;
     driver.announce_leaving(&mut inbox, &leaving_tx).await;
     driver.stop(&mut inbox, config.kill_grace + SHUTDOWN_MARGIN).await;
+    driver.process.containment.release();
     // Dropping the driver drops the report sender: the session sends what is left and ends.
     drop(driver);
     match tokio::time::timeout(SESSION_DRAIN, session).await {

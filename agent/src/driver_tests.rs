@@ -7,13 +7,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use slotmarket_common::container::ContainerState::{self, *};
-use slotmarket_common::ids::{AttemptId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::{AgentToMaster, ContainerReport, DEFAULT_MAX_FRAME, Launch, MasterToAgent};
 use slotmarket_common::spec::{SlotKind, TaskVars};
 use tokio::sync::oneshot;
 
 use super::run;
 use crate::config::AgentConfig;
+use crate::containment::ContainmentMode;
 use crate::session::BackoffConfig;
 use crate::test_support::{FakeMaster, NODE, WAIT};
 
@@ -28,6 +29,8 @@ fn config(dir: &Path, master: &FakeMaster) -> AgentConfig {
         work_dir: dir.join("work"),
         data_dir: dir.join("data"),
         kill_grace: Duration::from_millis(500),
+        containment: ContainmentMode::Auto,
+        run_as: crate::run_as::RunAs::default(),
         path_prefix: None,
         backoff: BackoffConfig { initial: Duration::from_millis(20), max: Duration::from_millis(100) },
         max_frame: DEFAULT_MAX_FRAME,
@@ -51,6 +54,7 @@ fn launch(container: u64, slot: SlotKind, command: &str) -> Launch {
             input: None,
             stage_tasks: BTreeMap::new(),
         },
+        account: AccountId("alice".into()),
     }
 }
 
@@ -142,4 +146,6 @@ async fn tasks_keep_running_across_a_reconnect_and_are_re_registered() {
     let done = link.reports(1).await;
     assert_eq!((done[0].container, done[0].state), (ContainerId(1), Completed));
     agent.abort();
+    // An aborted agent does not release its cgroup; its one task is over, so it is empty.
+    crate::containment::remove_agent_cgroup(NODE, &dir.path().join("work"));
 }

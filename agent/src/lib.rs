@@ -6,6 +6,10 @@
 //!   events with explicit timestamps and answers with actions.
 //! - [`slots`]: map/reduce slot accounting used by the core.
 //! - [`process`]: spawning a task and the kill sequence on its process group.
+//! - [`containment`]: keeping all of a task's processes in its container (cgroup v2 or a
+//!   process scan), and sweeping what a killed agent left.
+//! - [`data_dir`]: the data directory's id, which tells agents sharing it from others.
+//! - [`run_as`]: which Unix user a task runs as (`[run_as]`, for agents running as root).
 //! - [`stderr_tail`]: the last lines of a failed task's stderr, for its report.
 //! - [`session`]: the QUIC session with the master (register, heartbeat, reports,
 //!   reconnect with backoff).
@@ -15,9 +19,12 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod containment;
 pub mod core;
+pub mod data_dir;
 pub mod driver;
 pub mod process;
+pub mod run_as;
 pub mod session;
 pub mod slots;
 pub mod stderr_tail;

@@ -79,6 +79,7 @@ impl TryFrom<Args> for AgentConfig {
             work_dir: args.work_dir,
             data_dir: args.data_dir,
             kill_grace_ms: args.kill_grace_ms,
+            ..AgentFile::default()
         };
         Ok(file.merge(flags).resolve()?)
     }

@@ -1,7 +1,10 @@
 //! Task processes: prepares a container's directories, renders its command, starts it
-//! under `/bin/sh -c` in its own process group, and runs the kill sequence (SIGTERM to
-//! the group, a grace period, SIGKILL). One tokio task supervises each process, so every
-//! event about a container is reported in order.
+//! under `/bin/sh -c` in its own process group (and its own cgroup, see [`containment`]),
+//! and runs the kill sequence (SIGTERM to the group, a grace period, SIGKILL). Once the
+//! task's leader has exited, whatever it left in its container is killed too. One tokio
+//! task supervises each process, so every event about a container is reported in order.
+//!
+//! [`containment`]: crate::containment
 
 use std::ffi::OsString;
 use std::io;
@@ -11,6 +14,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use slotmarket_common::ids::ContainerId;
 use slotmarket_common::process_group::ProcessGroup;
 use slotmarket_common::protocol::Launch;
 use slotmarket_common::spec::{TemplateError, render};
@@ -19,7 +23,9 @@ use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
+use crate::containment::{Containment, ContainmentError, join_cgroup_in_child};
 use crate::core::TaskExit;
+use crate::run_as::{RunAs, RunAsError, UnixUser};
 use crate::stderr_tail;
 
 /// Where and how task processes run; built once (see `AgentConfig::process_config`) and
@@ -38,6 +44,10 @@ pub struct ProcessConfig {
     /// `slotmarket-task` installed beside `slotmarket-agent` is found. `None` leaves
     /// `PATH` alone.
     pub task_path: Option<OsString>,
+    /// How every process of a task is kept inside its container.
+    pub containment: Containment,
+    /// The Unix user each account's tasks run as (empty: the agent's own).
+    pub run_as: RunAs,
 }
 
 impl ProcessConfig {
@@ -75,6 +85,12 @@ pub enum SpawnError {
     /// The kill arrived before the process was started, so it never was.
     #[error("killed before it started")]
     KilledBeforeStart,
+    /// The container's cgroup could not be made.
+    #[error(transparent)]
+    Containment(#[from] ContainmentError),
+    /// The job's account has no Unix user on this agent.
+    #[error(transparent)]
+    RunAs(#[from] RunAsError),
 }
 
 /// What happened to a supervised task process, in the order it happened.
@@ -134,11 +150,15 @@ async fn supervise(
         Err(err) => return on_event(ProcessEvent::SpawnFailed(err)),
     };
     if kill.try_recv().is_ok() {
+        sweep_container(&config, container).await;
         return on_event(ProcessEvent::SpawnFailed(SpawnError::KilledBeforeStart));
     }
     let mut child = match command.spawn() {
         Ok(child) => child,
-        Err(err) => return on_event(ProcessEvent::SpawnFailed(SpawnError::Exec(err))),
+        Err(err) => {
+            sweep_container(&config, container).await;
+            return on_event(ProcessEvent::SpawnFailed(SpawnError::Exec(err)));
+        }
     };
     // `id` is only `None` once the child has been waited for, which has not happened.
     let pid = child.id().unwrap_or_default();
@@ -151,11 +171,12 @@ async fn supervise(
         // A dropped handle (Err) is not a kill request: the branch is then disabled.
         Ok(()) = &mut kill => terminate(&mut child, group, config.kill_grace).await,
     };
-    // The leader is gone, but children it left behind may not be; no task process may
-    // outlive its container.
+    // The leader is gone, but children it left behind may not be, even outside its group;
+    // no task process may outlive its container.
     if let Some(group) = group {
         signal_group(group, libc::SIGKILL);
     }
+    sweep_container(&config, container).await;
     let exit = match status {
         Ok(status) => exit_of(status),
         Err(err) => TaskExit::Unknown(err.to_string()),
@@ -168,6 +189,15 @@ async fn supervise(
     on_event(ProcessEvent::Exited(exit, tail));
 }
 
+/// Kills whatever is left in `container` (blocking work, off the async threads).
+async fn sweep_container(config: &Arc<ProcessConfig>, container: ContainerId) {
+    let config = Arc::clone(config);
+    let swept = tokio::task::spawn_blocking(move || config.containment.kill_container(container)).await;
+    if let Err(err) = swept {
+        warn!(%container, error = %err, "sweeping the container failed");
+    }
+}
+
 /// Creates the job and container directories and the output files, renders the command
 /// and builds (but does not spawn) the process. The file system work is one blocking
 /// call: a trivial task's launch cost is mostly these few system calls.
@@ -178,6 +208,7 @@ async fn prepare(config: Arc<ProcessConfig>, launch: Launch) -> Result<Command, 
 }
 
 fn prepare_blocking(config: &ProcessConfig, launch: &Launch) -> Result<Command, SpawnError> {
+    let user = config.run_as.user_for(&launch.account)?.cloned();
     let job_dir = config.job_dir(launch.task.job);
     let dir = config.container_dir(launch.container);
     for path in [&job_dir, &dir] {
@@ -187,6 +218,14 @@ fn prepare_blocking(config: &ProcessConfig, launch: &Launch) -> Result<Command, 
     let rendered = render(&launch.command, &launch.vars, job_dir_text)?;
     let stdout = output_file(&dir.join("stdout"))?;
     let stderr = output_file(&dir.join("stderr"))?;
+    if let Some(user) = &user {
+        // The task writes its job's and its container's directories as its own user.
+        for path in [job_dir.clone(), dir.clone(), dir.join("stdout"), dir.join("stderr")] {
+            std::os::unix::fs::chown(&path, Some(user.uid), Some(user.gid))
+                .map_err(|source| SpawnError::Prepare { path, source })?;
+        }
+    }
+    let cgroup_procs = config.containment.prepare(launch.container)?;
 
     let mut command = Command::new("/bin/sh");
     command
@@ -198,7 +237,6 @@ fn prepare_blocking(config: &ProcessConfig, launch: &Launch) -> Result<Command, 
         .stderr(stderr)
         .env("SLOTMARKET_JOB", launch.task.job.to_string())
         .env("SLOTMARKET_TASK", launch.task.to_string())
-        .env("SLOTMARKET_CONTAINER", launch.container.to_string())
         .env("SLOTMARKET_ATTEMPT", launch.attempt.0.to_string())
         .env("SLOTMARKET_JOB_DIR", &job_dir)
         // Its own group, so the kill sequence reaches every process the task forks.
@@ -208,7 +246,12 @@ fn prepare_blocking(config: &ProcessConfig, launch: &Launch) -> Result<Command, 
     if let Some(path) = &config.task_path {
         command.env("PATH", path);
     }
-    die_with_parent(&mut command);
+    // Inherited by everything the task starts, even across `setsid`: how the sweep finds it.
+    command.envs(config.containment.markers(launch.container));
+    if let Some(user) = &user {
+        command.env("USER", &user.name).env("LOGNAME", &user.name);
+    }
+    child_setup(&mut command, cgroup_procs, user);
     debug!(container = %launch.container, command = %rendered, dir = %dir.display(), "prepared");
     Ok(command)
 }
@@ -217,30 +260,64 @@ fn output_file(path: &Path) -> Result<std::fs::File, SpawnError> {
     std::fs::File::create(path).map_err(|source| SpawnError::Prepare { path: path.to_path_buf(), source })
 }
 
-/// Makes the kernel SIGKILL the task if the agent dies (Linux only).
-#[cfg(target_os = "linux")]
-fn die_with_parent(command: &mut Command) {
+/// What the child does between fork and exec: joins its cgroup (if any), becomes its
+/// account's Unix user (if mapped), then asks the kernel to SIGKILL it if the agent dies
+/// (Linux only; after the user switch, which would clear it).
+fn child_setup(command: &mut Command, cgroup_procs: Option<std::ffi::CString>, user: Option<UnixUser>) {
     let agent = std::process::id();
-    // SAFETY: the closure runs in the forked child before exec and only makes the
-    // async-signal-safe `prctl` and `getppid` system calls; it allocates nothing.
+    // SAFETY: the closure runs in the forked child before exec and only makes
+    // async-signal-safe system calls (open/write/close, setgroups/setgid/setuid, prctl,
+    // getppid) on data prepared before the fork; it allocates nothing.
     // The death signal fires when the *thread* that forked exits; tasks are spawned from
     // tokio worker threads, which live as long as the runtime, i.e. the agent.
     unsafe {
         command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
+            // First, so that nothing the task starts can be outside the cgroup.
+            if let Some(procs) = &cgroup_procs {
+                join_cgroup_in_child(procs)?;
             }
-            // The agent may have died between fork and prctl; then nobody would kill us.
-            if libc::getppid() as u32 != agent {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            if let Some(user) = &user {
+                become_user(user)?;
             }
-            Ok(())
+            die_with_parent(agent)
         });
     }
 }
 
+/// Drops to `user`: supplementary groups, then group, then user (the order in which each
+/// step is still permitted). Runs in the forked child.
+fn become_user(user: &UnixUser) -> io::Result<()> {
+    // SAFETY: `groups` is a live slice of `len` gids; the calls are async-signal-safe.
+    unsafe {
+        if libc::setgroups(user.groups.len() as _, user.groups.as_ptr()) != 0
+            || libc::setgid(user.gid) != 0
+            || libc::setuid(user.uid) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(target_os = "linux")]
+fn die_with_parent(agent: u32) -> io::Result<()> {
+    // SAFETY: prctl and getppid are async-signal-safe and take no pointers.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // The agent may have died between fork and prctl; then nobody would kill us.
+        if libc::getppid() as u32 != agent {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(not(target_os = "linux"))]
-fn die_with_parent(_command: &mut Command) {}
+fn die_with_parent(_agent: u32) -> io::Result<()> {
+    Ok(())
+}
 
 /// SIGTERM to the group, up to `grace` for the leader to exit, then SIGKILL. Without a
 /// usable group only the leader is killed.

@@ -7,14 +7,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use slotmarket_common::ids::{AttemptId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::Launch;
 use slotmarket_common::spec::{SlotKind, TaskVars};
 use tokio::sync::mpsc;
 
 use super::{ProcessConfig, ProcessEvent, SpawnError, TaskHandle, start};
 use crate::config::task_path;
+use crate::containment::{Containment, ContainmentMode, session_of};
 use crate::core::TaskExit;
+use crate::run_as::RunAs;
 
 /// Upper bound for any single wait in these tests.
 const WAIT: Duration = Duration::from_secs(10);
@@ -28,15 +30,36 @@ struct Fixture {
 
 impl Fixture {
     fn new(grace: Duration) -> Fixture {
+        Fixture::with(grace, ContainmentMode::Auto)
+    }
+
+    fn with(grace: Duration, mode: ContainmentMode) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let path_prefix = dir.path().join("bin");
+        let work_dir = dir.path().join("work");
         let config = ProcessConfig {
-            work_dir: dir.path().join("work"),
+            containment: Containment::new(mode, "process-test", &work_dir).unwrap(),
+            run_as: RunAs::default(),
+            work_dir,
             data_dir: dir.path().join("data"),
             kill_grace: grace,
             task_path: task_path(&path_prefix),
         };
         Fixture { _dir: dir, config: Arc::new(config), path_prefix }
+    }
+
+    /// Waits until one of `container`'s processes is in a session other than `leader`'s.
+    async fn wait_escape(&self, container: u64, leader: u32) {
+        let deadline = Instant::now() + WAIT;
+        let session = session_of(leader);
+        let escaped = || {
+            let pids = self.config.containment.marked_processes(ContainerId(container));
+            pids.into_iter().any(|pid| session_of(pid).is_some_and(|s| Some(s) != session))
+        };
+        while !escaped() {
+            assert!(Instant::now() < deadline, "no process of the task left its session");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     fn start(&self, container: u64, command: &str) -> (TaskHandle, mpsc::UnboundedReceiver<ProcessEvent>) {
@@ -65,6 +88,7 @@ fn launch(container: u64, command: &str) -> Launch {
             input: None,
             stage_tasks: BTreeMap::new(),
         },
+        account: AccountId("alice".into()),
     }
 }
 
@@ -211,5 +235,76 @@ async fn a_kill_before_the_start_means_no_start() {
     match next(&mut events).await {
         ProcessEvent::SpawnFailed(SpawnError::KilledBeforeStart) => {}
         other => panic!("expected KilledBeforeStart, got {other:?}"),
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        // Every container's cgroup is gone once its task exited; the agent's is empty.
+        self.config.containment.release();
+    }
+}
+
+/// A task that put a child in a session of its own (out of reach of its group) is
+/// cancelled: nothing of it is left.
+async fn a_cancelled_task_that_called_setsid_leaves_nothing(mode: ContainmentMode) {
+    let fx = Fixture::with(Duration::from_millis(300), mode);
+    let (mut handle, mut events) = fx.start(9, "setsid sleep 300 & sleep 300");
+    let leader = started(&mut events).await as u32;
+    fx.wait_escape(9, leader).await;
+    handle.kill();
+    exited(&mut events).await;
+    assert_eq!(fx.config.containment.marked_processes(ContainerId(9)), Vec::<u32>::new());
+}
+
+#[tokio::test]
+async fn a_cancelled_setsid_task_leaves_nothing_with_cgroups_where_usable() {
+    a_cancelled_task_that_called_setsid_leaves_nothing(ContainmentMode::Auto).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_setsid_task_leaves_nothing_with_the_process_scan() {
+    a_cancelled_task_that_called_setsid_leaves_nothing(ContainmentMode::Scan).await;
+}
+
+/// As root (this machine's tests run as root), an account mapped to `nobody` runs as
+/// `nobody`, in directories it owns, and an unmapped account is refused; an agent that is
+/// not root refuses the mapping when it starts (see `config`), so nothing is run here then.
+#[tokio::test]
+async fn a_mapped_account_runs_as_its_unix_user_and_an_unmapped_one_is_refused() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    let mapping: BTreeMap<String, String> = [("alice".to_string(), "nobody".to_string())].into();
+    let run_as = match RunAs::resolve(&mapping, euid) {
+        Ok(run_as) => run_as,
+        Err(err) => {
+            assert_ne!(euid, 0, "root must be able to map to nobody: {err}");
+            return;
+        }
+    };
+    let mut fx = Fixture::new(Duration::from_secs(3));
+    Arc::get_mut(&mut fx.config).unwrap().run_as = run_as;
+    let (_handle, mut events) = fx.start(11, "id -u; id -g; echo $USER; touch {job_dir}/written");
+    started(&mut events).await;
+    assert_eq!(exited(&mut events).await, TaskExit::Code(0));
+    let dir = fx.config.container_dir(ContainerId(11));
+    let stdout = std::fs::read_to_string(dir.join("stdout")).unwrap();
+    let nobody = crate::run_as::lookup_user("nobody").unwrap();
+    assert_eq!(stdout, format!("{}\n{}\nnobody\n", nobody.uid, nobody.gid));
+    use std::os::unix::fs::MetadataExt;
+    let written = std::fs::metadata(fx.config.job_dir(JobId(5)).join("written")).unwrap();
+    assert_eq!(written.uid(), nobody.uid);
+
+    let mut bob = launch(12, "true");
+    bob.account = AccountId("bob".into());
+    let (tx, mut events) = mpsc::unbounded_channel();
+    let _handle = start(fx.config.clone(), bob, move |event| {
+        let _ = tx.send(event);
+    });
+    match next(&mut events).await {
+        ProcessEvent::SpawnFailed(SpawnError::RunAs(err)) => {
+            assert!(err.to_string().contains("account bob"), "{err}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
     }
 }

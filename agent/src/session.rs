@@ -56,6 +56,17 @@ pub struct SessionConfig {
     pub backoff: BackoffConfig,
     /// Largest frame sent or accepted.
     pub max_frame: usize,
+    /// The data directory and its id, reported in `Register`.
+    pub data_dir: DataDirIdentity,
+}
+
+/// The agent's data directory and its id (see [`crate::data_dir`]).
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct DataDirIdentity {
+    /// The directory, as the agent sees it.
+    pub path: String,
+    /// Its `.slotmarket-shared-id`.
+    pub id: String,
 }
 
 /// Reconnect delays: `initial`, doubling up to `max`, each with jitter.
@@ -316,6 +327,8 @@ async fn register(
         map_slots: config.map_slots,
         reduce_slots: config.reduce_slots,
         live_containers: live.clone(),
+        data_dir_id: config.data_dir.id.clone(),
+        data_dir: config.data_dir.path.clone(),
     };
     timed_write(&mut send, &AgentToMaster::Register(register), config.max_frame).await?;
     let answer = tokio::time::timeout(REGISTER_TIMEOUT, read_frame(&mut recv, config.max_frame))

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use slotmarket_common::container::ContainerState::{self, *};
-use slotmarket_common::ids::{AttemptId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::{
     AgentToMaster, ContainerReport, DEFAULT_MAX_FRAME, Launch, MasterToAgent, PROTOCOL_VERSION,
 };
@@ -15,7 +15,8 @@ use slotmarket_common::time::Timestamp;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
-    Backoff, BackoffConfig, LeavingAck, SessionConfig, SessionLinks, SnapshotReply, drop_superseded, run,
+    Backoff, BackoffConfig, DataDirIdentity, LeavingAck, SessionConfig, SessionLinks, SnapshotReply,
+    drop_superseded, run,
 };
 use crate::core::AgentEvent;
 use crate::test_support::{AgentLink, FakeMaster, NODE, WAIT};
@@ -107,6 +108,7 @@ impl Harness {
             reduce_slots: 1,
             backoff: BackoffConfig { initial: Duration::from_millis(20), max: Duration::from_millis(100) },
             max_frame: DEFAULT_MAX_FRAME,
+            data_dir: DataDirIdentity::default(),
         };
         let (events_tx, events) = mpsc::unbounded_channel();
         let (reports_tx, reports_rx) = mpsc::unbounded_channel();
@@ -156,6 +158,7 @@ fn launch(container: u64) -> Launch {
             input: None,
             stage_tasks: BTreeMap::new(),
         },
+        account: AccountId("alice".into()),
     }
 }
 

@@ -294,10 +294,10 @@ impl Drop for CountingMap {
     }
 }
 
-/// Reduce task `reducer` of a counting job: merges every `map-*/part-{reducer}` into
-/// `out/part-{reducer}`, one `key\tcount` line per key, sorted by key.
-pub fn count_reduce(job_dir: &Path, reducer: u32) -> Result<CountTotals> {
-    let parts = map_parts_for(job_dir, reducer)?;
+/// Reduce task `reducer` of a counting job: merges `map-{i}/part-{reducer}` of every map
+/// `i < maps` into `out/part-{reducer}`, one `key\tcount` line per key, sorted by key.
+pub fn count_reduce(job_dir: &Path, reducer: u32, maps: u32) -> Result<CountTotals> {
+    let parts = map_parts_for(job_dir, reducer, maps)?;
     let mut out = AtomicFile::create(&out_part(job_dir, reducer))?;
     let totals = merge_counts(&parts, &mut out)?;
     out.commit()?;

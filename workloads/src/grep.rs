@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use crate::count::{CountingMap, count_reduce};
 use crate::merge::CountTotals;
 use crate::partition::fnv1a;
-use crate::split::{Input, LineChunks, for_each_line};
+use crate::split::{LineChunks, for_each_line};
 use crate::task::{MapStats, MapTask};
 
 /// Runs a grep map task: counts each distinct line containing `pattern`.
@@ -23,7 +23,7 @@ pub fn map(task: &MapTask, pattern: &[u8]) -> Result<MapStats> {
     if pattern.contains(&b'\n') {
         bail!("the pattern contains a newline, so it can never match within a line");
     }
-    let input = Input::open(&task.input)?;
+    let input = task.open_input()?;
     let mut chunks = LineChunks::new(input.split(task.task, task.tasks)?);
     let mut counts = CountingMap::new(&task.job_dir, task.task, task.reducers, task.spill_bytes);
     let finder = memchr::memmem::Finder::new(pattern);
@@ -50,9 +50,9 @@ pub fn map(task: &MapTask, pattern: &[u8]) -> Result<MapStats> {
     Ok(MapStats { bytes: chunks.bytes_read(), counts })
 }
 
-/// Runs grep reduce task `reducer` of the job in `job_dir`.
-pub fn reduce(job_dir: &Path, reducer: u32) -> Result<CountTotals> {
-    count_reduce(job_dir, reducer)
+/// Runs grep reduce task `reducer` of the job in `job_dir`, whose map stage had `maps` tasks.
+pub fn reduce(job_dir: &Path, reducer: u32, maps: u32) -> Result<CountTotals> {
+    count_reduce(job_dir, reducer, maps)
 }
 
 #[cfg(test)]
@@ -69,6 +69,7 @@ mod tests {
             input,
             task: 0,
             tasks: 1,
+            input_parts: None,
             reducers: 1,
             job_dir: job_dir.clone(),
             spill_bytes: usize::MAX,

@@ -33,68 +33,80 @@ pub fn create_spill_dir(job_dir: &Path, map: u32) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// The indices of the `map-{i}` directories under `job_dir`, ascending.
-pub fn map_indices(job_dir: &Path) -> Result<Vec<u32>> {
-    let entries = std::fs::read_dir(job_dir)
-        .with_context(|| format!("cannot list job directory {}", job_dir.display()))?;
-    let mut maps = Vec::new();
-    for entry in entries {
-        let entry = entry.with_context(|| format!("cannot list job directory {}", job_dir.display()))?;
-        let name = entry.file_name();
-        let Some(index) = name.to_str().and_then(|n| n.strip_prefix("map-")).and_then(|i| i.parse().ok())
-        else {
-            continue;
-        };
-        if entry.path().is_dir() {
-            maps.push(index);
-        }
+/// Every map's part for `reducer`, `map-{i}/part-{reducer}` for `i` in `0..maps`, in map
+/// order. The reducer is told how many maps there were rather than listing what happens to
+/// be there: a part a map wrote where this task cannot see it (an agent that does not share
+/// the data directory) must fail the reduce, not shrink its input.
+pub fn map_parts_for(job_dir: &Path, reducer: u32, maps: u32) -> Result<Vec<PathBuf>> {
+    if maps == 0 {
+        bail!("--maps must be at least 1");
     }
-    maps.sort_unstable();
-    Ok(maps)
+    let parts = (0..maps).map(|map| map_part(job_dir, map, reducer)).collect();
+    require_all(job_dir, parts, "map outputs")
 }
 
-/// Every map's part for `reducer`, in map order. Fails if there are no map directories or
-/// a map directory lacks the part: a completed map writes a part for every reducer, even
-/// an empty one, so a missing part means a map did not complete.
-pub fn map_parts_for(job_dir: &Path, reducer: u32) -> Result<Vec<PathBuf>> {
-    let maps = map_indices(job_dir)?;
-    if maps.is_empty() {
-        bail!("no map-* directories under {}: have the map tasks run?", job_dir.display());
+/// Parts a task named in advance; fails if any is not a regular file, naming every missing
+/// one (the first [`MISSING_NAMED`]) relative to `dir` and saying what usually causes it.
+pub fn require_all(dir: &Path, parts: Vec<PathBuf>, what: &str) -> Result<Vec<PathBuf>> {
+    let missing: Vec<&PathBuf> = parts.iter().filter(|part| !part.is_file()).collect();
+    if missing.is_empty() {
+        return Ok(parts);
     }
-    maps.into_iter()
-        .map(|map| {
-            let part = map_part(job_dir, map, reducer);
-            if part.is_file() {
-                Ok(part)
-            } else {
-                bail!("{} is missing: did map {map} complete, with as many reducers?", part.display())
-            }
-        })
-        .collect()
+    let mut names: Vec<String> = missing
+        .iter()
+        .take(MISSING_NAMED)
+        .map(|part| part.strip_prefix(dir).unwrap_or(part).display().to_string())
+        .collect();
+    if missing.len() > MISSING_NAMED {
+        names.push(format!("and {} more", missing.len() - MISSING_NAMED));
+    }
+    bail!(
+        "{} of {} {what} missing in {}: {}. Did the tasks that write them complete, and on \
+         agents sharing this data directory? Every agent must use the same shared data \
+         directory (data_dir) for jobs whose stages pass data",
+        missing.len(),
+        parts.len(),
+        dir.display(),
+        names.join(", ")
+    )
 }
+
+/// How many missing parts an error names before it only counts the rest.
+pub const MISSING_NAMED: usize = 8;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn map_parts_are_found_in_numeric_order() {
+    fn map_parts_are_the_named_maps_in_order_and_extra_maps_are_ignored() {
         let dir = tempfile::tempdir().unwrap();
-        for map in [10, 2, 0] {
+        for map in [0, 1, 2, 7] {
             std::fs::create_dir_all(map_dir(dir.path(), map)).unwrap();
             std::fs::write(map_part(dir.path(), map, 1), "").unwrap();
         }
-        std::fs::create_dir_all(dir.path().join("map-x")).unwrap();
-        std::fs::create_dir_all(dir.path().join("out")).unwrap();
-        let parts = map_parts_for(dir.path(), 1).unwrap();
-        assert_eq!(parts, [0, 2, 10].map(|m| map_part(dir.path(), m, 1)));
-        let err = map_parts_for(dir.path(), 0).unwrap_err().to_string();
-        assert!(err.contains("map-0/part-0 is missing"), "{err}");
+        let parts = map_parts_for(dir.path(), 1, 3).unwrap();
+        assert_eq!(parts, [0, 1, 2].map(|m| map_part(dir.path(), m, 1)));
     }
 
     #[test]
-    fn no_maps_is_an_error() {
+    fn every_missing_part_is_named() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(map_parts_for(dir.path(), 0).unwrap_err().to_string().contains("no map-* directories"));
+        std::fs::create_dir_all(map_dir(dir.path(), 1)).unwrap();
+        std::fs::write(map_part(dir.path(), 1, 0), "").unwrap();
+        let err = map_parts_for(dir.path(), 0, 4).unwrap_err().to_string();
+        assert!(err.starts_with("3 of 4 map outputs missing in "), "{err}");
+        assert!(err.contains(": map-0/part-0, map-2/part-0, map-3/part-0. "), "{err}");
+        assert!(err.contains("shared data directory"), "{err}");
+        assert!(map_parts_for(dir.path(), 0, 0).unwrap_err().to_string().contains("--maps"));
+    }
+
+    #[test]
+    fn a_long_list_of_missing_parts_is_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = map_parts_for(dir.path(), 2, 20).unwrap_err().to_string();
+        assert!(err.starts_with("20 of 20 map outputs missing"), "{err}");
+        assert!(err.contains("map-7/part-2, and 12 more."), "{err}");
+        assert!(!err.contains("map-8/"), "{err}");
     }
 }

@@ -95,6 +95,10 @@ struct MapArgs {
     /// A file, or a directory whose visible regular files are read in name order.
     #[arg(long, value_name = "PATH")]
     input: PathBuf,
+    /// Read exactly --input's part-0 .. part-{N-1} (what N generator tasks wrote) and fail
+    /// naming any that is missing, instead of whatever the directory holds.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    parts: Option<u32>,
     /// This map task's index.
     #[arg(long, value_name = "I")]
     task: u32,
@@ -126,6 +130,9 @@ struct ReduceArgs {
     /// This reduce task's index (the part it reads and writes).
     #[arg(long, value_name = "R")]
     task: u32,
+    /// The number of map tasks: every map-{i}/part-{R} with i below N must be there.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    maps: u32,
     /// The job's directory.
     #[arg(long, value_name = "DIR")]
     job_dir: PathBuf,
@@ -150,6 +157,9 @@ enum PiSide {
     },
     /// Sum the maps' counts, write the estimate to out/part-0 and print it.
     Reduce {
+        /// The number of map tasks: every map-{i}/part-0 with i below N must be there.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        maps: u32,
         /// The job's directory.
         #[arg(long, value_name = "DIR")]
         job_dir: PathBuf,
@@ -178,6 +188,7 @@ impl MapArgs {
             input: self.input.clone(),
             task: self.task,
             tasks: self.tasks,
+            input_parts: self.parts,
             reducers: self.reducers,
             job_dir: self.job_dir.clone(),
             spill_bytes: self.spill_bytes,
@@ -254,7 +265,7 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Command::Wordcount { side: Side::Reduce(args) } | Command::Grep { side: Side::Reduce(args) } => {
-            let totals = wordcount::reduce(&args.job_dir, args.task)?;
+            let totals = wordcount::reduce(&args.job_dir, args.task, args.maps)?;
             println!(
                 "reduce {}: {} keys, counts summing to {}, in {:.3} s",
                 args.task,
@@ -264,7 +275,7 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Command::Sort { side: Side::Reduce(args) } => {
-            let lines = sort::reduce(&args.job_dir, args.task)?;
+            let lines = sort::reduce(&args.job_dir, args.task, args.maps)?;
             println!(
                 "sort reduce {}: {lines} records in {:.3} s",
                 args.task,
@@ -280,8 +291,8 @@ fn run(cli: Cli) -> Result<()> {
                 started.elapsed().as_secs_f64()
             );
         }
-        Command::Pi { side: PiSide::Reduce { job_dir } } => {
-            let result = pi::reduce(&job_dir)?;
+        Command::Pi { side: PiSide::Reduce { maps, job_dir } } => {
+            let result = pi::reduce(&job_dir, maps)?;
             println!(
                 "Estimated value of Pi is {:.15} ({} points from {} maps)",
                 result.estimate, result.counts.total, result.maps
@@ -317,13 +328,14 @@ mod tests {
             "gen-text --output d --bytes 10 --seed 3 --task 1 --tasks 2",
             "gen-records --output d --records 10 --task 0 --tasks 1",
             "wordcount map --input i --task 0 --tasks 2 --reducers 3 --job-dir j",
-            "wordcount reduce --task 1 --job-dir j",
+            "wordcount map --input i --parts 4 --task 0 --tasks 2 --reducers 3 --job-dir j",
+            "wordcount reduce --task 1 --maps 2 --job-dir j",
             "grep map --input i --pattern p --task 0 --tasks 2 --reducers 3 --job-dir j",
-            "grep reduce --task 1 --job-dir j",
+            "grep reduce --task 1 --maps 2 --job-dir j",
             "sort map --input i --task 0 --tasks 2 --reducers 3 --job-dir j --spill-bytes 100",
-            "sort reduce --task 1 --job-dir j",
+            "sort reduce --task 1 --maps 2 --job-dir j",
             "pi map --samples 10 --task 0 --job-dir j --seed 1",
-            "pi reduce --job-dir j",
+            "pi reduce --maps 3 --job-dir j",
         ] {
             let args = std::iter::once("slotmarket-task").chain(line.split(' '));
             if let Err(e) = Cli::try_parse_from(args) {
@@ -333,5 +345,8 @@ mod tests {
         let zero = ["slotmarket-task", "wordcount", "map", "--input", "i", "--task", "0"];
         let zero = zero.iter().chain(&["--tasks", "1", "--reducers", "0", "--job-dir", "j"]);
         assert!(Cli::try_parse_from(zero).is_err());
+        // A reducer must be told how many maps there were.
+        let no_maps = ["slotmarket-task", "wordcount", "reduce", "--task", "0", "--job-dir", "j"];
+        assert!(Cli::try_parse_from(no_maps).is_err());
     }
 }

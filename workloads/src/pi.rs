@@ -136,9 +136,10 @@ pub struct PiResult {
     pub estimate: f64,
 }
 
-/// Runs the pi reduce: sums every `map-*/part-0` and writes the estimate to `out/part-0`.
-pub fn reduce(job_dir: &Path) -> Result<PiResult> {
-    let parts = map_parts_for(job_dir, 0)?;
+/// Runs the pi reduce: sums `map-{i}/part-0` of every map `i < maps` and writes the
+/// estimate to `out/part-0`.
+pub fn reduce(job_dir: &Path, maps: u32) -> Result<PiResult> {
+    let parts = map_parts_for(job_dir, 0, maps)?;
     let mut counts = PiCounts { inside: 0, total: 0 };
     for part in &parts {
         let text =

@@ -15,7 +15,7 @@ use crate::layout::{create_spill_dir, map_part, map_parts_for, out_part};
 use crate::merge::merge_lines;
 use crate::output::AtomicFile;
 use crate::partition::RangePartitioner;
-use crate::split::{Input, LineChunks, for_each_line};
+use crate::split::{LineChunks, for_each_line};
 use crate::task::MapTask;
 
 /// What a sort map task did.
@@ -143,7 +143,7 @@ impl Drop for Spills {
 /// Runs a sort map task.
 pub fn map(task: &MapTask) -> Result<SortMapStats> {
     task.check()?;
-    let input = Input::open(&task.input)?;
+    let input = task.open_input()?;
     let partitioner = RangePartitioner::sample(&input, task.reducers)?;
     let mut chunks = LineChunks::new(input.split(task.task, task.tasks)?);
     let mut buffer = LineBuffer::default();
@@ -187,9 +187,10 @@ pub fn map(task: &MapTask) -> Result<SortMapStats> {
     Ok(SortMapStats { bytes: chunks.bytes_read(), records, spills: spill_count })
 }
 
-/// Runs sort reduce task `reducer` of the job in `job_dir`; returns the lines written.
-pub fn reduce(job_dir: &Path, reducer: u32) -> Result<u64> {
-    let parts = map_parts_for(job_dir, reducer)?;
+/// Runs sort reduce task `reducer` of the job in `job_dir`, whose map stage had `maps`
+/// tasks; returns the lines written.
+pub fn reduce(job_dir: &Path, reducer: u32, maps: u32) -> Result<u64> {
+    let parts = map_parts_for(job_dir, reducer, maps)?;
     let mut out = AtomicFile::create(&out_part(job_dir, reducer))?;
     let lines = merge_lines(&parts, &mut out)?;
     out.commit()?;

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
+use crate::layout::require_all;
 use crate::task::share;
 
 /// One input file and its length when the input was listed.
@@ -99,6 +100,25 @@ impl Input {
             files.sort_by(|a, b| a.path.file_name().cmp(&b.path.file_name()));
         } else {
             bail!("input {} is neither a regular file nor a directory", path.display());
+        }
+        Ok(Input::from_files(files))
+    }
+
+    /// Exactly `dir/part-0` .. `dir/part-{parts - 1}`, the parts `parts` generator tasks
+    /// wrote. Naming them, rather than listing the directory, makes a part written where this
+    /// task cannot see it (an agent not sharing the data directory) an error naming it, and
+    /// keeps stray files out of the input.
+    pub fn open_parts(dir: &Path, parts: u32) -> Result<Input> {
+        if parts == 0 {
+            bail!("--parts must be at least 1");
+        }
+        let paths = (0..parts).map(|part| dir.join(format!("part-{part}"))).collect();
+        let paths = require_all(dir, paths, "input parts")?;
+        let mut files = Vec::with_capacity(paths.len());
+        for path in paths {
+            let len =
+                std::fs::metadata(&path).with_context(|| format!("cannot read {}", path.display()))?.len();
+            files.push(InputFile { path, len });
         }
         Ok(Input::from_files(files))
     }
@@ -372,6 +392,22 @@ mod tests {
         assert!((1..9).all(|t| input.split(t, 10).unwrap().is_empty()));
         // The last split starts inside the long line and reads only the line after it.
         assert_eq!(lines_of_split(&input, 9, 10, 16), vec![b"z".to_vec()]);
+    }
+
+    #[test]
+    fn named_parts_are_read_in_part_order_and_missing_ones_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        for (part, text) in [(0, "a\n"), (1, "bb\n"), (2, "ccc\n")] {
+            std::fs::write(dir.path().join(format!("part-{part}")), text).unwrap();
+        }
+        std::fs::write(dir.path().join("stray"), "not input\n").unwrap();
+        let input = Input::open_parts(dir.path(), 3).unwrap();
+        let names: Vec<_> = input.files().iter().map(|f| f.path.file_name().unwrap().to_owned()).collect();
+        assert_eq!(names, ["part-0", "part-1", "part-2"]);
+        assert_eq!(input.total_bytes(), 9);
+        let err = Input::open_parts(dir.path(), 5).unwrap_err().to_string();
+        assert!(err.starts_with("2 of 5 input parts missing in "), "{err}");
+        assert!(err.contains(": part-3, part-4. "), "{err}");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 
 use crate::count::CountMapStats;
+use crate::split::Input;
 
 /// What a wordcount, grep or sort map task is given.
 #[derive(Clone, Debug)]
@@ -16,6 +17,10 @@ pub struct MapTask {
     pub task: u32,
     /// The number of map tasks.
     pub tasks: u32,
+    /// When `input` is a directory of generated parts: how many (`part-0` ..), so that a
+    /// missing one is an error rather than a smaller input. `None` reads the directory's
+    /// visible files, whatever they are.
+    pub input_parts: Option<u32>,
     /// The number of reduce tasks.
     pub reducers: u32,
     /// The job's directory; output goes to `map-{task}/`.
@@ -36,6 +41,15 @@ pub fn share(total: u64, task: u32, tasks: u32) -> Result<(u64, u64)> {
 }
 
 impl MapTask {
+    /// Opens the input: the named parts if `input_parts` is given, else the file or
+    /// directory as it is.
+    pub fn open_input(&self) -> Result<Input> {
+        match self.input_parts {
+            Some(parts) => Input::open_parts(&self.input, parts),
+            None => Input::open(&self.input),
+        }
+    }
+
     pub(crate) fn check(&self) -> Result<()> {
         share(0, self.task, self.tasks)?;
         if self.reducers == 0 {

@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use crate::count::{CountingMap, count_reduce};
 use crate::merge::CountTotals;
 use crate::partition::{fnv1a_start, fnv1a_step};
-use crate::split::{Input, LineChunks};
+use crate::split::LineChunks;
 use crate::task::{MapStats, MapTask};
 
 /// Whether a byte separates words (`u8::is_ascii_whitespace`), as a lookup table.
@@ -51,7 +51,7 @@ fn count_words(chunk: &[u8], counts: &mut CountingMap) {
 /// Runs a wordcount map task.
 pub fn map(task: &MapTask) -> Result<MapStats> {
     task.check()?;
-    let input = Input::open(&task.input)?;
+    let input = task.open_input()?;
     let mut chunks = LineChunks::new(input.split(task.task, task.tasks)?);
     let mut counts = CountingMap::new(&task.job_dir, task.task, task.reducers, task.spill_bytes);
     while let Some(chunk) = chunks.next_chunk()? {
@@ -63,9 +63,10 @@ pub fn map(task: &MapTask) -> Result<MapStats> {
     Ok(MapStats { bytes: chunks.bytes_read(), counts })
 }
 
-/// Runs wordcount reduce task `reducer` of the job in `job_dir`.
-pub fn reduce(job_dir: &std::path::Path, reducer: u32) -> Result<CountTotals> {
-    count_reduce(job_dir, reducer)
+/// Runs wordcount reduce task `reducer` of the job in `job_dir`, whose map stage had `maps`
+/// tasks.
+pub fn reduce(job_dir: &std::path::Path, reducer: u32, maps: u32) -> Result<CountTotals> {
+    count_reduce(job_dir, reducer, maps)
 }
 
 #[cfg(test)]

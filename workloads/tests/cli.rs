@@ -57,7 +57,7 @@ fn wordcount_runs_end_to_end_through_the_binary() {
         assert!(printed.starts_with(&format!("wordcount map {t}/3:")), "{printed}");
     }
     for r in ["0", "1"] {
-        ok(&["wordcount", "reduce", "--task", r, "--job-dir", s(&job)]);
+        ok(&["wordcount", "reduce", "--task", r, "--maps", "3", "--job-dir", s(&job)]);
     }
     let mut text = Vec::new();
     for part in ["part-0", "part-1"] {
@@ -86,7 +86,7 @@ fn pi_prints_its_estimate() {
     for t in ["0", "1"] {
         ok(&["pi", "map", "--samples", "20000", "--task", t, "--job-dir", s(dir.path())]);
     }
-    let printed = ok(&["pi", "reduce", "--job-dir", s(dir.path())]);
+    let printed = ok(&["pi", "reduce", "--maps", "2", "--job-dir", s(dir.path())]);
     assert!(printed.starts_with("Estimated value of Pi is 3.1"), "{printed}");
 }
 
@@ -135,9 +135,13 @@ fn bad_arguments_exit_2_and_failures_exit_1_with_context() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("error: cannot read input") && stderr.contains("no-such-input"), "{stderr}");
-    let out = task(&["sort", "reduce", "--task", "0", "--job-dir", s(dir.path())]);
+    let out = task(&["sort", "reduce", "--task", "0", "--maps", "2", "--job-dir", s(dir.path())]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no map-* directories"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("2 of 2 map outputs missing") && stderr.contains("map-0/part-0, map-1/part-0"),
+        "{stderr}"
+    );
 }
 
 #[test]

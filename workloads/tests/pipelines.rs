@@ -19,7 +19,15 @@ fn map_task(
     reducers: u32,
     spill_bytes: usize,
 ) -> MapTask {
-    MapTask { input: input.to_path_buf(), task, tasks, reducers, job_dir: job_dir.to_path_buf(), spill_bytes }
+    MapTask {
+        input: input.to_path_buf(),
+        task,
+        tasks,
+        input_parts: None,
+        reducers,
+        job_dir: job_dir.to_path_buf(),
+        spill_bytes,
+    }
 }
 
 /// The concatenated bytes of an input directory, in the order the maps read it.
@@ -66,7 +74,7 @@ fn run_wordcount(input: &Path, job_dir: &Path, maps: u32, reducers: u32, spill_b
         wordcount::map(&map_task(input, job_dir, task, maps, reducers, spill_bytes)).unwrap();
     }
     for r in 0..reducers {
-        wordcount::reduce(job_dir, r).unwrap();
+        wordcount::reduce(job_dir, r, maps).unwrap();
     }
 }
 
@@ -106,7 +114,7 @@ fn grep_equals_a_plain_line_filter() {
             grep::map(&map_task(&input, &job_dir, task, 4, 3, 4096), &pattern).unwrap();
         }
         for r in 0..3 {
-            grep::reduce(&job_dir, r).unwrap();
+            grep::reduce(&job_dir, r, 4).unwrap();
         }
         assert_eq!(reduce_outputs(&job_dir, 3), expected, "pattern {:?}", String::from_utf8_lossy(&pattern));
     }
@@ -136,7 +144,7 @@ fn sort_output_is_a_sorted_permutation_of_the_records() {
         let mut concatenated = Vec::new();
         let mut sizes = Vec::new();
         for r in 0..reducers {
-            sort::reduce(&job_dir, r).unwrap();
+            sort::reduce(&job_dir, r, maps).unwrap();
             let part = std::fs::read(out_part(&job_dir, r)).unwrap();
             sizes.push(part.len());
             concatenated.extend(part);
@@ -163,7 +171,7 @@ fn sort_handles_arbitrary_lines() {
     }
     let mut out = Vec::new();
     for r in 0..2 {
-        sort::reduce(&job_dir, r).unwrap();
+        sort::reduce(&job_dir, r, 3).unwrap();
         out.extend(std::fs::read(out_part(&job_dir, r)).unwrap());
     }
     assert_eq!(out, b"\n\tTab\napple\napple\nbanana\nno newline\npear\nzebra\n\xffbyte\n");
@@ -180,7 +188,7 @@ fn pi_error_shrinks_with_samples() {
             for task in 0..4 {
                 pi::map(dir.path(), task, samples_per_map, seed).unwrap();
             }
-            let result = pi::reduce(dir.path()).unwrap();
+            let result = pi::reduce(dir.path(), 4).unwrap();
             assert_eq!((result.counts.total, result.maps), (4 * samples_per_map, 4));
             let error = (result.estimate - std::f64::consts::PI).abs();
             assert!(error < bound, "{} samples, seed {seed}: error {error}", 4 * samples_per_map);
@@ -227,8 +235,8 @@ fn a_rerun_map_overwrites_its_parts_and_leftovers_are_never_read() {
     // The other map and the reducers: the leftovers change nothing.
     wordcount::map(&map_task(&input, &job_dir, 0, 2, 3, 2048)).unwrap();
     for r in 0..3 {
-        wordcount::reduce(&job_dir, r).unwrap();
-        wordcount::reduce(&job_dir, r).unwrap();
+        wordcount::reduce(&job_dir, r, 2).unwrap();
+        wordcount::reduce(&job_dir, r, 2).unwrap();
     }
     assert_eq!(reduce_outputs(&job_dir, 3), reference_wordcount(&input_bytes(&input)));
     assert_eq!(dir_names(&job_dir.join("out")), ["part-0", "part-1", "part-2"]);
@@ -241,9 +249,30 @@ fn a_reducer_refuses_a_missing_map_part() {
     text_all(&input, 10_000, 1, 1).unwrap();
     wordcount::map(&map_task(&input, dir.path(), 0, 2, 2, usize::MAX)).unwrap();
     std::fs::create_dir_all(map_dir(dir.path(), 1)).unwrap();
-    let err = format!("{:#}", wordcount::reduce(dir.path(), 0).unwrap_err());
-    assert!(err.contains("map-1/part-0 is missing"), "{err}");
+    let err = format!("{:#}", wordcount::reduce(dir.path(), 0, 2).unwrap_err());
+    assert!(err.contains("1 of 2 map outputs missing") && err.contains(": map-1/part-0."), "{err}");
+    // Told there were three maps, it also names the map whose directory does not exist.
+    let err = format!("{:#}", wordcount::reduce(dir.path(), 0, 3).unwrap_err());
+    assert!(err.contains(": map-1/part-0, map-2/part-0."), "{err}");
     let missing: PathBuf = dir.path().join("nope");
     let err = format!("{:#}", wordcount::map(&map_task(&missing, dir.path(), 0, 1, 1, 1)).unwrap_err());
     assert!(err.contains("cannot read input") && err.contains("nope"), "{err}");
+}
+
+#[test]
+fn a_map_told_the_input_parts_refuses_a_missing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input");
+    text_all(&input, 20_000, 1, 3).unwrap();
+    std::fs::remove_file(input.join("part-1")).unwrap();
+    let mut task = map_task(&input, dir.path(), 0, 2, 2, usize::MAX);
+    // Without the count the map would silently read the two parts that are left.
+    wordcount::map(&task).unwrap();
+    task.input_parts = Some(3);
+    let err = format!("{:#}", wordcount::map(&task).unwrap_err());
+    assert!(err.contains("1 of 3 input parts missing") && err.contains(": part-1."), "{err}");
+    let err = format!("{:#}", sort::map(&task).unwrap_err());
+    assert!(err.contains(": part-1."), "{err}");
+    let err = format!("{:#}", grep::map(&task, b"x").unwrap_err());
+    assert!(err.contains(": part-1."), "{err}");
 }

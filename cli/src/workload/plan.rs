@@ -188,7 +188,8 @@ fn stages(file: &WorkloadFile, shape: &Shape) -> Vec<StageSpec> {
     let (maps, seed) = (shape.maps, shape.data_seed);
     let reducers = shape.reduces.max(1);
     let split = format!("--task {{task}} --tasks {{tasks}} --reducers {reducers} --job-dir \"{{job_dir}}\"");
-    let input = "--input \"{job_dir}/input\"";
+    // Each map reads exactly the `maps` generated parts, so a missing one fails it.
+    let input = format!("--input \"{{job_dir}}/input\" --parts {maps}");
     let gen_tail = format!("--output \"{{job_dir}}/input\" --seed {seed} --task {{task}} --tasks {{tasks}}");
     let (generator, map) = match shape.program {
         Program::Wordcount | Program::Grep => (
@@ -211,8 +212,10 @@ fn stages(file: &WorkloadFile, shape: &Shape) -> Vec<StageSpec> {
         ),
     };
     let reduce = match shape.program {
-        Program::Pi => format!("{cmd} pi reduce --job-dir \"{{job_dir}}\""),
-        other => format!("{cmd} {} reduce --task {{task}} --job-dir \"{{job_dir}}\"", other.name()),
+        Program::Pi => format!("{cmd} pi reduce --maps {maps} --job-dir \"{{job_dir}}\""),
+        other => {
+            format!("{cmd} {} reduce --task {{task}} --maps {maps} --job-dir \"{{job_dir}}\"", other.name())
+        }
     };
     let mut out = Vec::with_capacity(3);
     if let Some(command) = generator {

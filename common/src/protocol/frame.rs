@@ -109,6 +109,8 @@ mod tests {
             map_slots: 1,
             reduce_slots: 1,
             live_containers: vec![],
+            data_dir_id: String::new(),
+            data_dir: String::new(),
         });
         assert!(matches!(encode_frame(&big, 16), Err(FrameError::TooLarge { .. })));
     }

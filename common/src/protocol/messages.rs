@@ -50,6 +50,12 @@ pub struct Register {
     /// The latest state of every container still alive on the agent (after a reconnect
     /// or a master restart), so the master can adopt them instead of re-running them.
     pub live_containers: Vec<ContainerReport>,
+    /// The id of the agent's data directory (its `.slotmarket-shared-id`): agents that
+    /// share the directory report the same id, and the master refuses an agent whose id
+    /// differs from the registered agents'.
+    pub data_dir_id: String,
+    /// The agent's data directory as the agent sees it, for messages.
+    pub data_dir: String,
 }
 
 /// One container transition, as observed by the agent.
@@ -118,6 +124,9 @@ pub struct Launch {
     pub command: String,
     /// Values for the template.
     pub vars: TaskVars,
+    /// The job's account: an agent running as root may run the task as the Unix user it
+    /// maps this account to.
+    pub account: AccountId,
 }
 
 // ---------------------------------------------------------------------------------
@@ -559,6 +568,7 @@ mod tests {
                 input: Some("i".repeat(MAX_INPUT_LEN)),
                 stage_tasks: (0..MAX_STAGES).map(|i| (name(i), MAX_TASKS_PER_STAGE)).collect(),
             },
+            account: AccountId("a".repeat(MAX_TEXT_LEN)),
         };
         let size = postcard::to_allocvec(&launch).unwrap().len();
         assert!(size > MAX_INPUT_LEN + MAX_STAGES * MAX_STAGE_NAME_LEN, "{size}");

@@ -20,7 +20,7 @@
 //! tasks = 2
 //! slot = "reduce"
 //! after = ["map"]               # a barrier: starts once every map task completed
-//! command = "slotmarket-task wordcount reduce --task {task} --job-dir {job_dir}"
+//! command = "slotmarket-task wordcount reduce --task {task} --maps {tasks.map} --job-dir {job_dir}"
 //! ```
 
 mod deadline;

@@ -1,7 +1,10 @@
 //! Agent sessions: one long-lived control stream per agent connection. Checks the
-//! `Register` message, then decodes heartbeats and reports into core events and writes
-//! the actor's launches and kills back. Never touches scheduling state itself.
+//! `Register` message (including that the agent shares the registered agents' data
+//! directory, see [`DataDirs`]), then decodes heartbeats and reports into core events and
+//! writes the actor's launches and kills back. Never touches scheduling state itself.
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use slotmarket_common::identity::Identity;
@@ -20,12 +23,82 @@ const REGISTER_TIMEOUT: Duration = Duration::from_secs(10);
 /// QUIC application error code for a protocol violation by the agent.
 const PROTOCOL_ERROR: u32 = 2;
 
+/// The data directories of the registered agents, by node. A job's stages pass data
+/// through the data directory, so every agent must see the same one: an agent whose
+/// directory id differs from the registered agents' is refused, with how to fix it. While
+/// no agent is registered, the next one's directory is accepted.
+#[derive(Clone, Debug, Default)]
+pub(super) struct DataDirs(Arc<Mutex<Claims>>);
+
+/// The claims, and the number of the next session to claim.
+#[derive(Debug, Default)]
+struct Claims {
+    by_node: BTreeMap<String, DataDirClaim>,
+    next_session: u64,
+}
+
+/// One registered agent's data directory.
+#[derive(Clone, Debug)]
+struct DataDirClaim {
+    /// Its `.slotmarket-shared-id`.
+    id: String,
+    /// The path the agent uses, for messages.
+    path: String,
+    /// The session that made the claim, so an older session of the same node ending
+    /// later does not remove a newer one's.
+    session: u64,
+}
+
+impl DataDirs {
+    /// Records `register`'s directory for its node and returns the claiming session's
+    /// number, or says why the agent cannot join: another registered node's directory has
+    /// a different id.
+    fn claim(&self, register: &Register) -> Result<u64, String> {
+        let mut claims = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let other = claims
+            .by_node
+            .iter()
+            .find(|(node, claim)| **node != register.node && claim.id != register.data_dir_id);
+        if let Some((node, claim)) = other {
+            return Err(unshared_dir_message(register, node, &claim.path));
+        }
+        let session = claims.next_session;
+        claims.next_session += 1;
+        let claim =
+            DataDirClaim { id: register.data_dir_id.clone(), path: register.data_dir.clone(), session };
+        claims.by_node.insert(register.node.clone(), claim);
+        Ok(session)
+    }
+
+    /// Forgets `node`'s directory when its session `session` ends (unless a newer session
+    /// of the node has claimed since).
+    fn release(&self, node: &str, session: u64) {
+        let mut claims = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if claims.by_node.get(node).is_some_and(|claim| claim.session == session) {
+            claims.by_node.remove(node);
+        }
+    }
+}
+
+/// Why an agent whose data directory is not the others' is refused, and how to fix it.
+fn unshared_dir_message(register: &Register, other_node: &str, other_path: &str) -> String {
+    format!(
+        "data directory {} of agent {} is not the directory the registered agents share \
+         (agent {other_node} uses {other_path}; each directory names itself in its \
+         .slotmarket-shared-id). A job's stages read what earlier stages wrote there, so every \
+         agent must see the same directory: point data_dir at one directory on a shared file \
+         system (e.g. the same NFS export on every node), or run a single agent",
+        register.data_dir, register.node
+    )
+}
+
 /// Serves one agent connection until it closes or the actor drops it.
 pub(super) async fn serve(
     conn: quinn::Connection,
     identity: Identity,
     inbox: mpsc::UnboundedSender<Input>,
     max_frame: usize,
+    data_dirs: DataDirs,
 ) {
     let span = info_span!("agent", node = %identity.principal, remote = %conn.remote_address());
     async move {
@@ -38,6 +111,11 @@ pub(super) async fn serve(
         if let Err(reason) = check_register(&register, &identity) {
             return refuse(&conn, Some(&mut send), &reason).await;
         }
+        let session = match data_dirs.claim(&register) {
+            Ok(session) => session,
+            Err(reason) => return refuse(&conn, Some(&mut send), &reason).await,
+        };
+        let node = register.node.clone();
         let (outbound, outbound_rx) = mpsc::unbounded_channel();
         let (assigned, assigned_rx) = oneshot::channel();
         let registered = Input::AgentRegistered {
@@ -49,13 +127,18 @@ pub(super) async fn serve(
             assigned,
         };
         if inbox.send(registered).is_err() {
+            data_dirs.release(&node, session);
             return refuse(&conn, Some(&mut send), "master is shutting down").await;
         }
-        let Ok(agent) = assigned_rx.await else { return };
+        let Ok(agent) = assigned_rx.await else {
+            data_dirs.release(&node, session);
+            return;
+        };
         info!(%agent, "agent registered");
         let writer = tokio::spawn(write_outbound(conn.clone(), send, outbound_rx, max_frame));
         read_inbound(recv, agent, &inbox, max_frame).await;
         let _ = inbox.send(Input::Agent(Event::AgentDisconnected { agent }));
+        data_dirs.release(&node, session);
         writer.abort();
         conn.close(0u32.into(), b"session ended");
         info!(%agent, "agent disconnected");
@@ -172,5 +255,47 @@ fn message_name(message: &AgentToMaster) -> &'static str {
         AgentToMaster::Heartbeat => "Heartbeat",
         AgentToMaster::Reports(_) => "Reports",
         AgentToMaster::Leaving => "Leaving",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn register(node: &str, id: &str, dir: &str) -> Register {
+        Register {
+            version: PROTOCOL_VERSION,
+            node: node.into(),
+            map_slots: 1,
+            reduce_slots: 1,
+            live_containers: vec![],
+            data_dir_id: id.into(),
+            data_dir: dir.into(),
+        }
+    }
+
+    #[test]
+    fn agents_sharing_the_directory_join_and_another_is_refused_naming_both() {
+        let dirs = DataDirs::default();
+        dirs.claim(&register("n1", "aa", "/nfs/data")).unwrap();
+        dirs.claim(&register("n2", "aa", "/mnt/data")).unwrap();
+        let err = dirs.claim(&register("n3", "bb", "/local/data")).unwrap_err();
+        assert!(err.starts_with("data directory /local/data of agent n3 is not the directory"), "{err}");
+        assert!(err.contains("uses /nfs/data") || err.contains("uses /mnt/data"), "{err}");
+        assert!(err.contains("point data_dir at one directory"), "{err}");
+    }
+
+    #[test]
+    fn the_directory_is_free_again_once_its_agents_are_gone() {
+        let dirs = DataDirs::default();
+        let first = dirs.claim(&register("n1", "aa", "/a")).unwrap();
+        assert!(dirs.claim(&register("n2", "bb", "/b")).is_err());
+        // The same node may come back with another directory (it is the only one).
+        let second = dirs.claim(&register("n1", "cc", "/c")).unwrap();
+        // The older session ending does not drop the newer claim.
+        dirs.release("n1", first);
+        assert!(dirs.claim(&register("n2", "bb", "/b")).is_err());
+        dirs.release("n1", second);
+        dirs.claim(&register("n2", "bb", "/b")).unwrap();
     }
 }

@@ -86,8 +86,10 @@ pub async fn run(
 }
 
 async fn accept_loop(endpoint: quinn::Endpoint, inbox: mpsc::UnboundedSender<Input>, options: ServerOptions) {
+    let data_dirs = agents::DataDirs::default();
     while let Some(incoming) = endpoint.accept().await {
         let inbox = inbox.clone();
+        let data_dirs = data_dirs.clone();
         tokio::spawn(async move {
             let remote = incoming.remote_address();
             let conn = match incoming.await {
@@ -108,7 +110,7 @@ async fn accept_loop(endpoint: quinn::Endpoint, inbox: mpsc::UnboundedSender<Inp
             };
             debug!(%remote, peer = %identity, "connected");
             match identity.role {
-                Role::Agent => agents::serve(conn, identity, inbox, options.max_frame).await,
+                Role::Agent => agents::serve(conn, identity, inbox, options.max_frame, data_dirs).await,
                 Role::User | Role::Admin => clients::serve(conn, identity, inbox, options.max_frame).await,
                 Role::Master => {
                     warn!(%remote, "refused connection from a master certificate");

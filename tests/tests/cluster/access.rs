@@ -6,7 +6,7 @@ use slotmarket_common::client::{Client, ClientError};
 use slotmarket_common::ids::JobId;
 use slotmarket_common::protocol::{ErrorKind, ErrorReply, JobState};
 
-use crate::support::{TestCluster, agent, sleepers, status, submit, wait_running};
+use crate::support::{TestCluster, agent, sleepers, status, submit, wait_running, wait_until};
 
 /// The server's refusal in a request's answer, as `(kind, message)`.
 fn refusal<T: std::fmt::Debug>(answer: Result<T, ClientError>) -> (ErrorKind, String) {
@@ -31,6 +31,10 @@ async fn another_users_job_is_indistinguishable_from_no_job() {
     let alice = cluster.client("alice").await;
     let job = submit(&alice, &sleepers("private", 1, 60.0)).await;
     wait_running(&alice, job, 1).await;
+    // A live container counts as running from its allocation; the job is Running once
+    // the agent reports the process started.
+    wait_until(|| async { status(&alice, job).await.summary.state == JobState::Running }, "the job to run")
+        .await;
 
     let bob = cluster.client("bob").await;
     let unknown = JobId(job.0 + 1000);

@@ -4,6 +4,8 @@
 mod access;
 mod accounts;
 mod cancel;
+mod containment;
+mod data_dirs;
 mod demo;
 mod failover;
 mod interop;

@@ -32,7 +32,7 @@ async fn wordcount_with_ten_maps_and_two_reduces_is_correct() {
         tasks = 2
         slot = "reduce"
         after = ["map"]
-        command = "slotmarket-task wordcount reduce --task {{task}} --job-dir {{job_dir}}"
+        command = "slotmarket-task wordcount reduce --task {{task}} --maps {{tasks.map}} --job-dir {{job_dir}}"
         "#,
         input = input.display()
     );

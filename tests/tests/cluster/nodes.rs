@@ -62,7 +62,7 @@ name = "reduce"
 tasks = 1
 slot = "reduce"
 after = ["map"]
-command = "slotmarket-task pi reduce --job-dir {{job_dir}}"
+command = "slotmarket-task pi reduce --maps {{tasks.map}} --job-dir {{job_dir}}"
 "#
     )
 }

@@ -2,7 +2,7 @@
 //! loopback, with certificates in a temporary directory. Every process is started in
 //! its own process group and killed when the cluster is dropped; every wait is bounded.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -58,6 +58,8 @@ pub(crate) struct TestCluster {
     agent_timeout_ms: u64,
     master: Option<Child>,
     agents: BTreeMap<String, Child>,
+    /// Every agent name started, for the cleanup of their cgroups.
+    agent_names: BTreeSet<String>,
 }
 
 impl TestCluster {
@@ -75,8 +77,14 @@ impl TestCluster {
         pki::issue(&pki_dir, Role::User, "alice").expect("issue alice");
         pki::issue(&pki_dir, Role::User, "bob").expect("issue bob");
         let unbound = "127.0.0.1:0".parse().expect("address");
-        let mut cluster =
-            TestCluster { dir, addr: unbound, agent_timeout_ms, master: None, agents: BTreeMap::new() };
+        let mut cluster = TestCluster {
+            dir,
+            addr: unbound,
+            agent_timeout_ms,
+            master: None,
+            agents: BTreeMap::new(),
+            agent_names: BTreeSet::new(),
+        };
         cluster.start_master().await;
         for spec in agents {
             cluster.start_agent(spec);
@@ -146,8 +154,18 @@ impl TestCluster {
         }
     }
 
-    /// Starts one agent process (issuing its certificate if needed).
+    /// Starts one agent process (issuing its certificate if needed) on the shared data
+    /// directory.
     pub(crate) fn start_agent(&mut self, spec: &AgentSpec) {
+        let shared = self.shared_dir();
+        self.start_agent_with(spec, &shared, &[]);
+    }
+
+    /// Starts one agent with `data_dir` as its data directory and `settings` (lines of
+    /// `agent.toml`) in a config file of its own.
+    pub(crate) fn start_agent_with(&mut self, spec: &AgentSpec, data_dir: &Path, settings: &[&str]) {
+        let config = self.dir.path().join(format!("{}.toml", spec.name));
+        std::fs::write(&config, settings.join("\n")).expect("write agent.toml");
         let pki_dir = self.dir.path().join("pki");
         if !pki_dir.join(format!("{}.pem", spec.name)).exists() {
             pki::issue(&pki_dir, Role::Agent, spec.name).expect("issue agent cert");
@@ -170,10 +188,13 @@ impl TestCluster {
                 .arg("--work-dir")
                 .arg(self.dir.path().join("agents").join(spec.name))
                 .arg("--data-dir")
-                .arg(self.shared_dir()),
+                .arg(data_dir)
+                .arg("--config")
+                .arg(&config),
             &self.dir.path().join(format!("{}.log", spec.name)),
         );
         self.agents.insert(spec.name.to_string(), child);
+        self.agent_names.insert(spec.name.to_string());
     }
 
     /// The agent executable to run. The agent puts its own directory in front of its
@@ -252,6 +273,12 @@ impl TestCluster {
         serde_json::from_slice(&output.stdout).expect("nodes --json prints JSON")
     }
 
+    /// Whether `pid` is a live process (not gone, not a zombie left for init to reap).
+    pub(crate) fn alive(pid: u32) -> bool {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+        stat.rsplit_once(')').is_some_and(|(_, rest)| rest.split_whitespace().next() != Some("Z"))
+    }
+
     /// Processes whose working directory lies inside this cluster's temp dir: task
     /// processes run in container directories under it.
     pub(crate) fn processes_inside(&self) -> Vec<u32> {
@@ -260,7 +287,7 @@ impl TestCluster {
         for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
             let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
             if let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) {
-                if cwd.starts_with(&root) && pid != std::process::id() {
+                if cwd.starts_with(&root) && pid != std::process::id() && TestCluster::alive(pid) {
                     pids.push(pid);
                 }
             }
@@ -306,6 +333,11 @@ impl Drop for TestCluster {
         let deadline = Instant::now() + Duration::from_secs(5);
         while !self.processes_inside().is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
+        }
+        // A SIGKILLed agent cannot remove its (now empty) cgroups; nobody else would.
+        for name in &self.agent_names {
+            let work_dir = self.dir.path().join("agents").join(name);
+            slotmarket_agent::containment::remove_agent_cgroup(name, &work_dir);
         }
     }
 }

@@ -82,5 +82,6 @@ fn build_launch(job: &Job, task: TaskId, attempt: AttemptId, container: Containe
             input: job.spec.input.clone(),
             stage_tasks: job.stage_tasks.clone(),
         },
+        account: job.account.clone(),
     })
 }

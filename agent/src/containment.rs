@@ -1,0 +1,390 @@
+//! Keeping every process of a task inside its container, so that none outlives it: not
+//! one that left the task's process group (`setsid`), and not one left behind when the
+//! agent itself was SIGKILLed.
+//!
+//! Two mechanisms, chosen once at start ([`ContainmentMode`]):
+//! - **cgroup v2** (where the agent may create cgroups under its own): each container gets
+//!   `slotmarket-agent-{name}-{hash of the work directory}/c{id}` (the hash keeps two
+//!   agents of one name on one machine, e.g. in tests, apart); the task joins it between fork and exec, so all its
+//!   descendants are in it whatever they do, and ending the container writes
+//!   `cgroup.kill`. On start the agent kills and removes the cgroups a previous agent
+//!   process left.
+//! - **process scan** (everywhere else): every task carries `SLOTMARKET_AGENT_DIR` (the
+//!   agent's work directory) and `SLOTMARKET_CONTAINER` in its environment, which its
+//!   descendants inherit even across `setsid`. Ending a container SIGKILLs every process
+//!   whose environment carries both; on start the agent SIGKILLs every process carrying
+//!   its work directory. (A process that rewrites its own environment escapes this one.)
+//!
+//! The scan at start runs in both modes, since tasks of an agent that ran in the other
+//! mode may be left.
+
+use std::collections::BTreeSet;
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use slotmarket_common::ids::ContainerId;
+use thiserror::Error;
+use tracing::{debug, info, warn};
+
+/// Environment variable naming the agent (its work directory) in every task.
+pub const AGENT_MARKER: &str = "SLOTMARKET_AGENT_DIR";
+/// Environment variable naming the container in every task.
+pub const CONTAINER_MARKER: &str = "SLOTMARKET_CONTAINER";
+/// How long ending a container (or the sweep at start) waits for its processes to go.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+/// Pause between two looks while waiting.
+const POLL: Duration = Duration::from_millis(10);
+
+/// How task processes are contained (`containment` in `agent.toml`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainmentMode {
+    /// cgroup v2 where usable, else the process scan.
+    #[default]
+    Auto,
+    /// cgroup v2; the agent refuses to start without it.
+    Cgroup,
+    /// The process scan only.
+    Scan,
+}
+
+/// Why containment could not be set up or used.
+#[derive(Debug, Error)]
+pub enum ContainmentError {
+    /// `containment = "cgroup"` but no usable cgroup v2 hierarchy.
+    #[error(
+        "containment = \"cgroup\" but cgroup v2 is not usable here ({0}); use \"auto\" or \"scan\", or run the agent where it may create cgroups"
+    )]
+    NoCgroup(String),
+    /// A container's cgroup could not be created.
+    #[error("cannot create cgroup {path}: {source}")]
+    Create {
+        /// The cgroup directory.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+/// The containment chosen at start; shared by every task.
+#[derive(Clone, Debug)]
+pub struct Containment {
+    /// The agent's cgroup (`slotmarket-agent-{name}-{hash}` below the agent's own), if
+    /// cgroups are used; containers' cgroups are its children.
+    cgroups: Option<PathBuf>,
+    /// The agent's work directory: the value of [`AGENT_MARKER`] in its tasks.
+    agent_dir: PathBuf,
+}
+
+impl Containment {
+    /// Chooses the mechanism for the agent `name` working in `agent_dir`.
+    pub fn new(mode: ContainmentMode, name: &str, agent_dir: &Path) -> Result<Containment, ContainmentError> {
+        let agent_dir = agent_dir.to_path_buf();
+        if mode == ContainmentMode::Scan {
+            return Ok(Containment { cgroups: None, agent_dir });
+        }
+        match agent_cgroup(name, &agent_dir) {
+            Ok(base) => {
+                info!(cgroup = %base.display(), "tasks run in their own cgroups");
+                Ok(Containment { cgroups: Some(base), agent_dir })
+            }
+            Err(reason) if mode == ContainmentMode::Auto => {
+                info!(%reason, "cgroup v2 not usable; containing tasks by a process scan");
+                Ok(Containment { cgroups: None, agent_dir })
+            }
+            Err(reason) => Err(ContainmentError::NoCgroup(reason)),
+        }
+    }
+
+    /// Containment by the process scan only (for tests).
+    pub fn scan_only(agent_dir: &Path) -> Containment {
+        Containment { cgroups: None, agent_dir: agent_dir.to_path_buf() }
+    }
+
+    /// Whether tasks run in cgroups.
+    pub fn uses_cgroups(&self) -> bool {
+        self.cgroups.is_some()
+    }
+
+    /// The live processes (not zombies) carrying this agent's and `container`'s markers.
+    pub fn marked_processes(&self, container: ContainerId) -> Vec<u32> {
+        let tag = container.to_string();
+        processes()
+            .filter(|&pid| {
+                environ(pid).is_some_and(|env| {
+                    self.is_ours(&env) && has_entry(&env, CONTAINER_MARKER, tag.as_bytes())
+                })
+            })
+            .collect()
+    }
+
+    /// The environment every task of `container` carries (see the module header).
+    pub fn markers(&self, container: ContainerId) -> [(&'static str, OsString); 2] {
+        [
+            (AGENT_MARKER, self.agent_dir.clone().into_os_string()),
+            (CONTAINER_MARKER, container.to_string().into()),
+        ]
+    }
+
+    /// Creates `container`'s cgroup (when cgroups are used) and returns the path of its
+    /// `cgroup.procs`, for the child to join between fork and exec.
+    pub fn prepare(&self, container: ContainerId) -> Result<Option<CString>, ContainmentError> {
+        let Some(base) = &self.cgroups else { return Ok(None) };
+        let dir = base.join(container.to_string());
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {}
+            // A re-run container id on a restarted agent: empty it first.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => kill_cgroup(&dir),
+            Err(source) => return Err(ContainmentError::Create { path: dir, source }),
+        }
+        let procs = dir.join("cgroup.procs");
+        // A path from our own directory names never holds a NUL byte.
+        Ok(CString::new(procs.as_os_str().as_bytes()).ok())
+    }
+
+    /// SIGKILLs every process still in `container` and waits (bounded) until none is left.
+    /// Blocking: call it off the async threads.
+    pub fn kill_container(&self, container: ContainerId) {
+        match &self.cgroups {
+            Some(base) => {
+                let dir = base.join(container.to_string());
+                kill_cgroup(&dir);
+                if let Err(err) = std::fs::remove_dir(&dir) {
+                    if err.kind() != io::ErrorKind::NotFound {
+                        warn!(cgroup = %dir.display(), error = %err, "cannot remove the container's cgroup");
+                    }
+                }
+            }
+            None => {
+                let tag = container.to_string();
+                let killed =
+                    kill_marked(|env| self.is_ours(env) && has_entry(env, CONTAINER_MARKER, tag.as_bytes()));
+                if killed > 0 {
+                    debug!(%container, killed, "killed processes that left the task's group");
+                }
+            }
+        }
+    }
+
+    /// Kills whatever a previous process of this agent left: every cgroup under the
+    /// agent's, and every process carrying this agent's marker. Blocking; call it at start,
+    /// before any task runs.
+    pub fn sweep_leftovers(&self) {
+        if let Some(base) = &self.cgroups {
+            for entry in std::fs::read_dir(base).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    kill_cgroup(&path);
+                    if let Err(err) = std::fs::remove_dir(&path) {
+                        warn!(cgroup = %path.display(), error = %err, "cannot remove a leftover cgroup");
+                    }
+                }
+            }
+        }
+        let killed = kill_marked(|env| self.is_ours(env));
+        if killed > 0 {
+            warn!(killed, "killed task processes a previous agent process left running");
+        }
+    }
+
+    /// Removes the agent's cgroup if it is empty (at shutdown, once every task is gone);
+    /// one still holding a container's cgroup stays for the next start to sweep.
+    pub fn release(&self) {
+        if let Some(base) = &self.cgroups {
+            if let Err(err) = std::fs::remove_dir(base) {
+                debug!(cgroup = %base.display(), error = %err, "the agent's cgroup stays");
+            }
+        }
+    }
+
+    fn is_ours(&self, env: &[u8]) -> bool {
+        has_entry(env, AGENT_MARKER, self.agent_dir.as_os_str().as_bytes())
+    }
+}
+
+/// Removes what a SIGKILLed agent `name` on `agent_dir` leaves in the cgroup hierarchy once
+/// its processes are gone: its empty containers' cgroups and its own. For whoever started
+/// the agent in the same cgroup as itself (a test harness), since a killed agent cannot.
+pub fn remove_agent_cgroup(name: &str, agent_dir: &Path) {
+    let Some(base) = cgroup_base(name, agent_dir) else { return };
+    for entry in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+        let _ = std::fs::remove_dir(entry.path());
+    }
+    let _ = std::fs::remove_dir(&base);
+}
+
+/// Where the agent's cgroup is (or would be), if this process has a cgroup v2 membership.
+fn cgroup_base(name: &str, agent_dir: &Path) -> Option<PathBuf> {
+    let mount = cgroup2_mount(&std::fs::read_to_string("/proc/self/mountinfo").ok()?)?;
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = own_cgroup(&own)?;
+    Some(mount.join(own.trim_start_matches('/')).join(agent_cgroup_name(name, agent_dir)))
+}
+
+/// Creates (if needed) and returns the agent's cgroup under its own, or why cgroup v2
+/// cannot be used. The name is stable for one work directory, so a restarted agent finds
+/// what its predecessor left.
+fn agent_cgroup(name: &str, agent_dir: &Path) -> Result<PathBuf, String> {
+    let base = cgroup_base(name, agent_dir)
+        .ok_or("no cgroup2 file system is mounted, or this process is in no cgroup v2")?;
+    std::fs::create_dir_all(&base).map_err(|e| format!("cannot create {}: {e}", base.display()))?;
+    if !base.join("cgroup.kill").exists() {
+        return Err("cgroup.kill is missing (Linux 5.14 or later is needed)".into());
+    }
+    Ok(base)
+}
+
+/// `slotmarket-agent-{name}-{FNV-1a of the work directory, hex}`.
+fn agent_cgroup_name(name: &str, agent_dir: &Path) -> String {
+    let hash = agent_dir
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3));
+    format!("slotmarket-agent-{name}-{hash:016x}")
+}
+
+/// The mount point of the cgroup2 file system in `/proc/self/mountinfo` text.
+fn cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
+    mountinfo.lines().find_map(|line| {
+        // Fields: id parent major:minor root mount-point options [optional...] - fstype source ...
+        let (before, after) = line.split_once(" - ")?;
+        let fstype = after.split(' ').next()?;
+        let mount_point = before.split(' ').nth(4)?;
+        (fstype == "cgroup2").then(|| PathBuf::from(unescape_mount(mount_point)))
+    })
+}
+
+/// Undoes the octal escapes (`\040` for a space) of a mountinfo path.
+fn unescape_mount(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .and_then(|d| std::str::from_utf8(d).ok())
+            .and_then(|d| u8::from_str_radix(d, 8).ok());
+        match (bytes[i], octal) {
+            (b'\\', Some(byte)) => {
+                out.push(byte);
+                i += 4;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The cgroup v2 path in `/proc/self/cgroup` text (the `0::PATH` line).
+fn own_cgroup(text: &str) -> Option<&str> {
+    text.lines().find_map(|line| line.strip_prefix("0::"))
+}
+
+/// Writes `cgroup.kill` and waits (bounded) until the cgroup holds no process.
+fn kill_cgroup(dir: &Path) {
+    if let Err(err) = std::fs::write(dir.join("cgroup.kill"), "1") {
+        if err.kind() != io::ErrorKind::NotFound {
+            warn!(cgroup = %dir.display(), error = %err, "cannot kill the cgroup");
+        }
+        return;
+    }
+    let deadline = Instant::now() + KILL_WAIT;
+    while populated(dir) && Instant::now() < deadline {
+        std::thread::sleep(POLL);
+    }
+}
+
+fn populated(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("cgroup.events"))
+        .map(|events| events.lines().any(|line| line == "populated 1"))
+        .unwrap_or(false)
+}
+
+/// SIGKILLs every process (but this one) whose environment satisfies `matches`, looking
+/// again until none is found or [`KILL_WAIT`] passes (a process may fork while it is being
+/// killed). Returns how many distinct processes were signalled.
+fn kill_marked(matches: impl Fn(&[u8]) -> bool) -> usize {
+    let me = std::process::id();
+    let mut killed = BTreeSet::new();
+    let deadline = Instant::now() + KILL_WAIT;
+    loop {
+        let found: Vec<u32> =
+            processes().filter(|&pid| pid != me && environ(pid).is_some_and(|env| matches(&env))).collect();
+        if found.is_empty() || Instant::now() >= deadline {
+            return killed.len();
+        }
+        for pid in found {
+            if let Ok(pid_t) = libc::pid_t::try_from(pid) {
+                // SAFETY: kill has no memory-safety preconditions; pid is one process's id
+                // read from /proc, above 0.
+                unsafe { libc::kill(pid_t, libc::SIGKILL) };
+                killed.insert(pid);
+            }
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The ids of the live processes, from `/proc`.
+fn processes() -> impl Iterator<Item = u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str().and_then(|name| name.parse().ok()))
+}
+
+/// A process's initial environment; `None` if it is gone, a zombie, or not ours to read.
+fn environ(pid: u32) -> Option<Vec<u8>> {
+    std::fs::read(format!("/proc/{pid}/environ")).ok().filter(|env| !env.is_empty())
+}
+
+/// Whether the NUL-separated environment `env` holds exactly `key=value`.
+fn has_entry(env: &[u8], key: &str, value: &[u8]) -> bool {
+    env.split(|b| *b == 0).any(|entry| {
+        entry.strip_prefix(key.as_bytes()).and_then(|rest| rest.strip_prefix(b"=")) == Some(value)
+    })
+}
+
+/// Joins the cgroup whose `cgroup.procs` is `procs`: runs in the forked child before exec,
+/// so it makes only async-signal-safe system calls and allocates nothing.
+pub(crate) fn join_cgroup_in_child(procs: &CString) -> io::Result<()> {
+    // SAFETY: `procs` is a valid NUL-terminated path; open/write/close are
+    // async-signal-safe and the buffer outlives the call.
+    unsafe {
+        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // "0" means the writing process itself.
+        let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+        let error = io::Error::last_os_error();
+        libc::close(fd);
+        if written != 1 {
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
+/// The session id of process `pid` (from `/proc/PID/stat`), for tests that need to know a
+/// process escaped its task's session.
+#[cfg(test)]
+pub(crate) fn session_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name (in parentheses, may hold spaces): state ppid pgrp session.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(3)?.parse().ok()
+}
+
+#[cfg(test)]
+#[path = "containment_tests.rs"]
+mod tests;

@@ -1,0 +1,157 @@
+//! Containment tests: parsing of the kernel's files, and real processes that leave their
+//! group (`setsid`) being found and killed, by cgroup where this machine allows it and by
+//! the process scan everywhere. Every wait is bounded.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use super::*;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+#[test]
+fn the_cgroup2_mount_and_own_cgroup_are_read_from_the_kernel_files() {
+    let mountinfo = "\
+24 31 0:22 / /sys rw,nosuid shared:7 - sysfs sysfs rw
+35 24 0:30 / /sys/fs/cgroup/unified rw,nosuid shared:10 - cgroup2 cgroup2 rw
+36 24 0:31 / /sys/fs/cgroup/cpu rw shared:11 - cgroup cgroup rw,cpu
+";
+    assert_eq!(cgroup2_mount(mountinfo), Some(PathBuf::from("/sys/fs/cgroup/unified")));
+    assert_eq!(cgroup2_mount("24 31 0:22 / /sys rw - sysfs sysfs rw\n"), None);
+    let escaped = "35 24 0:30 / /mnt/my\\040cgroups rw - cgroup2 none rw\n";
+    assert_eq!(cgroup2_mount(escaped), Some(PathBuf::from("/mnt/my cgroups")));
+    assert_eq!(
+        own_cgroup("4:memory:/x\n0::/system.slice/agent.service\n"),
+        Some("/system.slice/agent.service")
+    );
+    assert_eq!(own_cgroup("4:memory:/x\n"), None);
+}
+
+#[test]
+fn agent_cgroup_names_are_stable_per_work_directory() {
+    let a = agent_cgroup_name("n1", Path::new("/var/lib/a"));
+    assert_eq!(a, agent_cgroup_name("n1", Path::new("/var/lib/a")));
+    assert_ne!(a, agent_cgroup_name("n1", Path::new("/var/lib/b")));
+    assert!(a.starts_with("slotmarket-agent-n1-") && a.len() == "slotmarket-agent-n1-".len() + 16, "{a}");
+}
+
+#[test]
+fn environment_entries_match_exactly() {
+    let env = b"PATH=/bin\0SLOTMARKET_CONTAINER=c12\0SLOTMARKET_AGENT_DIR=/w/a\0";
+    assert!(has_entry(env, CONTAINER_MARKER, b"c12"));
+    assert!(!has_entry(env, CONTAINER_MARKER, b"c1"));
+    assert!(has_entry(env, AGENT_MARKER, b"/w/a"));
+    assert!(!has_entry(env, AGENT_MARKER, b"/w"));
+    assert!(!has_entry(b"XSLOTMARKET_CONTAINER=c12\0", CONTAINER_MARKER, b"c12"));
+}
+
+/// Starts `sh -c SCRIPT` in its own group with the container's markers, joining the
+/// container's cgroup first when there is one, as the agent's tasks do.
+fn spawn_task(containment: &Containment, container: ContainerId, script: &str) -> Child {
+    let procs = containment.prepare(container).unwrap();
+    let mut command = Command::new("/bin/sh");
+    command.args(["-c", script]).envs(containment.markers(container)).process_group(0);
+    // SAFETY: the closure only calls `join_cgroup_in_child` (async-signal-safe).
+    unsafe {
+        command.pre_exec(move || match &procs {
+            Some(procs) => join_cgroup_in_child(procs),
+            None => Ok(()),
+        });
+    }
+    command.spawn().unwrap()
+}
+
+fn marked(containment: &Containment, container: ContainerId) -> Vec<u32> {
+    containment.marked_processes(container)
+}
+
+fn wait_for_count(containment: &Containment, container: ContainerId, at_least: usize) {
+    let deadline = Instant::now() + WAIT;
+    while marked(containment, container).len() < at_least {
+        assert!(Instant::now() < deadline, "the task's processes did not appear");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until one of `container`'s processes is in a session other than `leader`'s.
+pub(crate) fn wait_for_escape(containment: &Containment, container: ContainerId, leader: u32) {
+    let deadline = Instant::now() + WAIT;
+    let session = session_of(leader);
+    let escaped = || {
+        let pids = marked(containment, container);
+        pids.into_iter().any(|pid| session_of(pid).is_some_and(|s| Some(s) != session))
+    };
+    while !escaped() {
+        assert!(Instant::now() < deadline, "no process of the task left its session");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A task whose child escaped its group with `setsid`, whose leader has already been
+/// killed: ending the container leaves nothing.
+fn escaped_processes_are_killed(containment: &Containment, container: ContainerId) {
+    let mut leader = spawn_task(containment, container, "setsid sleep 300 & sleep 300 & wait");
+    wait_for_escape(containment, container, leader.id());
+    // Only the leader's group is reachable by signal: as the agent's kill sequence does.
+    let _ =
+        slotmarket_common::process_group::ProcessGroup::led_by(leader.id()).unwrap().signal(libc::SIGKILL);
+    let _ = leader.wait();
+    assert!(
+        !marked(containment, container).is_empty(),
+        "the setsid child should have survived the group kill"
+    );
+    containment.kill_container(container);
+    assert_eq!(marked(containment, container), Vec::<u32>::new());
+}
+
+#[test]
+fn the_scan_kills_what_left_the_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let containment = Containment::scan_only(dir.path());
+    escaped_processes_are_killed(&containment, ContainerId(7));
+}
+
+#[test]
+fn a_cgroup_kill_takes_what_left_the_group_or_cgroups_are_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    match Containment::new(ContainmentMode::Cgroup, "unit", dir.path()) {
+        Ok(containment) => {
+            assert!(containment.uses_cgroups());
+            escaped_processes_are_killed(&containment, ContainerId(8));
+            let base = containment.cgroups.clone().unwrap();
+            assert!(!base.join("c8").exists(), "the container's cgroup is removed");
+            containment.release();
+            assert!(!base.exists(), "the agent's empty cgroup is removed");
+        }
+        Err(err) => assert!(err.to_string().contains("cgroup v2 is not usable"), "{err}"),
+    }
+}
+
+#[test]
+fn the_sweep_at_start_kills_a_previous_agents_tasks_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let other_dir = tempfile::tempdir().unwrap();
+    let previous = Containment::new(ContainmentMode::Auto, "sweep", dir.path()).unwrap();
+    let other = Containment::scan_only(other_dir.path());
+    let mut leaders = vec![
+        spawn_task(&previous, ContainerId(1), "setsid sleep 300 & sleep 300"),
+        spawn_task(&previous, ContainerId(2), "sleep 300"),
+        spawn_task(&other, ContainerId(1), "sleep 300"),
+    ];
+    wait_for_escape(&previous, ContainerId(1), leaders[0].id());
+    wait_for_count(&other, ContainerId(1), 1);
+    // A new agent process on the same work directory.
+    let restarted = Containment::new(ContainmentMode::Auto, "sweep", dir.path()).unwrap();
+    restarted.sweep_leftovers();
+    for container in [ContainerId(1), ContainerId(2)] {
+        assert_eq!(marked(&restarted, container), Vec::<u32>::new());
+    }
+    assert!(!marked(&other, ContainerId(1)).is_empty(), "another agent's task is left alone");
+    other.kill_container(ContainerId(1));
+    for leader in &mut leaders {
+        let _ = leader.kill();
+        let _ = leader.wait();
+    }
+    restarted.release();
+}
