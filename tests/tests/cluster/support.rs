@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use slotmarket_agent::containment::{Containment, ContainmentMode};
 use slotmarket_common::client::Client;
 use slotmarket_common::identity::Role;
 use slotmarket_common::ids::JobId;
@@ -329,15 +330,18 @@ impl Drop for TestCluster {
             }
             let _ = child.wait();
         }
-        // Task processes of killed agents die through PDEATHSIG; wait for them (bounded).
+        // A SIGKILLed agent leaves its tasks' processes (and cgroups) behind: sweep them as a
+        // restarted agent would, so no test leaves a process running.
+        for name in &self.agent_names {
+            let work_dir = self.dir.path().join("agents").join(name);
+            if let Ok(containment) = Containment::new(ContainmentMode::Auto, name, &work_dir) {
+                containment.sweep_leftovers();
+                containment.release();
+            }
+        }
         let deadline = Instant::now() + Duration::from_secs(5);
         while !self.processes_inside().is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
-        }
-        // A SIGKILLed agent cannot remove its (now empty) cgroups; nobody else would.
-        for name in &self.agent_names {
-            let work_dir = self.dir.path().join("agents").join(name);
-            slotmarket_agent::containment::remove_agent_cgroup(name, &work_dir);
         }
     }
 }
