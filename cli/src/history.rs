@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
-use slotmarket_common::protocol::{HistoryQuery, JobHistory};
+use slotmarket_common::protocol::{HistoryQuery, JobHistory, StageHistory};
 
 use crate::connection::{self, ConnectionArgs};
 use crate::output::{self, Align, Table};
@@ -23,11 +23,55 @@ pub(crate) struct HistoryArgs {
     limit: u32,
 }
 
-/// The `--json` document: the records as the master keeps them.
+/// The `--json` document.
 #[derive(Debug, Serialize)]
 struct List {
     /// Newest first.
-    runs: Vec<JobHistory>,
+    runs: Vec<RunJson>,
+}
+
+/// One recorded run, for JSON: ids and states spelled as in `jobs --json`, times in
+/// milliseconds since the Unix epoch.
+#[derive(Debug, Serialize, PartialEq)]
+struct RunJson {
+    id: String,
+    name: String,
+    account: String,
+    class: Option<&'static str>,
+    state: &'static str,
+    submitted_ms: u64,
+    started_ms: Option<u64>,
+    finished_ms: u64,
+    deadline_ms: Option<u64>,
+    input_bytes: Option<u64>,
+    wait_ms: Option<u64>,
+    completion_ms: u64,
+    map_slot_ms: u64,
+    reduce_slot_ms: u64,
+    /// Per stage: the stage's own record (`run_ms` and `attempts` per task, by index).
+    stages: Vec<StageHistory>,
+}
+
+impl From<&JobHistory> for RunJson {
+    fn from(run: &JobHistory) -> RunJson {
+        RunJson {
+            id: run.job.to_string(),
+            name: run.name.clone(),
+            account: run.account.0.clone(),
+            class: run.class.map(|c| c.name()),
+            state: run.state.name(),
+            submitted_ms: run.submitted.as_millis(),
+            started_ms: run.started.map(|t| t.as_millis()),
+            finished_ms: run.finished.as_millis(),
+            deadline_ms: run.deadline.map(|t| t.as_millis()),
+            input_bytes: run.input_bytes,
+            wait_ms: run.wait_ms(),
+            completion_ms: run.completion_ms(),
+            map_slot_ms: run.slot_ms[0],
+            reduce_slot_ms: run.slot_ms[1],
+            stages: run.stages.clone(),
+        }
+    }
 }
 
 /// Runs `history`.
@@ -37,7 +81,7 @@ pub(crate) async fn run(conn: &ConnectionArgs, args: HistoryArgs, json: bool) ->
     let runs = connection::bounded(client.history(query)).await.context("reading job history")?;
     connection::close(client).await;
     if json {
-        output::print_json(&List { runs })?;
+        output::print_json(&List { runs: runs.iter().map(RunJson::from).collect() })?;
     } else if runs.is_empty() {
         println!("no recorded runs");
     } else {
@@ -90,7 +134,7 @@ fn millis(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use slotmarket_common::ids::{AccountId, JobId};
-    use slotmarket_common::protocol::{JobState, StageHistory};
+    use slotmarket_common::protocol::JobState;
     use slotmarket_common::spec::SlotKind;
     use slotmarket_common::time::Timestamp;
 
@@ -117,9 +161,18 @@ mod tests {
                 attempts: vec![1, 2, 4],
             }],
         };
-        let text = table(&[run]).render();
+        let text = table(std::slice::from_ref(&run)).render();
         let row = text.lines().nth(1).unwrap();
         assert!(row.starts_with("j4   wc    alice    completed"), "{text}");
         assert!(row.ends_with("0.5s  10.0s      3       2.0s     8.5"), "{text}");
+        let json = serde_json::to_value(RunJson::from(&run)).unwrap();
+        assert_eq!(
+            (&json["id"], &json["state"], &json["wait_ms"]),
+            (&"j4".into(), &"completed".into(), &500.into())
+        );
+        assert_eq!(
+            (&json["map_slot_ms"], &json["stages"][0]["run_ms"][2]),
+            (&6_000.into(), &serde_json::Value::Null)
+        );
     }
 }
