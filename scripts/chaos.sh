@@ -139,7 +139,7 @@ name = "reduce"
 tasks = 2
 slot = "reduce"
 after = ["map"]
-command = "slotmarket-task wordcount reduce --task {task} --job-dir {job_dir}"
+command = "slotmarket-task wordcount reduce --task {task} --maps {tasks.map} --job-dir {job_dir}"
 EOF
 }
 
