@@ -11,6 +11,7 @@ use slotmarket_common::protocol::JobState;
 use slotmarket_common::spec::SlotKind;
 
 use super::Core;
+use super::reactor::reserve;
 use super::state::{Holder, Job, KINDS, State, TaskPhase, kind_ix};
 
 /// Checks every invariant; the error names the first one broken.
@@ -22,6 +23,7 @@ pub fn check(core: &Core) -> Result<(), String> {
         check_job(state, job)?;
     }
     check_ready_index(state)?;
+    check_reservations(state)?;
     state.accounts.check()
 }
 
@@ -73,6 +75,28 @@ fn check_agents(state: &State) -> Result<(), String> {
     check_quarantine_index(state)?;
     if state.nodes.len() != state.agents.len() {
         return Err(format!("{} node names for {} agents", state.nodes.len(), state.agents.len()));
+    }
+    Ok(())
+}
+
+/// No launch ate into a reservation: after the step that stated them, the free slots of
+/// each reserved kind cover its reservations' idle slots, or else are no fewer than
+/// before that step's launches (slots other jobs held already are not taken back).
+fn check_reservations(state: &State) -> Result<(), String> {
+    for kind in SlotKind::ALL {
+        let held: Vec<_> = state.reservations.iter().filter(|h| h.reservation.kind == kind).collect();
+        let Some(first) = held.first() else { continue };
+        let idle: u32 = held
+            .iter()
+            .map(|h| h.reservation.slots.saturating_sub(reserve::used_by(state, kind, &h.reservation.jobs)))
+            .sum();
+        let free = reserve::free_slots(state, kind);
+        if free < idle.min(first.free_before) {
+            return Err(format!(
+                "{kind}: {free} slots free but {idle} reserved and idle ({} free before the launches)",
+                first.free_before
+            ));
+        }
     }
     Ok(())
 }

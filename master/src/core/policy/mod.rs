@@ -16,6 +16,7 @@ mod priority;
 mod settings;
 mod slots;
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 
@@ -133,6 +134,23 @@ pub struct Decisions {
     /// Containers to kill so their slots can go elsewhere; their tasks are requeued
     /// without counting an attempt once the kill is confirmed.
     pub preemptions: Vec<Preemption>,
+    /// Slot partitions: slots of a kind held for a set of jobs. The reactor refuses an
+    /// assignment to any other job that would eat into them (see `reactor::reserve`).
+    /// Stated afresh with every decision: leaving it empty lifts every reservation.
+    pub reservations: Vec<Reservation>,
+}
+
+/// Hold `slots` slots of `kind` for the jobs in `jobs`: free slots go to other jobs only
+/// while more than the set's idle reserved slots stay free. Not a container state and not
+/// preemptive (see `reactor::reserve`); sets of one kind's reservations should be disjoint.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Reservation {
+    /// The slot kind held.
+    pub kind: SlotKind,
+    /// How many slots of it, used or not by the set's jobs.
+    pub slots: u32,
+    /// The jobs that may use them.
+    pub jobs: BTreeSet<JobId>,
 }
 
 /// Give one free slot of `kind` on `agent` to one ready task of `job`.

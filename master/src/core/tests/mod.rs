@@ -14,5 +14,6 @@ mod market;
 mod nodes;
 mod purity;
 mod recovery;
+mod reservations;
 mod scheduling;
 mod triggers;
