@@ -18,8 +18,11 @@ use crate::core::policy::{Assignment, Decisions, Fifo, Policy, PolicyName, Reser
 /// reservation of `held.0` slots for the jobs in `held.1`.
 #[derive(Debug)]
 struct Reserving {
-    held: Arc<Mutex<(u32, BTreeSet<JobId>)>>,
+    held: Held,
 }
+
+/// The reservation the test changes while the core runs: slots and the jobs they are for.
+type Held = Arc<Mutex<(u32, BTreeSet<JobId>)>>;
 
 impl Policy for Reserving {
     fn name(&self) -> PolicyName {
@@ -48,7 +51,7 @@ impl Policy for Reserving {
     }
 }
 
-fn env_with(slots: u32, jobs: &[u64]) -> (TestEnv, Arc<Mutex<(u32, BTreeSet<JobId>)>>) {
+fn env_with(slots: u32, jobs: &[u64]) -> (TestEnv, Held) {
     let held = Arc::new(Mutex::new((slots, jobs.iter().map(|&j| JobId(j)).collect())));
     (TestEnv::with_policy(Box::new(Reserving { held: Arc::clone(&held) })), held)
 }
