@@ -9,6 +9,7 @@
 //! kind runs (lowest stage, then lowest index).
 
 mod capacity;
+mod dress;
 mod fair;
 mod fifo;
 mod preempt;
@@ -29,8 +30,9 @@ use super::command::KillReason;
 use super::state::{Agent, Holder, Job, State, kind_ix};
 
 pub use capacity::Capacity;
+pub use dress::{DemandClass, Dress, DressReport, DressSettings};
 pub use fair::Fair;
-pub use fifo::Fifo;
+pub use fifo::{Fifo, GangFifo};
 pub use priority::Priority;
 pub use settings::{PolicySettings, PolicySettingsError};
 
@@ -49,12 +51,24 @@ pub enum PolicyName {
     Priority,
     /// Static queue shares, FIFO within a queue, spare capacity lent to other queues.
     Capacity,
+    /// Gang-start first-come-first-served: a stage's ready tasks start together or not
+    /// at all, and a job that cannot start holds back the later ones (DRESS's baseline).
+    GangFifo,
+    /// DRESS: a reserved share δ of the slots for small-demand jobs, moved every interval
+    /// from pending demand and predicted container releases.
+    Dress,
 }
 
 impl PolicyName {
     /// Every policy, in the order they are documented.
-    pub const ALL: [PolicyName; 4] =
-        [PolicyName::Fifo, PolicyName::Fair, PolicyName::Priority, PolicyName::Capacity];
+    pub const ALL: [PolicyName; 6] = [
+        PolicyName::Fifo,
+        PolicyName::Fair,
+        PolicyName::Priority,
+        PolicyName::Capacity,
+        PolicyName::GangFifo,
+        PolicyName::Dress,
+    ];
 
     /// The name used in configuration files and tables.
     pub fn name(self) -> &'static str {
@@ -63,6 +77,8 @@ impl PolicyName {
             PolicyName::Fair => "fair",
             PolicyName::Priority => "priority",
             PolicyName::Capacity => "capacity",
+            PolicyName::GangFifo => "gang-fifo",
+            PolicyName::Dress => "dress",
         }
     }
 }
@@ -304,6 +320,11 @@ impl<'a> JobInfo<'a> {
         &self.job.account
     }
 
+    /// Whether it has ended (completed, failed or cancelled).
+    pub fn is_ended(&self) -> bool {
+        self.job.state.is_terminal()
+    }
+
     /// When it was admitted.
     pub fn submitted(&self) -> Timestamp {
         self.job.submitted
@@ -425,7 +446,10 @@ mod tests {
         assert_eq!("fifo".parse::<PolicyName>(), Ok(PolicyName::Fifo));
         assert_eq!(PolicyName::Fifo.to_string(), "fifo");
         let err = "lifo".parse::<PolicyName>().unwrap_err();
-        assert_eq!(err, "unknown policy \"lifo\"; known policies: fifo, fair, priority, capacity");
+        assert_eq!(
+            err,
+            "unknown policy \"lifo\"; known policies: fifo, fair, priority, capacity, gang-fifo, dress"
+        );
         for name in PolicyName::ALL {
             assert_eq!(name.name().parse::<PolicyName>(), Ok(name));
         }
