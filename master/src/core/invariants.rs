@@ -11,7 +11,6 @@ use slotmarket_common::protocol::JobState;
 use slotmarket_common::spec::SlotKind;
 
 use super::Core;
-use super::reactor::reserve;
 use super::state::{Holder, Job, KINDS, State, TaskPhase, kind_ix};
 
 /// Checks every invariant; the error names the first one broken.
@@ -79,22 +78,16 @@ fn check_agents(state: &State) -> Result<(), String> {
     Ok(())
 }
 
-/// No launch ate into a reservation: after the step that stated them, the free slots of
-/// each reserved kind cover its reservations' idle slots, or else are no fewer than
-/// before that step's launches (slots other jobs held already are not taken back).
+/// No launch ate into a reservation: in the step that stated each reservation, jobs
+/// outside its set gained no more slots of its kind than were free beyond the set's idle
+/// reserved ones (slots they held already are not taken back).
 fn check_reservations(state: &State) -> Result<(), String> {
-    for kind in SlotKind::ALL {
-        let held: Vec<_> = state.reservations.iter().filter(|h| h.reservation.kind == kind).collect();
-        let Some(first) = held.first() else { continue };
-        let idle: u32 = held
-            .iter()
-            .map(|h| h.reservation.slots.saturating_sub(reserve::used_by(state, kind, &h.reservation.jobs)))
-            .sum();
-        let free = reserve::free_slots(state, kind);
-        if free < idle.min(first.free_before) {
+    for held in &state.reservations {
+        let now = held.outside_now(state);
+        if now > held.outside_before + held.allowance {
             return Err(format!(
-                "{kind}: {free} slots free but {idle} reserved and idle ({} free before the launches)",
-                first.free_before
+                "{}: jobs outside a reservation of {} hold {now} slots, up from {} with {} to spare",
+                held.reservation.kind, held.reservation.slots, held.outside_before, held.allowance
             ));
         }
     }

@@ -6,8 +6,8 @@
 //!
 //! Reservations do not preempt: slots other jobs already hold when a reservation grows
 //! stay theirs until released, and the reservation fills as they are. The partition is
-//! stated afresh with every decision; the last one stated is kept for views and for the
-//! invariant in `invariants::check_reservations`.
+//! stated afresh with every decision; the last one stated is kept for views and for
+//! `invariants::check_reservations`.
 
 use std::collections::BTreeSet;
 
@@ -22,10 +22,20 @@ use crate::core::state::{State, kind_ix};
 pub(crate) struct HeldSlots {
     /// The partition the policy stated.
     pub(crate) reservation: Reservation,
-    /// Free slots of its kind (on agents that take work) before the decisions it came
-    /// with were carried out: outside launches may not take free slots below
-    /// `min(free_before, idle)`.
-    pub(crate) free_before: u32,
+    /// Slots of its kind that jobs outside the set held (on agents that take work)
+    /// before the decisions it came with were carried out.
+    pub(crate) outside_before: u32,
+    /// How many more the launches could give them: the free slots beyond the set's idle
+    /// reserved ones, then.
+    pub(crate) allowance: u32,
+}
+
+impl HeldSlots {
+    /// Slots of its kind that jobs outside the set hold now.
+    pub(crate) fn outside_now(&self, state: &State) -> u32 {
+        let kind = self.reservation.kind;
+        used_slots(state, kind).saturating_sub(used_by(state, kind, &self.reservation.jobs))
+    }
 }
 
 /// The running tally of one step's reservations while its assignments are carried out.
@@ -46,13 +56,23 @@ impl Gate {
                 free[kind_ix(kind)] += agent.free(kind);
             }
         }
-        let held = reservations
+        let held: Vec<(SlotKind, BTreeSet<JobId>, u32)> = reservations
             .iter()
             .map(|r| (r.kind, r.jobs.clone(), r.slots.saturating_sub(used_by(state, r.kind, &r.jobs))))
             .collect();
         state.reservations = reservations
             .into_iter()
-            .map(|r| HeldSlots { free_before: free[kind_ix(r.kind)], reservation: r })
+            .map(|r| {
+                let kind = r.kind;
+                // Every reservation of the kind that is not this one's is owed too.
+                let owed: u32 = held.iter().filter(|h| h.0 == kind).map(|h| h.2).sum();
+                let set_used = used_by(state, kind, &r.jobs);
+                HeldSlots {
+                    outside_before: used_slots(state, kind).saturating_sub(set_used),
+                    allowance: free[kind_ix(kind)].saturating_sub(owed),
+                    reservation: r,
+                }
+            })
             .collect();
         Gate { held, free }
     }
@@ -82,7 +102,7 @@ pub(crate) fn used_by(state: &State, kind: SlotKind, jobs: &BTreeSet<JobId>) -> 
     jobs.iter().filter_map(|id| state.jobs.get(id)).map(|j| j.live[kind_ix(kind)]).sum()
 }
 
-/// Free slots of `kind` on agents that take work.
-pub(crate) fn free_slots(state: &State, kind: SlotKind) -> u32 {
-    state.agents.values().filter(|a| a.takes_work()).map(|a| a.free(kind)).sum()
+/// Used slots of `kind` on agents that take work.
+fn used_slots(state: &State, kind: SlotKind) -> u32 {
+    state.agents.values().filter(|a| a.takes_work()).map(|a| a.used[kind_ix(kind)]).sum()
 }
