@@ -91,11 +91,6 @@ impl Dress {
         }
     }
 
-    /// The last decision's δ, reservation and predictions.
-    pub fn report(&self) -> &DressReport {
-        &self.report
-    }
-
     /// The class of `job`, deciding it now if it was not yet.
     fn class_of(&mut self, view: &SchedView<'_>, job: &JobInfo<'_>) -> DemandClass {
         if let Some(&class) = self.classes.get(&job.id()) {
@@ -263,5 +258,9 @@ impl Policy for Dress {
 
     fn next_wakeup(&self) -> Option<Timestamp> {
         self.next_update
+    }
+
+    fn reserve_report(&self) -> Option<DressReport> {
+        Some(self.report.clone())
     }
 }

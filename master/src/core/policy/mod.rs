@@ -130,6 +130,12 @@ pub trait Policy: fmt::Debug + Send {
     fn next_wakeup(&self) -> Option<Timestamp> {
         None
     }
+
+    /// The reserve ratio and predicted releases of a policy that keeps them (`dress`),
+    /// for the reservation view. `None` for the others.
+    fn reserve_report(&self) -> Option<DressReport> {
+        None
+    }
 }
 
 /// Why the core asks a policy to [`schedule`](Policy::schedule).

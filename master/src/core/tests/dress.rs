@@ -17,10 +17,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use slotmarket_common::ids::{ContainerId, JobId};
+use slotmarket_common::spec::SlotKind;
 use slotmarket_common::time::Timestamp;
 
 use super::builders::JobBuilder;
-use super::env::{START, TestEnv};
+use super::env::{START, TestEnv, alice, bob};
 use crate::core::CoreConfig;
 use crate::core::policy::PolicySettings;
 
@@ -98,4 +99,37 @@ fn figure_1_dress_makespan_30_s_mean_wait_2_25_s() {
     assert_eq!(waits, vec![0, 9, 0, 0]);
     assert_eq!((makespan, mean(&waits)), (30, 2.25));
     assert!(mean(&waits) <= 5.75, "no worse than the paper's DRESS schedule");
+}
+
+#[test]
+fn the_reservation_view_shows_delta_the_partition_and_only_jobs_the_caller_may_see() {
+    let policy = PolicySettings::Dress {
+        theta: 0.1,
+        initial_delta: 0.25,
+        interval_secs: 5.0,
+        window_secs: 10.0,
+        heading: 2,
+        gang: false,
+    };
+    let config = CoreConfig { policy, agent_timeout: Duration::MAX, ..CoreConfig::default() };
+    let mut env = TestEnv::with_config(config);
+    env.join_agent("n1", 10, 0);
+    env.join_agent("n2", 10, 0);
+    let large = env.submit(JobBuilder::maps(30).build());
+    let small = env.submit(JobBuilder::maps(2).build());
+    // δ = 0.25 of 20 map slots: 5 held for the small job, which uses 2 of them; the
+    // large job got the other 15 and 3 stay free (idle reserved).
+    let launches = env.take_all_launches();
+    assert_eq!(launches.iter().filter(|l| l.task.job == large).count(), 15);
+    assert_eq!(launches.iter().filter(|l| l.task.job == small).count(), 2);
+    let view = env.core.reservation(&alice());
+    assert_eq!((view.policy.as_str(), view.delta), ("dress", Some(0.25)));
+    let partition: Vec<_> =
+        view.kinds.iter().map(|k| (k.kind, k.total, k.reserved, k.reserved_used, k.free)).collect();
+    assert_eq!(partition, vec![(SlotKind::Map, 20, 5, 2, 3), (SlotKind::Reduce, 0, 0, 0, 0)]);
+    assert_eq!(view.small_jobs, vec![small]);
+    assert!(env.core.reservation(&bob()).small_jobs.is_empty(), "bob may not see alice's jobs");
+    let fifo = TestEnv::new().core.reservation(&alice());
+    assert_eq!((fifo.policy.as_str(), fifo.delta, fifo.kinds.len()), ("fifo", None, 0));
+    env.assert_no_commands();
 }
