@@ -12,6 +12,7 @@ use slotmarket_common::time::Timestamp;
 
 use super::builders::JobBuilder;
 use super::env::TestEnv;
+use crate::core::invariants;
 use crate::core::policy::{Assignment, Decisions, Fifo, Policy, PolicyName, Reservation, SchedView, Trigger};
 
 /// `fifo`'s assignments, then the free slots again for every later job, plus a map
@@ -102,4 +103,23 @@ fn a_reservation_fills_as_slots_are_released_and_lifts_when_no_longer_stated() {
     env.tick();
     assert_eq!(env.take_all_launches().len(), 2);
     env.assert_no_commands();
+}
+
+#[test]
+fn the_invariant_catches_outside_jobs_that_gained_more_than_the_spare_slots() {
+    let (mut env, _held) = env_with(2, &[2]);
+    env.join_agent("n1", 6, 0);
+    env.submit(JobBuilder::maps(10).build());
+    assert_eq!(env.take_all_launches().len(), 4);
+    assert_eq!(invariants::check(&env.core), Ok(()));
+    // The submit step launched job 1's four tasks: none held before, six free of which
+    // two were reserved, so four to spare. Had there been one to spare, four would break it.
+    let held = &mut env.core.state.reservations[0];
+    assert_eq!((held.outside_before, held.allowance), (0, 4));
+    held.allowance = 1;
+    let broken = invariants::check(&env.core).unwrap_err();
+    assert!(
+        broken.contains("outside a reservation of 2 hold 4 slots, up from 0 with 1 to spare"),
+        "{broken}"
+    );
 }
