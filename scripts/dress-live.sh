@@ -6,7 +6,8 @@
 # tasks, small ones 2; every map task first sleeps a few seconds so the cluster stays
 # congested. Jobs are submitted SPACING seconds apart. Prints one line per job and
 # policy (wait and completion in seconds, from the master's own times) and the mean
-# completion per class, and writes them to OUT/live.csv.
+# completion per class, and writes them to OUT/live.csv (default
+# $TMPDIR/slotmarket-dress-live).
 #
 #   scripts/dress-live.sh                      # debug build
 #   PROFILE=release OUT=runs/dress-live scripts/dress-live.sh
@@ -22,7 +23,7 @@ PROFILE=${PROFILE:-debug}
 SPACING=${SPACING:-2}
 PAUSE=${PAUSE:-4}
 PATTERN=${PATTERN:-"L L S L S L S S L S"}
-OUT=${OUT:-dress-live}
+OUT=${OUT:-${TMPDIR:-/tmp}/slotmarket-dress-live}
 AGENTS=3
 
 command -v jq >/dev/null || { echo "dress-live: needs jq" >&2; exit 2; }
