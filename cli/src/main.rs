@@ -31,6 +31,7 @@ mod node;
 mod nodes;
 mod output;
 mod pki;
+mod reservation;
 mod status;
 mod submit;
 mod workload;
@@ -91,6 +92,9 @@ enum Command {
     /// Drain or undrain a node (admin only).
     #[command(subcommand)]
     Node(node::NodeCommand),
+    /// Show the slots the policy reserves (dress: δ for small-demand jobs), with the
+    /// predicted releases and the small-demand jobs.
+    Reservation,
 }
 
 fn main() -> ExitCode {
@@ -123,6 +127,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Jobs(args) => jobs::run(&cli.connection, args, json).await,
         Command::History(args) => history::run(&cli.connection, args, json).await,
         Command::Nodes => nodes::run(&cli.connection, json).await,
+        Command::Reservation => reservation::run(&cli.connection, json).await,
         Command::Cancel(args) => cancel::run(&cli.connection, args, json).await,
         Command::Pki(command) => pki::run(command, json),
         Command::Demo(args) => demo::run(args, json).await,

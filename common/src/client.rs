@@ -14,7 +14,8 @@ use crate::money::Credits;
 use crate::pki::{PkiError, TlsFiles};
 use crate::protocol::{
     AccountSummary, ClientRequest, DEFAULT_MAX_FRAME, ErrorReply, HistoryQuery, JobHistory, JobState,
-    JobStatus, JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage, NodeSummary, Request, Response,
+    JobStatus, JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage, NodeSummary, Request,
+    ReservationView, Response,
 };
 use crate::spec::JobSpec;
 use crate::transport::{self, StreamError, TransportError, read_frame, write_frame};
@@ -144,6 +145,15 @@ impl Client {
     pub async fn nodes(&self) -> Result<Vec<NodeSummary>, ClientError> {
         self.expect(Request::Nodes, |response| match response {
             Response::Nodes(nodes) => Some(nodes),
+            _ => None,
+        })
+        .await
+    }
+
+    /// The policy's slot reservations, reserve ratio and predicted releases.
+    pub async fn reservation(&self) -> Result<ReservationView, ClientError> {
+        self.expect(Request::Reservation, |response| match response {
+            Response::Reservation(view) => Some(view),
             _ => None,
         })
         .await
@@ -302,5 +312,6 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::Accounts(_) => "Accounts",
         Response::Ledger(_) => "Ledger",
         Response::Node(_) => "Node",
+        Response::Reservation(_) => "Reservation",
     }
 }

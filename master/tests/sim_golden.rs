@@ -65,6 +65,18 @@ fn check_golden(name: &str, actual: &str) {
     );
 }
 
+/// `dress` at the paper's settings; `gang` as given.
+fn dress_settings(gang: bool) -> PolicySettings {
+    PolicySettings::Dress {
+        theta: 0.1,
+        initial_delta: 0.1,
+        interval_secs: 5.0,
+        window_secs: 10.0,
+        heading: 2,
+        gang,
+    }
+}
+
 #[test]
 fn golden_summaries_per_policy() {
     let trace = golden_trace();
@@ -74,6 +86,8 @@ fn golden_summaries_per_policy() {
         ("fair-preempt", PolicySettings::Fair { preemption: true }),
         ("priority", PolicySettings::Priority {}),
         ("capacity-preempt", PolicySettings::Capacity { queues: golden_queues(), preemption: true }),
+        ("gang-fifo", PolicySettings::GangFifo {}),
+        ("dress", dress_settings(false)),
     ];
     for (name, policy) in cases {
         let config = golden_config(policy);
@@ -151,10 +165,12 @@ fn seeded_random_workloads_keep_the_invariants_after_every_step() {
             BTreeMap::new()
         };
         let preemption = rng.chance(0.5);
-        let policy = match seed % 4 {
+        let policy = match seed % 6 {
             0 => PolicySettings::Fifo {},
             1 => PolicySettings::Fair { preemption },
             2 => PolicySettings::Priority {},
+            3 => PolicySettings::GangFifo {},
+            4 => dress_settings(preemption),
             _ => PolicySettings::Capacity { queues, preemption },
         };
         let config = SimConfig {

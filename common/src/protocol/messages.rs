@@ -224,6 +224,9 @@ pub enum Request {
         /// The node's name.
         node: String,
     },
+    /// The policy's slot reservations, reserve ratio and predicted releases; answered
+    /// `Reservation`.
+    Reservation,
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -318,6 +321,8 @@ pub enum Response {
     Ledger(LedgerPage),
     /// One agent, after a `Drain` or `Undrain`.
     Node(NodeSummary),
+    /// The policy's reservations.
+    Reservation(super::ReservationView),
 }
 
 impl Response {

@@ -5,8 +5,10 @@ pub mod accounts;
 pub mod frame;
 pub mod history;
 pub mod messages;
+pub mod reservation;
 
 pub use accounts::{AccountSummary, EntryKind, LedgerEntry, LedgerPage, MAX_LEDGER_PAGE};
 pub use frame::{DEFAULT_MAX_FRAME, FrameError, decode_frame, encode_frame};
 pub use history::{JobHistory, StageHistory};
 pub use messages::*;
+pub use reservation::{ReservationView, ReservedKind};

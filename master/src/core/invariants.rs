@@ -22,6 +22,7 @@ pub fn check(core: &Core) -> Result<(), String> {
         check_job(state, job)?;
     }
     check_ready_index(state)?;
+    check_reservations(state)?;
     state.accounts.check()
 }
 
@@ -73,6 +74,22 @@ fn check_agents(state: &State) -> Result<(), String> {
     check_quarantine_index(state)?;
     if state.nodes.len() != state.agents.len() {
         return Err(format!("{} node names for {} agents", state.nodes.len(), state.agents.len()));
+    }
+    Ok(())
+}
+
+/// No launch ate into a reservation: in the step that stated each reservation, jobs
+/// outside its set gained no more slots of its kind than were free beyond the set's idle
+/// reserved ones (slots they held already are not taken back).
+fn check_reservations(state: &State) -> Result<(), String> {
+    for held in &state.reservations {
+        let now = held.outside_now(state);
+        if now > held.outside_before + held.allowance {
+            return Err(format!(
+                "{}: jobs outside a reservation of {} hold {now} slots, up from {} with {} to spare",
+                held.reservation.kind, held.reservation.slots, held.outside_before, held.allowance
+            ));
+        }
     }
     Ok(())
 }

@@ -38,6 +38,7 @@ use std::time::Duration;
 
 use slotmarket_common::identity::Identity;
 use slotmarket_common::ids::JobId;
+use slotmarket_common::protocol::ReservationView;
 use slotmarket_common::time::Timestamp;
 
 pub use accounting::StoredAccount;
@@ -207,6 +208,12 @@ impl Core {
     /// Read-only queries for status, listings and the console.
     pub fn view(&self) -> CoreView<'_> {
         CoreView::new(&self.state)
+    }
+
+    /// The policy's slot reservations, δ and predicted releases, listing only the
+    /// reserved jobs `caller` may see.
+    pub fn reservation(&self, caller: &Caller) -> ReservationView {
+        view::reservation(&self.state, self.policy.name(), self.policy.reserve_report(), caller)
     }
 
     pub(crate) fn state(&self) -> &State {

@@ -14,6 +14,7 @@ use slotmarket_common::time::Timestamp;
 
 use super::accounting::Accounts;
 use super::history::{History, HistoryLimits};
+use super::reactor::reserve::HeldSlots;
 
 /// Number of slot kinds; arrays indexed by [`kind_ix`].
 pub(crate) const KINDS: usize = 2;
@@ -74,6 +75,8 @@ pub(crate) struct State {
     pub(crate) ignored_reports: u64,
     /// Accounts, budgets and the ledger.
     pub(crate) accounts: Accounts,
+    /// The slot partitions the policy stated last (see `reactor::reserve`).
+    pub(crate) reservations: Vec<HeldSlots>,
 }
 
 impl State {
@@ -97,6 +100,7 @@ impl State {
             history: History::new(limits),
             ignored_reports: 0,
             accounts: Accounts::default(),
+            reservations: Vec::new(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `CoreView`: read-only answers to status, listing, node, account and ledger queries,
 //! with the access rules that users see only their own jobs and the accounts they
-//! belong to, and admins see everything.
+//! belong to, and admins see everything; and the reservation view (`reservation`),
+//! which lists only the reserved jobs the caller may see.
 
 use slotmarket_common::ids::{AccountId, AgentId, JobId};
 #[cfg(test)]
@@ -9,12 +10,15 @@ use std::ops::Bound;
 
 use slotmarket_common::protocol::{
     AccountSummary, ErrorKind, ErrorReply, JobHistory, JobStatus, JobSummary, JobsQuery, LedgerPage,
-    NodeSummary, StageStatus,
+    NodeSummary, ReservationView, ReservedKind, StageStatus,
 };
+use std::collections::BTreeSet;
 
 use super::Caller;
 use super::accounting::AccountError;
+use super::policy::{DressReport, PolicyName};
 use super::reactor::may_see;
+use super::reactor::reserve;
 use super::state::{Agent, Job, State, kind_ix};
 use slotmarket_common::spec::SlotKind;
 
@@ -205,4 +209,43 @@ fn status(j: &Job) -> JobStatus {
         })
         .collect();
     JobStatus { summary: summary(j), stages, message: j.message.clone() }
+}
+
+/// The reservation view: the partitions the policy stated last, per kind, with the
+/// policy's δ and predictions, and the reserved jobs `caller` may see.
+pub(crate) fn reservation(
+    state: &State,
+    policy: PolicyName,
+    report: Option<DressReport>,
+    caller: &Caller,
+) -> ReservationView {
+    let mut kinds = Vec::new();
+    let mut small = BTreeSet::new();
+    for kind in SlotKind::ALL {
+        let held: Vec<_> = state.reservations.iter().filter(|h| h.reservation.kind == kind).collect();
+        if held.is_empty() {
+            continue;
+        }
+        let agents = || state.agents.values().filter(|a| a.takes_work());
+        kinds.push(ReservedKind {
+            kind,
+            total: agents().map(|a| a.offered[kind_ix(kind)]).sum(),
+            reserved: held.iter().map(|h| h.reservation.slots).sum(),
+            reserved_used: held.iter().map(|h| reserve::used_by(state, kind, &h.reservation.jobs)).sum(),
+            free: agents().map(|a| a.free(kind)).sum(),
+        });
+        small.extend(held.iter().flat_map(|h| h.reservation.jobs.iter().copied()));
+    }
+    let small_jobs = small
+        .into_iter()
+        .filter(|id| state.jobs.get(id).is_some_and(|j| !j.state.is_terminal() && may_see(caller, j)))
+        .collect();
+    ReservationView {
+        policy: policy.name().to_string(),
+        delta: report.as_ref().map(|r| r.delta),
+        kinds,
+        predicted_small: report.as_ref().map(|r| r.predicted.0),
+        predicted_large: report.as_ref().map(|r| r.predicted.1),
+        small_jobs,
+    }
 }

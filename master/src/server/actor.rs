@@ -224,6 +224,9 @@ impl Actor {
             }
             Request::History(query) => return answer(reply, reads::history(&view, &caller, &query)),
             Request::Nodes => return answer(reply, Response::Nodes(view.nodes())),
+            Request::Reservation => {
+                return answer(reply, Response::Reservation(self.core.reservation(&caller)));
+            }
             Request::Watch { .. } => {
                 let response = Response::error(ErrorKind::BadRequest, "watch is a streaming request");
                 return answer(reply, response);

@@ -59,7 +59,7 @@ struct RunArgs {
     /// The trace to run (JSON lines, see `slotmarket_master::sim::workload`).
     #[arg(long)]
     trace: Option<PathBuf>,
-    /// Scheduling policy: fifo, fair, priority or capacity, with its default settings
+    /// Scheduling policy: fifo, fair, priority, capacity, gang-fifo or dress, with its default settings
     /// (replaces the table from --policy-config) [default: fifo].
     #[arg(long)]
     policy: Option<String>,

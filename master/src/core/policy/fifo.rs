@@ -53,3 +53,65 @@ pub(super) fn fill_in_order<'a>(
         }
     }
 }
+
+/// Gang-start first-come-first-served, the baseline of the DRESS paper's Figure 1: a
+/// job's ready tasks of a kind start together or not at all, and a job that cannot start
+/// holds back every later job of that kind. Stateless.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GangFifo;
+
+impl Policy for GangFifo {
+    fn name(&self) -> PolicyName {
+        PolicyName::GangFifo
+    }
+
+    fn schedule(&mut self, _now: Timestamp, view: &SchedView<'_>, _trigger: Trigger) -> Decisions {
+        let mut decisions = Decisions::default();
+        for kind in SlotKind::ALL {
+            if !view.has_free(kind) {
+                continue;
+            }
+            let mut free = FreeSlots::new(view.agents_with_free(kind), kind);
+            let mut room = free.remaining();
+            let widest = Some(view.total_slots(kind));
+            fill_jobs(
+                kind,
+                view.jobs_with_ready(kind),
+                &mut free,
+                &mut room,
+                widest,
+                &mut decisions.assignments,
+            );
+        }
+        decisions
+    }
+}
+
+/// Hands out slots from `free`, at most `room` of them, to `jobs` in the order given.
+/// With `gang = Some(widest)`, a job starts all its ready tasks of `kind` at once (at
+/// most `widest`, so a job wider than its share can still start) or none, and a job that
+/// cannot start blocks the jobs behind it. Without, each job takes what it can.
+pub(super) fn fill_jobs<'a>(
+    kind: SlotKind,
+    jobs: impl Iterator<Item = JobInfo<'a>>,
+    free: &mut FreeSlots,
+    room: &mut u32,
+    gang: Option<u32>,
+    out: &mut Vec<Assignment>,
+) {
+    for job in jobs {
+        let ready = job.ready(kind);
+        let take = match gang {
+            Some(widest) if ready.min(widest) > (*room).min(free.remaining()) => return,
+            Some(_) | None => ready.min(*room),
+        };
+        for _ in 0..take {
+            let Some(agent) = free.take() else { return };
+            *room -= 1;
+            out.push(Assignment { agent, job: job.id(), kind });
+        }
+        if *room == 0 {
+            return;
+        }
+    }
+}

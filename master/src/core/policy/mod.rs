@@ -9,6 +9,7 @@
 //! kind runs (lowest stage, then lowest index).
 
 mod capacity;
+mod dress;
 mod fair;
 mod fifo;
 mod preempt;
@@ -16,6 +17,7 @@ mod priority;
 mod settings;
 mod slots;
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 
@@ -28,8 +30,9 @@ use super::command::KillReason;
 use super::state::{Agent, Holder, Job, State, kind_ix};
 
 pub use capacity::Capacity;
+pub use dress::{DemandClass, Dress, DressReport, DressSettings};
 pub use fair::Fair;
-pub use fifo::Fifo;
+pub use fifo::{Fifo, GangFifo};
 pub use priority::Priority;
 pub use settings::{PolicySettings, PolicySettingsError};
 
@@ -48,12 +51,24 @@ pub enum PolicyName {
     Priority,
     /// Static queue shares, FIFO within a queue, spare capacity lent to other queues.
     Capacity,
+    /// Gang-start first-come-first-served: a stage's ready tasks start together or not
+    /// at all, and a job that cannot start holds back the later ones (DRESS's baseline).
+    GangFifo,
+    /// DRESS: a reserved share δ of the slots for small-demand jobs, moved every interval
+    /// from pending demand and predicted container releases.
+    Dress,
 }
 
 impl PolicyName {
     /// Every policy, in the order they are documented.
-    pub const ALL: [PolicyName; 4] =
-        [PolicyName::Fifo, PolicyName::Fair, PolicyName::Priority, PolicyName::Capacity];
+    pub const ALL: [PolicyName; 6] = [
+        PolicyName::Fifo,
+        PolicyName::Fair,
+        PolicyName::Priority,
+        PolicyName::Capacity,
+        PolicyName::GangFifo,
+        PolicyName::Dress,
+    ];
 
     /// The name used in configuration files and tables.
     pub fn name(self) -> &'static str {
@@ -62,6 +77,8 @@ impl PolicyName {
             PolicyName::Fair => "fair",
             PolicyName::Priority => "priority",
             PolicyName::Capacity => "capacity",
+            PolicyName::GangFifo => "gang-fifo",
+            PolicyName::Dress => "dress",
         }
     }
 }
@@ -113,6 +130,12 @@ pub trait Policy: fmt::Debug + Send {
     fn next_wakeup(&self) -> Option<Timestamp> {
         None
     }
+
+    /// The reserve ratio and predicted releases of a policy that keeps them (`dress`),
+    /// for the reservation view. `None` for the others.
+    fn reserve_report(&self) -> Option<DressReport> {
+        None
+    }
 }
 
 /// Why the core asks a policy to [`schedule`](Policy::schedule).
@@ -133,6 +156,23 @@ pub struct Decisions {
     /// Containers to kill so their slots can go elsewhere; their tasks are requeued
     /// without counting an attempt once the kill is confirmed.
     pub preemptions: Vec<Preemption>,
+    /// Slot partitions: slots of a kind held for a set of jobs. The reactor refuses an
+    /// assignment to any other job that would eat into them (see `reactor::reserve`).
+    /// Stated afresh with every decision: leaving it empty lifts every reservation.
+    pub reservations: Vec<Reservation>,
+}
+
+/// Hold `slots` slots of `kind` for the jobs in `jobs`: free slots go to other jobs only
+/// while more than the set's idle reserved slots stay free. Not a container state and not
+/// preemptive (see `reactor::reserve`); sets of one kind's reservations should be disjoint.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Reservation {
+    /// The slot kind held.
+    pub kind: SlotKind,
+    /// How many slots of it, used or not by the set's jobs.
+    pub slots: u32,
+    /// The jobs that may use them.
+    pub jobs: BTreeSet<JobId>,
 }
 
 /// Give one free slot of `kind` on `agent` to one ready task of `job`.
@@ -286,6 +326,11 @@ impl<'a> JobInfo<'a> {
         &self.job.account
     }
 
+    /// Whether it has ended (completed, failed or cancelled).
+    pub fn is_ended(&self) -> bool {
+        self.job.state.is_terminal()
+    }
+
     /// When it was admitted.
     pub fn submitted(&self) -> Timestamp {
         self.job.submitted
@@ -407,7 +452,10 @@ mod tests {
         assert_eq!("fifo".parse::<PolicyName>(), Ok(PolicyName::Fifo));
         assert_eq!(PolicyName::Fifo.to_string(), "fifo");
         let err = "lifo".parse::<PolicyName>().unwrap_err();
-        assert_eq!(err, "unknown policy \"lifo\"; known policies: fifo, fair, priority, capacity");
+        assert_eq!(
+            err,
+            "unknown policy \"lifo\"; known policies: fifo, fair, priority, capacity, gang-fifo, dress"
+        );
         for name in PolicyName::ALL {
             assert_eq!(name.name().parse::<PolicyName>(), Ok(name));
         }

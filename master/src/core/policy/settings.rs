@@ -9,13 +9,13 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::{Capacity, Fair, Fifo, Policy, PolicyName, Priority};
+use super::{Capacity, Dress, DressSettings, Fair, Fifo, GangFifo, Policy, PolicyName, Priority};
 
 /// Which policy runs and its settings, as written in the `[policy]` table:
 ///
 /// ```toml
 /// [policy]
-/// name = "capacity"        # fifo | fair | priority | capacity
+/// name = "capacity"        # fifo | fair | priority | capacity | gang-fifo | dress
 /// preemption = true        # fair, capacity
 /// [policy.queues]          # capacity
 /// research = 0.6
@@ -49,6 +49,49 @@ pub enum PolicySettings {
         #[serde(default)]
         preemption: bool,
     },
+    /// Gang-start first-come-first-served (DRESS's Figure 1 baseline). Takes no settings.
+    #[serde(rename = "gang-fifo")]
+    GangFifo {},
+    /// DRESS: a reserved share for small-demand jobs, moved every interval.
+    Dress {
+        /// θ: a job with a stage wider than this share of its slot kind is large-demand
+        /// (default 0.1, the paper's).
+        #[serde(default = "dress_theta")]
+        theta: f64,
+        /// δ, the reserved share, before the first update (default 0.1, the paper's).
+        #[serde(default = "dress_delta")]
+        initial_delta: f64,
+        /// Seconds between updates of δ (default 5).
+        #[serde(default = "dress_interval")]
+        interval_secs: f64,
+        /// The phase window pw of the release estimation, in seconds (default 10, the
+        /// paper's).
+        #[serde(default = "dress_window")]
+        window_secs: f64,
+        /// t_e: finishes within the window that start a phase's release; lone earlier
+        /// finishes are heading tasks (default 2).
+        #[serde(default = "dress_heading")]
+        heading: u32,
+        /// Start a stage's ready tasks together or not at all (default false).
+        #[serde(default)]
+        gang: bool,
+    },
+}
+
+fn dress_theta() -> f64 {
+    0.1
+}
+fn dress_delta() -> f64 {
+    0.1
+}
+fn dress_interval() -> f64 {
+    5.0
+}
+fn dress_window() -> f64 {
+    10.0
+}
+fn dress_heading() -> u32 {
+    2
 }
 
 impl Default for PolicySettings {
@@ -69,6 +112,16 @@ pub enum PolicySettingsError {
         /// The share given.
         share: f64,
     },
+    /// A `dress` setting is outside its range.
+    #[error("{field}: must be in {range}, got {value}")]
+    OutOfRange {
+        /// The setting.
+        field: &'static str,
+        /// Its allowed range.
+        range: &'static str,
+        /// The value given.
+        value: f64,
+    },
     /// The `capacity` queue shares add up to more than the whole cluster.
     #[error("queues: shares add up to {sum}; they must add up to at most 1")]
     SharesOverOne {
@@ -85,6 +138,8 @@ impl PolicySettings {
             PolicySettings::Fair { .. } => PolicyName::Fair,
             PolicySettings::Priority {} => PolicyName::Priority,
             PolicySettings::Capacity { .. } => PolicyName::Capacity,
+            PolicySettings::GangFifo {} => PolicyName::GangFifo,
+            PolicySettings::Dress { .. } => PolicyName::Dress,
         }
     }
 
@@ -92,7 +147,16 @@ impl PolicySettings {
     pub fn check(&self) -> Result<(), PolicySettingsError> {
         match self {
             PolicySettings::Capacity { queues, .. } => check_queue_shares(queues),
-            PolicySettings::Fifo {} | PolicySettings::Fair { .. } | PolicySettings::Priority {} => Ok(()),
+            PolicySettings::Dress { theta, initial_delta, interval_secs, window_secs, .. } => {
+                check_range("theta", *theta, "(0, 1)", |v| v > 0.0 && v < 1.0)?;
+                check_range("initial_delta", *initial_delta, "[0, 1]", |v| (0.0..=1.0).contains(&v))?;
+                check_range("interval_secs", *interval_secs, "(0, 86400]", |v| v > 0.0 && v <= 86_400.0)?;
+                check_range("window_secs", *window_secs, "(0, 86400]", |v| v > 0.0 && v <= 86_400.0)
+            }
+            PolicySettings::Fifo {}
+            | PolicySettings::Fair { .. }
+            | PolicySettings::Priority {}
+            | PolicySettings::GangFifo {} => Ok(()),
         }
     }
 
@@ -106,8 +170,29 @@ impl PolicySettings {
             PolicySettings::Capacity { queues, preemption } => {
                 Box::new(Capacity::new(queues.clone(), *preemption))
             }
+            PolicySettings::GangFifo {} => Box::new(GangFifo),
+            PolicySettings::Dress { theta, initial_delta, interval_secs, window_secs, heading, gang } => {
+                Box::new(Dress::new(DressSettings {
+                    theta: *theta,
+                    initial_delta: *initial_delta,
+                    interval_ms: (interval_secs * 1000.0).round().max(1.0) as u64,
+                    window_ms: (window_secs * 1000.0).round().max(0.0) as u64,
+                    heading: *heading,
+                    gang: *gang,
+                }))
+            }
         }
     }
+}
+
+/// Checks that `value` of `field` is within `range` (NaN is not).
+fn check_range(
+    field: &'static str,
+    value: f64,
+    range: &'static str,
+    within: impl Fn(f64) -> bool,
+) -> Result<(), PolicySettingsError> {
+    if within(value) { Ok(()) } else { Err(PolicySettingsError::OutOfRange { field, range, value }) }
 }
 
 /// Checks `capacity` queue shares: each in (0, 1], summing to at most 1.

@@ -7,19 +7,24 @@ use slotmarket_common::ids::{AttemptId, ContainerId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, Launch};
 use slotmarket_common::spec::TaskVars;
 
+use super::reserve::Gate;
 use super::{Ctx, placement};
 use crate::core::command::{Command, Persist};
 use crate::core::policy::{Assignment, Decisions, Preemption};
 use crate::core::state::{ContainerRec, Holder, Job, State, TaskPhase};
 
 /// Applies preemptions first (they free nothing until the agent confirms), then
-/// assignments in the order the policy gave them.
+/// assignments in the order the policy gave them, refusing those that would eat into a
+/// reservation held for other jobs.
 pub(crate) fn apply_decisions(state: &mut State, cx: &mut Ctx, decisions: Decisions) {
     for preemption in decisions.preemptions {
         preempt(state, cx, preemption);
     }
+    let mut gate = Gate::open(state, decisions.reservations);
     for assignment in decisions.assignments {
-        launch(state, cx, assignment);
+        if gate.allows(assignment.job, assignment.kind) {
+            launch(state, cx, assignment, &mut gate);
+        }
     }
 }
 
@@ -37,8 +42,15 @@ fn preempt(state: &mut State, cx: &mut Ctx, p: Preemption) {
 
 /// Starts the next ready task of the assignment's job and kind on its agent (or, for a
 /// retry, on another; see `placement`).
-fn launch(state: &mut State, cx: &mut Ctx, a: Assignment) {
+fn launch(state: &mut State, cx: &mut Ctx, a: Assignment, gate: &mut Gate) {
     let Some((task, agent)) = placement::place(state, cx, a.job, a.kind, a.agent) else { return };
+    // Placement may hand the slot to another job (a retry waiting for other nodes); that
+    // job must be allowed the slot too.
+    if task.job != a.job && !gate.allows(task.job, a.kind) {
+        state.requeue(task);
+        return;
+    }
+    gate.took(task.job, a.kind);
     let Some(node) = state.agents.get(&agent).map(|ag| ag.node.clone()) else { return };
     let container = state.alloc_container();
     let Some(job) = state.jobs.get_mut(&task.job) else { return };

@@ -22,6 +22,7 @@ mod launch;
 mod placement;
 mod recovery;
 mod reports;
+pub(crate) mod reserve;
 
 use std::time::Duration;
 

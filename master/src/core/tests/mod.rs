@@ -7,6 +7,7 @@ mod env;
 
 mod accounts;
 mod clients;
+mod dress;
 mod failures;
 mod lifetimes;
 mod limits;
@@ -14,5 +15,6 @@ mod market;
 mod nodes;
 mod purity;
 mod recovery;
+mod reservations;
 mod scheduling;
 mod triggers;
