@@ -23,6 +23,7 @@
 
 pub mod accounting;
 pub mod command;
+pub mod estimate;
 pub mod event;
 mod history;
 pub mod invariants;
