@@ -22,6 +22,7 @@
 //! behind a feature, and the scan has not let anything through.
 
 pub mod accounting;
+pub mod admission;
 pub mod command;
 pub mod estimate;
 pub mod event;
