@@ -29,6 +29,7 @@ pub mod event;
 mod history;
 pub mod invariants;
 pub mod policy;
+pub mod pricing;
 mod reactor;
 mod state;
 mod view;
