@@ -9,6 +9,7 @@
 //! kind runs (lowest stage, then lowest index).
 
 mod capacity;
+mod edf;
 mod fair;
 mod fifo;
 mod preempt;
@@ -28,6 +29,7 @@ use super::command::KillReason;
 use super::state::{Agent, Holder, Job, State, kind_ix};
 
 pub use capacity::Capacity;
+pub use edf::Edf;
 pub use fair::Fair;
 pub use fifo::Fifo;
 pub use priority::Priority;
@@ -48,12 +50,15 @@ pub enum PolicyName {
     Priority,
     /// Static queue shares, FIFO within a queue, spare capacity lent to other queues.
     Capacity,
+    /// Earliest deadline first for jobs with a deadline (MRM), then best-effort jobs in
+    /// admission order.
+    Edf,
 }
 
 impl PolicyName {
     /// Every policy, in the order they are documented.
-    pub const ALL: [PolicyName; 4] =
-        [PolicyName::Fifo, PolicyName::Fair, PolicyName::Priority, PolicyName::Capacity];
+    pub const ALL: [PolicyName; 5] =
+        [PolicyName::Fifo, PolicyName::Fair, PolicyName::Priority, PolicyName::Capacity, PolicyName::Edf];
 
     /// The name used in configuration files and tables.
     pub fn name(self) -> &'static str {
@@ -62,6 +67,7 @@ impl PolicyName {
             PolicyName::Fair => "fair",
             PolicyName::Priority => "priority",
             PolicyName::Capacity => "capacity",
+            PolicyName::Edf => "edf",
         }
     }
 }
@@ -407,7 +413,7 @@ mod tests {
         assert_eq!("fifo".parse::<PolicyName>(), Ok(PolicyName::Fifo));
         assert_eq!(PolicyName::Fifo.to_string(), "fifo");
         let err = "lifo".parse::<PolicyName>().unwrap_err();
-        assert_eq!(err, "unknown policy \"lifo\"; known policies: fifo, fair, priority, capacity");
+        assert_eq!(err, "unknown policy \"lifo\"; known policies: fifo, fair, priority, capacity, edf");
         for name in PolicyName::ALL {
             assert_eq!(name.name().parse::<PolicyName>(), Ok(name));
         }

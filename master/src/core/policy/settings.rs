@@ -9,13 +9,13 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::{Capacity, Fair, Fifo, Policy, PolicyName, Priority};
+use super::{Capacity, Edf, Fair, Fifo, Policy, PolicyName, Priority};
 
 /// Which policy runs and its settings, as written in the `[policy]` table:
 ///
 /// ```toml
 /// [policy]
-/// name = "capacity"        # fifo | fair | priority | capacity
+/// name = "capacity"        # fifo | fair | priority | capacity | edf
 /// preemption = true        # fair, capacity
 /// [policy.queues]          # capacity
 /// research = 0.6
@@ -49,6 +49,9 @@ pub enum PolicySettings {
         #[serde(default)]
         preemption: bool,
     },
+    /// Earliest deadline first for jobs with a deadline, best effort after (MRM). Takes
+    /// no settings; MRM's admission is configured in `[admission]`.
+    Edf {},
 }
 
 impl Default for PolicySettings {
@@ -85,6 +88,7 @@ impl PolicySettings {
             PolicySettings::Fair { .. } => PolicyName::Fair,
             PolicySettings::Priority {} => PolicyName::Priority,
             PolicySettings::Capacity { .. } => PolicyName::Capacity,
+            PolicySettings::Edf {} => PolicyName::Edf,
         }
     }
 
@@ -92,7 +96,10 @@ impl PolicySettings {
     pub fn check(&self) -> Result<(), PolicySettingsError> {
         match self {
             PolicySettings::Capacity { queues, .. } => check_queue_shares(queues),
-            PolicySettings::Fifo {} | PolicySettings::Fair { .. } | PolicySettings::Priority {} => Ok(()),
+            PolicySettings::Fifo {}
+            | PolicySettings::Fair { .. }
+            | PolicySettings::Priority {}
+            | PolicySettings::Edf {} => Ok(()),
         }
     }
 
@@ -106,6 +113,7 @@ impl PolicySettings {
             PolicySettings::Capacity { queues, preemption } => {
                 Box::new(Capacity::new(queues.clone(), *preemption))
             }
+            PolicySettings::Edf {} => Box::new(Edf),
         }
     }
 }

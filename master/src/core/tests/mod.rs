@@ -7,6 +7,7 @@ mod env;
 
 mod accounts;
 mod clients;
+mod edf;
 mod failures;
 mod lifetimes;
 mod limits;
