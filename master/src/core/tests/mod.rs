@@ -12,6 +12,7 @@ mod failures;
 mod lifetimes;
 mod limits;
 mod market;
+mod mrm;
 mod nodes;
 mod purity;
 mod recovery;
