@@ -95,9 +95,15 @@ pub struct EstimateSpec {
     /// Mean milliseconds one reduce task runs; required when the job has reduce tasks.
     #[serde(default)]
     pub reduce_task_ms: Option<u64>,
-    /// Standard deviation of a task's time as a percentage of its mean (default 20).
+    /// Standard deviation of the job's mean task time as a percentage of it: how far
+    /// off this estimate may be (default 20).
     #[serde(default)]
     pub spread_pct: Option<u32>,
+    /// Standard deviation of one task's time around the job's mean, as a percentage of
+    /// it: how unevenly the tasks of a stage run, which sets how long the slowest one
+    /// takes (default: `spread_pct`).
+    #[serde(default)]
+    pub task_spread_pct: Option<u32>,
 }
 
 impl EstimateSpec {
@@ -112,9 +118,14 @@ impl EstimateSpec {
         }
     }
 
-    /// The relative spread as a fraction.
+    /// The relative spread of the estimate as a fraction.
     pub fn spread(&self) -> f64 {
         f64::from(self.spread_pct.unwrap_or(Self::DEFAULT_SPREAD_PCT)) / 100.0
+    }
+
+    /// The relative spread of one task's time around the mean, as a fraction.
+    pub fn task_spread(&self) -> f64 {
+        self.task_spread_pct.map_or(self.spread(), |pct| f64::from(pct) / 100.0)
     }
 }
 

@@ -59,9 +59,11 @@ fn check_estimate(estimate: &super::EstimateSpec) -> Result<(), SpecError> {
             }
         }
     }
-    if let Some(pct) = estimate.spread_pct {
-        if pct > 1000 {
-            return Err(field_error("estimate.spread_pct", format!("must be at most 1000, got {pct}")));
+    for (field, pct) in
+        [("estimate.spread_pct", estimate.spread_pct), ("estimate.task_spread_pct", estimate.task_spread_pct)]
+    {
+        if let Some(pct) = pct.filter(|&p| p > 1000) {
+            return Err(field_error(field, format!("must be at most 1000, got {pct}")));
         }
     }
     Ok(())

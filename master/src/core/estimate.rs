@@ -58,13 +58,28 @@ pub struct PhaseEstimate {
     pub task_ms: f64,
     /// Upper end of the prediction interval of one task's milliseconds.
     pub task_upper_ms: f64,
+    /// Standard deviation of one task's time around the job's mean: how much the
+    /// slowest of many tasks outlasts the rest.
+    pub task_sd_ms: f64,
     /// How it was made.
     pub method: EstimateMethod,
 }
 
 impl PhaseEstimate {
-    const EMPTY: PhaseEstimate =
-        PhaseEstimate { tasks: 0, task_ms: 0.0, task_upper_ms: 0.0, method: EstimateMethod::Empty };
+    const EMPTY: PhaseEstimate = PhaseEstimate {
+        tasks: 0,
+        task_ms: 0.0,
+        task_upper_ms: 0.0,
+        task_sd_ms: 0.0,
+        method: EstimateMethod::Empty,
+    };
+
+    /// Upper bound of the slowest of `n` of its tasks: the PI upper end plus the usual
+    /// excess of the largest of `n` normal draws (√(2 ln n) standard deviations).
+    pub fn slowest_upper_ms(&self, n: u32) -> f64 {
+        let excess = (2.0 * f64::from(n.max(1)).ln()).sqrt();
+        self.task_upper_ms + excess * self.task_sd_ms
+    }
 
     /// PI upper bound of the phase's total work in slot-milliseconds.
     pub fn work_upper_ms(&self) -> f64 {
@@ -161,8 +176,10 @@ fn input_gb(bytes: Option<u64>) -> f64 {
 struct PhaseSample {
     tasks: u32,
     input_gb: f64,
-    /// Sum of the completed tasks' run times, scaled up to every task of the phase.
+    /// Sum of the completed tasks' run times.
     work_ms: f64,
+    /// Standard deviation of the tasks' times within the run.
+    task_sd_ms: f64,
 }
 
 impl PhaseSample {
@@ -183,6 +200,7 @@ fn samples(runs: &[&JobHistory], kind: SlotKind) -> Vec<PhaseSample> {
                 tasks: done.len() as u32,
                 input_gb: input_gb(run.input_bytes),
                 work_ms: done.iter().map(|&ms| ms as f64).sum(),
+                task_sd_ms: mean_sd(done.iter().map(|&ms| ms as f64)).1,
             })
         })
         .collect()
@@ -203,7 +221,19 @@ fn bins(samples: &[PhaseSample], tasks: u32, z: f64) -> Option<PhaseEstimate> {
     }
     let (mean, sd, n) = mean_sd(samples.iter().map(PhaseSample::task_ms));
     let upper = mean + z * sd * (1.0 + 1.0 / n as f64).sqrt();
-    Some(PhaseEstimate { tasks, task_ms: mean, task_upper_ms: upper, method: EstimateMethod::Bins })
+    let task_sd_ms = within_run_sd(samples);
+    Some(PhaseEstimate {
+        tasks,
+        task_ms: mean,
+        task_upper_ms: upper,
+        task_sd_ms,
+        method: EstimateMethod::Bins,
+    })
+}
+
+/// The mean spread of task times within a run.
+fn within_run_sd(samples: &[PhaseSample]) -> f64 {
+    samples.iter().map(|s| s.task_sd_ms).sum::<f64>() / samples.len().max(1) as f64
 }
 
 /// The submitter's `[estimate]` for `kind`.
@@ -211,7 +241,14 @@ fn from_spec(spec: &JobSpec, kind: SlotKind, tasks: u32, z: f64) -> Option<Phase
     let given = spec.estimate?;
     let mean = given.task_ms(kind)? as f64;
     let upper = mean * (1.0 + z * given.spread());
-    Some(PhaseEstimate { tasks, task_ms: mean, task_upper_ms: upper, method: EstimateMethod::Spec })
+    let task_sd_ms = mean * given.task_spread();
+    Some(PhaseEstimate {
+        tasks,
+        task_ms: mean,
+        task_upper_ms: upper,
+        task_sd_ms,
+        method: EstimateMethod::Spec,
+    })
 }
 
 /// OLS of phase work on `[1, tasks, input_gb]` (input dropped when it never varies).
@@ -243,6 +280,7 @@ fn ols(samples: &[PhaseSample], tasks: u32, input_gb: f64, z: f64) -> Option<Pha
         tasks,
         task_ms: work / per_task,
         task_upper_ms: upper / per_task,
+        task_sd_ms: within_run_sd(samples),
         method: EstimateMethod::Ols,
     })
 }

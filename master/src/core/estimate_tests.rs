@@ -102,12 +102,20 @@ fn an_unseen_name_uses_the_spec_estimate_or_is_refused_naming_the_field() {
     let mut job = spec(2, 1, None);
     let err = estimate(&job, &[], &EstimateSettings::default()).unwrap_err();
     assert!(err.to_string().contains("map_task_ms"), "{err}");
-    job.estimate =
-        Some(EstimateSpec { map_task_ms: Some(30_000), reduce_task_ms: None, spread_pct: Some(10) });
+    job.estimate = Some(EstimateSpec {
+        map_task_ms: Some(30_000),
+        reduce_task_ms: None,
+        spread_pct: Some(10),
+        task_spread_pct: None,
+    });
     let err = estimate(&job, &[], &EstimateSettings::default()).unwrap_err();
     assert_eq!(err, EstimateError::NoEstimate { name: "wc".into(), field: "reduce_task_ms" });
-    job.estimate =
-        Some(EstimateSpec { map_task_ms: Some(30_000), reduce_task_ms: Some(60_000), spread_pct: None });
+    job.estimate = Some(EstimateSpec {
+        map_task_ms: Some(30_000),
+        reduce_task_ms: Some(60_000),
+        spread_pct: None,
+        task_spread_pct: None,
+    });
     let est = estimate(&job, &[], &EstimateSettings::default()).unwrap();
     let reduce = est.phase(SlotKind::Reduce);
     assert_eq!((reduce.method, reduce.tasks), (EstimateMethod::Spec, 1));

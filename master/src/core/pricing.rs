@@ -96,6 +96,19 @@ impl<'a> Quoter<'a> {
         self.earliest
     }
 
+    /// The deadline behind every admitted job (what FCFS would promise) and its price:
+    /// the later of the last admitted deadline and the time all admitted work and this
+    /// job's are done. Always feasible: no job is due after it.
+    pub fn behind_all(&self) -> (Timestamp, f64) {
+        let needed = self.schedule.now().0 as f64
+            + self.schedule.total_fluid_ms()
+            + self.job.demand.fluid_ms
+            + self.job.demand.tail_ms;
+        let last = self.schedule.jobs().last().map_or(self.earliest, |j| j.deadline);
+        let at = last.max(self.earliest).max(Timestamp(needed.ceil().max(0.0) as u64));
+        (at, self.raw_price(at))
+    }
+
     /// The lowest price any deadline has: the job's PI-upper work, in slot-ms.
     pub fn floor(&self) -> f64 {
         self.job.work_ms

@@ -56,6 +56,8 @@ fn jumping_ahead_of_a_queued_job_costs_the_slack_taken_from_it() {
     assert!((after_a - (2.0 * (own + jump_b)).max(5.0 * S)).abs() < 1e-6, "{after_a}");
     // After both: the second term is zero and the floor is reached.
     assert_eq!(quoter.price(Timestamp(120_000)), Some(5.0 * S));
+    // FCFS's promise: after B's deadline (110 s), later than all work (35 s) is done.
+    assert_eq!(quoter.behind_all(), (Timestamp(110_000), 5.0 * S));
 }
 
 /// A random schedule of up to 30 admitted jobs built through admission, with works.

@@ -103,6 +103,8 @@ pub enum Choice {
     Deadline(Timestamp),
     /// The earliest deadline costing at most this many slot-ms.
     MaxPrice(f64),
+    /// The deadline behind every admitted job: FCFS's promise (a baseline's).
+    BehindAll,
 }
 
 /// A deadline sold.
@@ -174,14 +176,20 @@ fn capacity(view: &SchedView<'_>, estimate: &JobEstimate) -> Result<[u32; 2], Qu
     Ok(slots)
 }
 
-/// The model's demand of `estimate` with `left` tasks of each kind still to run.
+/// The model's demand of `estimate` with `left` tasks of each kind still to run. Its
+/// span counts waves: tasks run whole, so `n` tasks on `s` slots take `⌈n/s⌉` task
+/// times however the work is spread (the fluid size alone would promise `n/s`), the
+/// last wave as long as the slowest of the phase's tasks.
 fn demand_of(estimate: &JobEstimate, left: [u32; 2], slots: [u32; 2]) -> (Demand, f64) {
     let [map, reduce] = [SlotKind::Map, SlotKind::Reduce].map(|k| {
         let phase = estimate.phase(k);
-        (
-            phase.task_upper_ms * f64::from(left[kind_ix(k)]),
-            if left[kind_ix(k)] > 0 { phase.task_upper_ms } else { 0.0 },
-        )
+        let tasks = left[kind_ix(k)];
+        let waves = tasks.div_ceil(slots[kind_ix(k)].max(1));
+        let span = match waves {
+            0 => 0.0,
+            w => phase.task_upper_ms * f64::from(w - 1) + phase.slowest_upper_ms(tasks),
+        };
+        (phase.task_upper_ms * f64::from(tasks), span)
     });
     let demand = Demand::new(map.0, reduce.0, map.1 + reduce.1, slots[0], slots[1]);
     (demand, map.0 + reduce.0)
@@ -280,6 +288,10 @@ fn choose(quoter: &Quoter<'_>, choice: Choice, work_ms: f64) -> Result<Offer, Qu
             Some(price) => Ok(offer(asked, price)),
             None => Err(QuoteError::Infeasible { asked, earliest, price_ms: earliest_price }),
         },
+        Choice::BehindAll => {
+            let (deadline, price) = quoter.behind_all();
+            Ok(offer(deadline, price))
+        }
         Choice::MaxPrice(max_ms) => match quoter.earliest_within(max_ms) {
             Some((deadline, price)) => Ok(offer(deadline, price)),
             None => Err(QuoteError::Unaffordable { max_ms, floor_ms: quoter.floor() }),

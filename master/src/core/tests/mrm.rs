@@ -13,8 +13,12 @@ use crate::core::{Choice, QuoteError};
 /// `tasks` map tasks of exactly `task_s` seconds each (no spread, so the PI is the mean).
 fn exact(name: &str, tasks: u32, task_s: u64) -> JobSpec {
     let mut spec = JobBuilder::maps(tasks).name(name).build();
-    spec.estimate =
-        Some(EstimateSpec { map_task_ms: Some(task_s * 1000), reduce_task_ms: None, spread_pct: Some(0) });
+    spec.estimate = Some(EstimateSpec {
+        map_task_ms: Some(task_s * 1000),
+        reduce_task_ms: None,
+        spread_pct: Some(0),
+        task_spread_pct: Some(0),
+    });
     spec
 }
 
@@ -59,8 +63,12 @@ fn a_job_with_no_history_and_no_estimate_cannot_be_quoted() {
     assert!(err.to_string().contains("map_task_ms"), "{err}");
     let mut reduce_only = exact("r", 1, 5);
     reduce_only.stages[0].slot = slotmarket_common::spec::SlotKind::Reduce;
-    reduce_only.estimate =
-        Some(EstimateSpec { map_task_ms: None, reduce_task_ms: Some(5_000), spread_pct: None });
+    reduce_only.estimate = Some(EstimateSpec {
+        map_task_ms: None,
+        reduce_task_ms: Some(5_000),
+        spread_pct: None,
+        task_spread_pct: None,
+    });
     let mut none = TestEnv::new();
     none.join_agent("n1", 2, 0);
     assert_eq!(none.core.quote(none.now, &reduce_only).unwrap_err(), QuoteError::NoSlots("reduce"));
