@@ -16,6 +16,7 @@
 //! seed print the same bytes; `--timing` adds speed and memory figures on standard error.
 
 mod gen_cmd;
+mod quote_cmd;
 mod report_cmd;
 
 use std::fs::File;
@@ -54,6 +55,8 @@ enum Command {
     Run(RunArgs),
     /// Render SVG plots from the CSVs of one or more `run --out` directories.
     Report(report_cmd::ReportArgs),
+    /// Time one MRM quote against N admitted deadline jobs (scripts/bench/quote.sh).
+    BenchQuote(quote_cmd::QuoteArgs),
 }
 
 /// Flags of `run`.
@@ -171,6 +174,7 @@ fn main() -> Result<()> {
         Some(Command::Gen(args)) => gen_cmd::run(args),
         Some(Command::Run(args)) => run(args),
         Some(Command::Report(args)) => report_cmd::run(args),
+        Some(Command::BenchQuote(args)) => quote_cmd::run(args),
         None => run(cli.run),
     }
 }
