@@ -202,9 +202,13 @@ fn left_of(job: &JobInfo<'_>) -> [u32; 2] {
 }
 
 impl Market {
-    /// Drops the estimates of jobs that ended.
+    /// Drops the estimates of jobs that ended, once there are more estimates than
+    /// active jobs (a walk over every estimate per quote would cost as much as the rest
+    /// of the quote; stale entries are bounded by the active jobs without a deadline).
     fn forget_ended(&mut self, state: &State) {
-        self.estimates.retain(|id, _| state.active.contains(id));
+        if self.estimates.len() > state.active.len() {
+            self.estimates.retain(|id, _| state.active.contains(id));
+        }
     }
 
     /// The admitted deadline jobs in EDF order with their PI-upper works and sizes.
