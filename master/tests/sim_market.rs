@@ -88,3 +88,23 @@ fn fcfs_promises_hold_under_fifo_and_nobody_jumps() {
     let last = run.purchases[3].unwrap().offer;
     assert!(last.deadline.0 >= 40_000, "{last:?}");
 }
+
+#[test]
+fn trace_deadlines_are_asked_for_and_an_infeasible_one_is_refused_and_counted() {
+    let mut tight = job("tight", 0.0, 2, JobClass::DelaySensitive);
+    tight.deadline_s = Some(5.0);
+    let mut loose = job("loose", 0.0, 2, JobClass::DelaySensitive);
+    loose.deadline_s = Some(100.0);
+    let trace = Trace::new(vec![tight, loose]).unwrap();
+    let mut config = config(PolicySettings::Edf {}, SimAdmission::Mrm);
+    if let Some(market) = config.market.as_mut() {
+        market.trace_deadlines = true;
+    }
+    let run = sim::run(&trace, &config).unwrap();
+    assert_eq!(run.jobs[0].outcome, Outcome::Rejected, "two 10 s tasks cannot end by 5 s");
+    assert_eq!(run.jobs[1].outcome, Outcome::Completed);
+    assert_eq!(run.purchases[1].unwrap().offer.deadline.0, 100_000, "the trace's deadline, as asked");
+    let ds = MarketSummary::new(&trace, &run.jobs, &run.purchases);
+    let f = figures(&ds, "delay-sensitive");
+    assert_eq!((f.admitted, f.refused, f.violation_pct), (1, 1, 0.0));
+}
