@@ -11,6 +11,7 @@ use slotmarket_common::config::{ConfigFileError, DEFAULT_CERT_DIR, DEFAULT_MASTE
 use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
 use thiserror::Error;
 
+use crate::core::AdmissionSettings;
 use crate::core::policy::{PolicySettings, PolicySettingsError};
 use crate::core::{CoreConfig, HistoryLimits, NodeHealth};
 
@@ -55,6 +56,8 @@ pub struct MasterFile {
     pub max_tasks_per_job: Option<u64>,
     /// Most tasks one account's unfinished jobs may hold together (default 1,000,000).
     pub max_queued_tasks_per_account: Option<u64>,
+    /// The `[admission]` table: MRM deadline admission and pricing (default `none`).
+    pub admission: Option<AdmissionSettings>,
 }
 
 /// A setting that cannot work.
@@ -185,6 +188,8 @@ impl TryFrom<MasterFile> for MasterConfig {
                 ),
             });
         }
+        let admission = file.admission.unwrap_or_default();
+        admission.check().map_err(|(field, problem)| ConfigError::Invalid { field, problem })?;
         Ok(MasterConfig {
             listen: file.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
             data_dir: file.data_dir.unwrap_or_else(|| PathBuf::from("slotmarket-data/master")),
@@ -204,6 +209,7 @@ impl TryFrom<MasterFile> for MasterConfig {
                 max_queued_tasks_per_account,
                 // The binary sets this lifetime's epoch when it starts.
                 container_epoch: defaults.container_epoch,
+                admission,
             },
             heartbeat_interval,
             max_frame,
@@ -548,7 +554,9 @@ max_queued_tasks_per_account = 100
             quarantine_ms,
             max_tasks_per_job,
             max_queued_tasks_per_account,
+            admission,
         } = file;
+        assert!(admission.is_some());
         assert!(max_tasks_per_job.is_some() && max_queued_tasks_per_account.is_some());
         assert!(ended_job_retention_s.is_some() && history_per_name.is_some() && history_names.is_some());
         assert!(

@@ -120,6 +120,7 @@ fn plan_job(file: &WorkloadFile, bins: &[Bin], seed: u64, index: u32, arrival_s:
             .map(|s| DeadlineSpec::In(Duration::from_millis((s * 1000.0).round() as u64))),
         account: None,
         input_bytes: (input_bytes > 0).then_some(input_bytes),
+        estimate: None,
     };
     PlannedJob {
         index,

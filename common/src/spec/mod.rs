@@ -70,6 +70,63 @@ pub struct JobSpec {
     /// job's history as a feature for runtime estimates.
     #[serde(default)]
     pub input_bytes: Option<u64>,
+    /// The submitter's own runtime estimate, used by MRM admission for a job name the
+    /// master has no history of yet.
+    #[serde(default)]
+    pub estimate: Option<EstimateSpec>,
+}
+
+/// A submitter's runtime estimate (`[estimate]` in a spec): the mean time of one task of
+/// each slot kind and the relative spread of that time, from which the master derives a
+/// prediction interval until the job's own history takes over.
+///
+/// ```toml
+/// [estimate]
+/// map_task_ms = 30000
+/// reduce_task_ms = 60000
+/// spread_pct = 20
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EstimateSpec {
+    /// Mean milliseconds one map task runs; required when the job has map tasks.
+    #[serde(default)]
+    pub map_task_ms: Option<u64>,
+    /// Mean milliseconds one reduce task runs; required when the job has reduce tasks.
+    #[serde(default)]
+    pub reduce_task_ms: Option<u64>,
+    /// Standard deviation of the job's mean task time as a percentage of it: how far
+    /// off this estimate may be (default 20).
+    #[serde(default)]
+    pub spread_pct: Option<u32>,
+    /// Standard deviation of one task's time around the job's mean, as a percentage of
+    /// it: how unevenly the tasks of a stage run, which sets how long the slowest one
+    /// takes (default: `spread_pct`).
+    #[serde(default)]
+    pub task_spread_pct: Option<u32>,
+}
+
+impl EstimateSpec {
+    /// Spread assumed when the spec gives none, in percent of the mean.
+    pub const DEFAULT_SPREAD_PCT: u32 = 20;
+
+    /// The mean task time given for `kind`, if any.
+    pub fn task_ms(&self, kind: SlotKind) -> Option<u64> {
+        match kind {
+            SlotKind::Map => self.map_task_ms,
+            SlotKind::Reduce => self.reduce_task_ms,
+        }
+    }
+
+    /// The relative spread of the estimate as a fraction.
+    pub fn spread(&self) -> f64 {
+        f64::from(self.spread_pct.unwrap_or(Self::DEFAULT_SPREAD_PCT)) / 100.0
+    }
+
+    /// The relative spread of one task's time around the mean, as a fraction.
+    pub fn task_spread(&self) -> f64 {
+        self.task_spread_pct.map_or(self.spread(), |pct| f64::from(pct) / 100.0)
+    }
 }
 
 /// The service classes the papers distinguish (MRM §6, DRESS §V).

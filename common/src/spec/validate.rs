@@ -41,6 +41,34 @@ fn field_error(field: impl Into<String>, problem: impl Into<String>) -> SpecErro
     SpecError::Field { field: field.into(), problem: problem.into() }
 }
 
+/// Most a spec's `[estimate]` may put on one task: a week, in milliseconds.
+const MAX_ESTIMATE_TASK_MS: u64 = 7 * 24 * 3600 * 1000;
+
+/// Checks a submitter's `[estimate]`: task times positive and at most a week, the spread
+/// at most 1000 %.
+fn check_estimate(estimate: &super::EstimateSpec) -> Result<(), SpecError> {
+    for (field, ms) in
+        [("estimate.map_task_ms", estimate.map_task_ms), ("estimate.reduce_task_ms", estimate.reduce_task_ms)]
+    {
+        if let Some(ms) = ms {
+            if ms == 0 || ms > MAX_ESTIMATE_TASK_MS {
+                return Err(field_error(
+                    field,
+                    format!("must be between 1 and {MAX_ESTIMATE_TASK_MS} milliseconds, got {ms}"),
+                ));
+            }
+        }
+    }
+    for (field, pct) in
+        [("estimate.spread_pct", estimate.spread_pct), ("estimate.task_spread_pct", estimate.task_spread_pct)]
+    {
+        if let Some(pct) = pct.filter(|&p| p > 1000) {
+            return Err(field_error(field, format!("must be at most 1000, got {pct}")));
+        }
+    }
+    Ok(())
+}
+
 /// Checks names, counts, templates and that `after` forms a DAG over existing stages.
 pub fn validate(spec: &JobSpec) -> Result<(), SpecError> {
     check_text("name", &spec.name)?;
@@ -68,6 +96,9 @@ pub fn validate(spec: &JobSpec) -> Result<(), SpecError> {
                 ),
             ));
         }
+    }
+    if let Some(estimate) = &spec.estimate {
+        check_estimate(estimate)?;
     }
     if spec.stages.is_empty() {
         return Err(field_error("stage", "a job needs at least one [[stage]] table"));
@@ -166,6 +197,22 @@ mod tests {
     }
 
     const ONE_STAGE: &str = "name = \"j\"\n[[stage]]\nname = \"a\"\nslot = \"map\"\ncommand = \"true\"\n";
+
+    #[test]
+    fn an_estimate_section_parses_and_its_values_are_checked() {
+        let spec = JobSpec::from_toml(&format!(
+            "{ONE_STAGE}tasks = 2\n[estimate]\nmap_task_ms = 1500\nspread_pct = 10\n"
+        ))
+        .unwrap();
+        let estimate = spec.estimate.unwrap();
+        assert_eq!(estimate.task_ms(crate::spec::SlotKind::Map), Some(1500));
+        assert_eq!(estimate.task_ms(crate::spec::SlotKind::Reduce), None);
+        assert!((estimate.spread() - 0.1).abs() < 1e-12);
+        let zero = refused(&format!("{ONE_STAGE}tasks = 2\n[estimate]\nmap_task_ms = 0\n"));
+        assert!(zero.starts_with("estimate.map_task_ms: must be between 1"), "{zero}");
+        let wide = refused(&format!("{ONE_STAGE}tasks = 2\n[estimate]\nspread_pct = 5000\n"));
+        assert_eq!(wide, "estimate.spread_pct: must be at most 1000, got 5000");
+    }
 
     #[test]
     fn errors_name_the_field() {

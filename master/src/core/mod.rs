@@ -22,11 +22,15 @@
 //! behind a feature, and the scan has not let anything through.
 
 pub mod accounting;
+pub mod admission;
 pub mod command;
+pub mod estimate;
 pub mod event;
 mod history;
 pub mod invariants;
 pub mod policy;
+pub mod pricing;
+pub mod quote;
 mod reactor;
 mod state;
 mod view;
@@ -39,6 +43,7 @@ use std::time::Duration;
 use slotmarket_common::identity::Identity;
 use slotmarket_common::ids::JobId;
 use slotmarket_common::protocol::ReservationView;
+use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
 
 pub use accounting::StoredAccount;
@@ -46,6 +51,7 @@ pub use command::{Command, KillReason, Persist};
 pub use event::{Event, RecoveredJob, StoreRecovery};
 pub use history::HistoryLimits;
 pub use policy::{PolicyName, PolicySettings};
+pub use quote::{AdmissionMode, AdmissionSettings, Choice, Offer, Quote, QuoteError};
 pub use reactor::NodeHealth;
 pub use view::{CoreView, no_such_job};
 
@@ -94,6 +100,8 @@ pub struct CoreConfig {
     /// take an earlier lifetime issuing over a million ids per millisecond it lived);
     /// recovered ids continue above both.
     pub container_epoch: u64,
+    /// MRM admission: the `[admission]` table.
+    pub admission: AdmissionSettings,
 }
 
 /// How far [`CoreConfig::container_epoch`] is shifted into container ids: room for 2^20
@@ -117,6 +125,7 @@ impl Default for CoreConfig {
             max_tasks_per_job: DEFAULT_MAX_TASKS_PER_JOB,
             max_queued_tasks_per_account: DEFAULT_MAX_QUEUED_TASKS_PER_ACCOUNT,
             container_epoch: 0,
+            admission: AdmissionSettings::default(),
         }
     }
 }
@@ -158,6 +167,8 @@ pub struct Core {
     latest: Timestamp,
     /// Scratch buffer for the jobs a step changed, kept to spare an allocation per step.
     changed: Vec<JobId>,
+    /// MRM quoting state: estimates of admitted jobs, the mean job size.
+    market: quote::Market,
 }
 
 impl Core {
@@ -173,7 +184,14 @@ impl Core {
         let mut state = State::new(config.history);
         let first = config.container_epoch.saturating_mul(1 << CONTAINER_EPOCH_SHIFT).min(1 << 62);
         state.next_container = state.next_container.max(first);
-        Core { config, state, policy, latest: Timestamp::ZERO, changed: Vec::new() }
+        Core {
+            config,
+            state,
+            policy,
+            latest: Timestamp::ZERO,
+            changed: Vec::new(),
+            market: quote::Market::default(),
+        }
     }
 
     /// Applies one event, then lets the policy schedule; returns the commands to run.
@@ -203,6 +221,30 @@ impl Core {
         let silence = reactor::next_deadline(&self.state, self.config.agent_timeout);
         let drop_ended = self.state.ended.front().map(|&(at, _)| at);
         silence.into_iter().chain(drop_ended).chain(self.policy.next_wakeup()).min()
+    }
+
+    /// MRM's quote for `spec` at `now`: its estimate, earliest feasible finish and
+    /// price–deadline curve against the admitted deadline jobs. Counts the job's size
+    /// into the mean that normalises slack, hence `&mut`.
+    pub fn quote(&mut self, now: Timestamp, spec: &JobSpec) -> Result<Quote, QuoteError> {
+        let now = self.latest.max(now);
+        let settings = self.config.admission;
+        self.market.quote(now, &self.state, &settings, spec, Choice::Earliest).map(|(quote, _)| quote)
+    }
+
+    /// The deadline and price `choice` buys for `spec` at `now`, re-checked against the
+    /// admitted jobs; the caller submits the job with that deadline next, before any
+    /// other event, so that the check still holds (the master's actor and the simulator
+    /// both do).
+    pub fn offer(
+        &mut self,
+        now: Timestamp,
+        spec: &JobSpec,
+        choice: Choice,
+    ) -> Result<(Quote, Offer), QuoteError> {
+        let now = self.latest.max(now);
+        let settings = self.config.admission;
+        self.market.quote(now, &self.state, &settings, spec, choice)
     }
 
     /// Read-only queries for status, listings and the console.

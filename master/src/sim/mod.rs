@@ -26,6 +26,7 @@
 
 mod agents;
 pub mod generate;
+pub mod market;
 pub mod plot;
 pub mod report;
 pub mod rng;
@@ -40,6 +41,7 @@ use std::time::Duration;
 use slotmarket_common::identity::{Identity, Role};
 use slotmarket_common::ids::{AgentId, ContainerId, JobId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, JobState, Response};
+use slotmarket_common::spec::DeadlineSpec;
 use slotmarket_common::time::Timestamp;
 use thiserror::Error;
 
@@ -75,6 +77,9 @@ pub struct SimConfig {
     pub max_steps: Option<u64>,
     /// Run `invariants::check` after every call into the core (slow; for tests).
     pub check_invariants: bool,
+    /// MRM's market: each job buys a deadline before it is submitted; `None`: jobs are
+    /// submitted as the trace gives them.
+    pub market: Option<market::MarketConfig>,
 }
 
 impl Default for SimConfig {
@@ -91,6 +96,7 @@ impl Default for SimConfig {
             horizon: None,
             max_steps: None,
             check_invariants: false,
+            market: None,
         }
     }
 }
@@ -161,6 +167,8 @@ pub struct SimRun {
     pub usage: SlotUsage,
     /// Counters.
     pub stats: RunStats,
+    /// What each trace job bought, in trace order (all `None` without a market).
+    pub purchases: Vec<Option<market::Purchase>>,
 }
 
 /// Something due at a virtual time.
@@ -206,6 +214,7 @@ struct Simulation<'t> {
     work: VecDeque<Vec<Command>>,
     batches: Vec<(AgentId, Vec<ContainerReport>)>,
     stats: RunStats,
+    purchases: Vec<Option<market::Purchase>>,
 }
 
 impl<'t> Simulation<'t> {
@@ -258,6 +267,7 @@ impl<'t> Simulation<'t> {
             work: VecDeque::new(),
             batches: Vec::new(),
             stats: RunStats::default(),
+            purchases: vec![None; if config.market.is_some() { trace.len() } else { 0 }],
         })
     }
 
@@ -372,6 +382,20 @@ impl<'t> Simulation<'t> {
         // A follower submitted after its trace deadline would be refused as asking for a
         // time already passed; it runs without one (its metrics still use the trace's).
         spec.deadline = spec.deadline.filter(|d| d.resolve(self.now) > self.now);
+        if let Some(config) = self.config.market {
+            spec.estimate = Some(market::estimate_for(job, ix, self.config.seed, config.estimate_noise));
+            match market::buy(&mut self.core, self.now, job, &spec, &config) {
+                Some(offer) => {
+                    spec.deadline = Some(DeadlineSpec::At(offer.deadline));
+                    self.purchases[ix as usize] = Some(market::Purchase { offer });
+                }
+                None => {
+                    self.jobs[ix as usize].outcome = Outcome::Rejected;
+                    self.end(ix, self.now);
+                    return Ok(());
+                }
+            }
+        }
         let event = Event::JobSubmitted { request: RequestId(u64::from(ix)), caller, spec };
         let out = self.call(event)?;
         self.carry_out(out)
@@ -523,6 +547,6 @@ impl<'t> Simulation<'t> {
                 result.outcome = Outcome::Unfinished;
             }
         }
-        SimRun { jobs: self.jobs, usage: totals.usage, stats: self.stats }
+        SimRun { jobs: self.jobs, usage: totals.usage, stats: self.stats, purchases: self.purchases }
     }
 }

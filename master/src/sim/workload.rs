@@ -374,6 +374,7 @@ impl TraceJob {
             deadline: self.deadline().map(DeadlineSpec::At),
             account: None,
             input_bytes: None,
+            estimate: None,
         }
     }
 

@@ -8,6 +8,7 @@
 //! slotmarket-sim run --trace mrm.jsonl --policy-config configs/master.toml
 //! slotmarket-sim --trace mrm.jsonl --policy fifo --seed 1        # `run` may be left out
 //! slotmarket-sim run --trace mrm.jsonl --policy fifo --out runs/fifo
+//! slotmarket-sim run --trace mrm.jsonl --policy edf --admission mrm --kappa 2 --alpha 1.5
 //! slotmarket-sim report runs/fifo runs/fair -o plots
 //! ```
 //!
@@ -15,6 +16,7 @@
 //! seed print the same bytes; `--timing` adds speed and memory figures on standard error.
 
 mod gen_cmd;
+mod quote_cmd;
 mod report_cmd;
 
 use std::fs::File;
@@ -26,7 +28,9 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use slotmarket_common::time::Timestamp;
 use slotmarket_master::config::PolicyTable;
-use slotmarket_master::core::CoreConfig;
+use slotmarket_master::core::pricing::PriceCurve;
+use slotmarket_master::core::{AdmissionMode, AdmissionSettings, CoreConfig};
+use slotmarket_master::sim::market::{MarketConfig, MarketSummary, SimAdmission};
 use slotmarket_master::sim::report::{Summary, write_jobs_csv, write_slots_csv};
 use slotmarket_master::sim::workload::{Trace, secs_to_ms};
 use slotmarket_master::sim::{self, SimConfig, SimRun};
@@ -51,6 +55,8 @@ enum Command {
     Run(RunArgs),
     /// Render SVG plots from the CSVs of one or more `run --out` directories.
     Report(report_cmd::ReportArgs),
+    /// Time one MRM quote against N admitted deadline jobs (scripts/bench/quote.sh).
+    BenchQuote(quote_cmd::QuoteArgs),
 }
 
 /// Flags of `run`.
@@ -59,7 +65,7 @@ struct RunArgs {
     /// The trace to run (JSON lines, see `slotmarket_master::sim::workload`).
     #[arg(long)]
     trace: Option<PathBuf>,
-    /// Scheduling policy: fifo, fair, priority, capacity, gang-fifo or dress, with its default settings
+    /// Scheduling policy: fifo, fair, priority, capacity, gang-fifo, dress or edf, with its default settings
     /// (replaces the table from --policy-config) [default: fifo].
     #[arg(long)]
     policy: Option<String>,
@@ -108,6 +114,52 @@ struct RunArgs {
     /// Print speed (jobs/s, events/s) and peak memory on standard error.
     #[arg(long)]
     timing: bool,
+    /// Deadline admission: `mrm` (each job buys a deadline from the price-deadline curve
+    /// by the buyer model; run with --policy edf) or `fcfs` (each job is promised the
+    /// finish behind every admitted job, a baseline's promise). Adds the market table.
+    #[arg(long, value_parser = ["mrm", "fcfs", "none"])]
+    admission: Option<String>,
+    /// κ of the price-deadline curve (eq. 13).
+    #[arg(long, default_value_t = 2.0)]
+    kappa: f64,
+    /// A delay-sensitive job pays at most α times its estimated work.
+    #[arg(long, default_value_t = 2.0)]
+    alpha: f64,
+    /// One-sided level of the runtime prediction interval.
+    #[arg(long, default_value_t = 0.95)]
+    pi_level: f64,
+    /// Relative standard deviation of each job's runtime estimate around its true mean.
+    #[arg(long, default_value_t = 0.1)]
+    estimate_noise: f64,
+    /// Ask for the trace's `deadline_s` instead of buying by class (refused if
+    /// infeasible, and counted).
+    #[arg(long)]
+    trace_deadlines: bool,
+}
+
+/// The market the flags ask for, with the core's admission settings.
+fn market(args: &RunArgs) -> Result<(Option<MarketConfig>, AdmissionSettings)> {
+    let settings = AdmissionSettings {
+        mode: AdmissionMode::Mrm,
+        pi_level: args.pi_level,
+        price: PriceCurve::Eq13 { kappa: args.kappa },
+    };
+    let admission = match args.admission.as_deref() {
+        None | Some("none") => return Ok((None, AdmissionSettings::default())),
+        Some("fcfs") => SimAdmission::Fcfs,
+        Some(_) => SimAdmission::Mrm,
+    };
+    settings.check().map_err(|(field, problem)| anyhow::anyhow!("{field}: {problem}"))?;
+    if !(args.alpha >= 1.0 && args.estimate_noise >= 0.0 && args.estimate_noise < 1.0) {
+        bail!("--alpha must be at least 1 and --estimate-noise in [0, 1)");
+    }
+    let config = MarketConfig {
+        admission,
+        alpha: args.alpha,
+        estimate_noise: args.estimate_noise,
+        trace_deadlines: args.trace_deadlines,
+    };
+    Ok((Some(config), settings))
 }
 
 fn main() -> Result<()> {
@@ -122,6 +174,7 @@ fn main() -> Result<()> {
         Some(Command::Gen(args)) => gen_cmd::run(args),
         Some(Command::Run(args)) => run(args),
         Some(Command::Report(args)) => report_cmd::run(args),
+        Some(Command::BenchQuote(args)) => quote_cmd::run(args),
         None => run(cli.run),
     }
 }
@@ -132,8 +185,10 @@ impl TryFrom<&RunArgs> for SimConfig {
     fn try_from(args: &RunArgs) -> Result<SimConfig> {
         let policy = PolicyTable::layered(args.policy_config.as_deref(), args.policy.as_deref(), &args.set)
             .context("the policy (--policy-config, --policy, --set)")?;
+        let (market, admission) = market(args)?;
         Ok(SimConfig {
-            core: CoreConfig { policy, ..CoreConfig::default() },
+            core: CoreConfig { policy, admission, ..CoreConfig::default() },
+            market,
             nodes: args.nodes,
             map_slots: args.map_slots,
             reduce_slots: args.reduce_slots,
@@ -173,9 +228,23 @@ fn run(args: RunArgs) -> Result<()> {
     } else {
         summary.write_text(&mut stdout)?;
     }
+    let market_summary =
+        config.market.is_some().then(|| MarketSummary::new(&trace, &result.jobs, &result.purchases));
+    if let Some(m) = &market_summary {
+        if args.json {
+            writeln!(stdout, "{}", serde_json::to_string(m).context("market summary as JSON")?)?;
+        } else {
+            writeln!(stdout)?;
+            m.write_text(&mut stdout)?;
+        }
+    }
     stdout.flush()?;
     if let Some(dir) = &args.out {
         write_outputs(dir, &trace, &result, &config, &summary)?;
+        if let Some(m) = &market_summary {
+            let json = serde_json::to_string_pretty(m).context("market summary as JSON")?;
+            std::fs::write(dir.join("market.json"), json).context("writing market.json")?;
+        }
     }
     if args.timing {
         let secs = simulated.as_secs_f64().max(1e-9);

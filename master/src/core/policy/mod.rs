@@ -10,6 +10,7 @@
 
 mod capacity;
 mod dress;
+mod edf;
 mod fair;
 mod fifo;
 mod preempt;
@@ -31,6 +32,7 @@ use super::state::{Agent, Holder, Job, State, kind_ix};
 
 pub use capacity::Capacity;
 pub use dress::{DemandClass, Dress, DressReport, DressSettings};
+pub use edf::Edf;
 pub use fair::Fair;
 pub use fifo::{Fifo, GangFifo};
 pub use priority::Priority;
@@ -57,17 +59,21 @@ pub enum PolicyName {
     /// DRESS: a reserved share δ of the slots for small-demand jobs, moved every interval
     /// from pending demand and predicted container releases.
     Dress,
+    /// Earliest deadline first for jobs with a deadline (MRM), then best-effort jobs in
+    /// admission order.
+    Edf,
 }
 
 impl PolicyName {
     /// Every policy, in the order they are documented.
-    pub const ALL: [PolicyName; 6] = [
+    pub const ALL: [PolicyName; 7] = [
         PolicyName::Fifo,
         PolicyName::Fair,
         PolicyName::Priority,
         PolicyName::Capacity,
         PolicyName::GangFifo,
         PolicyName::Dress,
+        PolicyName::Edf,
     ];
 
     /// The name used in configuration files and tables.
@@ -79,6 +85,7 @@ impl PolicyName {
             PolicyName::Capacity => "capacity",
             PolicyName::GangFifo => "gang-fifo",
             PolicyName::Dress => "dress",
+            PolicyName::Edf => "edf",
         }
     }
 }
@@ -454,7 +461,7 @@ mod tests {
         let err = "lifo".parse::<PolicyName>().unwrap_err();
         assert_eq!(
             err,
-            "unknown policy \"lifo\"; known policies: fifo, fair, priority, capacity, gang-fifo, dress"
+            "unknown policy \"lifo\"; known policies: fifo, fair, priority, capacity, gang-fifo, dress, edf"
         );
         for name in PolicyName::ALL {
             assert_eq!(name.name().parse::<PolicyName>(), Ok(name));

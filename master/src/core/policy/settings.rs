@@ -9,13 +9,13 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::{Capacity, Dress, DressSettings, Fair, Fifo, GangFifo, Policy, PolicyName, Priority};
+use super::{Capacity, Dress, DressSettings, Edf, Fair, Fifo, GangFifo, Policy, PolicyName, Priority};
 
 /// Which policy runs and its settings, as written in the `[policy]` table:
 ///
 /// ```toml
 /// [policy]
-/// name = "capacity"        # fifo | fair | priority | capacity | gang-fifo | dress
+/// name = "capacity"        # fifo | fair | priority | capacity | gang-fifo | dress | edf
 /// preemption = true        # fair, capacity
 /// [policy.queues]          # capacity
 /// research = 0.6
@@ -76,6 +76,9 @@ pub enum PolicySettings {
         #[serde(default)]
         gang: bool,
     },
+    /// Earliest deadline first for jobs with a deadline, best effort after (MRM). Takes
+    /// no settings; MRM's admission is configured in `[admission]`.
+    Edf {},
 }
 
 fn dress_theta() -> f64 {
@@ -140,6 +143,7 @@ impl PolicySettings {
             PolicySettings::Capacity { .. } => PolicyName::Capacity,
             PolicySettings::GangFifo {} => PolicyName::GangFifo,
             PolicySettings::Dress { .. } => PolicyName::Dress,
+            PolicySettings::Edf {} => PolicyName::Edf,
         }
     }
 
@@ -156,7 +160,8 @@ impl PolicySettings {
             PolicySettings::Fifo {}
             | PolicySettings::Fair { .. }
             | PolicySettings::Priority {}
-            | PolicySettings::GangFifo {} => Ok(()),
+            | PolicySettings::GangFifo {}
+            | PolicySettings::Edf {} => Ok(()),
         }
     }
 
@@ -181,6 +186,7 @@ impl PolicySettings {
                     gang: *gang,
                 }))
             }
+            PolicySettings::Edf {} => Box::new(Edf),
         }
     }
 }

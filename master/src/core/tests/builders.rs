@@ -52,6 +52,7 @@ fn spec(stages: Vec<StageSpec>) -> JobSpec {
         deadline: None,
         account: None,
         input_bytes: None,
+        estimate: None,
     }
 }
 

@@ -1,0 +1,304 @@
+//! MRM quotes over the core's live state: the admitted deadline jobs' remaining work (from
+//! their estimates and progress) as an admission [`Schedule`], the new job's estimate and
+//! demand, its earliest feasible finish and its price–deadline curve; and a buyer's
+//! choice (`--earliest`, `--deadline`, `--max-price`) turned into a deadline and a price,
+//! or refused with the best alternative.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use slotmarket_common::ids::JobId;
+use slotmarket_common::spec::{JobSpec, SlotKind};
+use slotmarket_common::time::Timestamp;
+use thiserror::Error;
+
+use super::admission::{Admitted, Demand, Schedule};
+use super::estimate::{self, DEFAULT_PI_LEVEL, EstimateError, EstimateSettings, JobEstimate};
+use super::policy::{JobInfo, SchedView};
+use super::pricing::{PriceCurve, Priced, Quoter};
+use super::state::{State, kind_ix};
+
+/// The `[admission]` table: whether jobs buy deadlines, and how they are priced.
+#[derive(Clone, Copy, PartialEq, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdmissionSettings {
+    /// `mrm`: submits may choose a quoted deadline; `none` (default): deadlines as given.
+    #[serde(default)]
+    pub mode: AdmissionMode,
+    /// One-sided level of the runtime prediction interval (default 0.95).
+    #[serde(default = "default_pi_level")]
+    pub pi_level: f64,
+    /// The price–deadline curve (default eq. 13 with κ = 2).
+    #[serde(default)]
+    pub price: PriceCurve,
+}
+
+fn default_pi_level() -> f64 {
+    DEFAULT_PI_LEVEL
+}
+
+impl Default for AdmissionSettings {
+    fn default() -> AdmissionSettings {
+        AdmissionSettings {
+            mode: AdmissionMode::None,
+            pi_level: DEFAULT_PI_LEVEL,
+            price: PriceCurve::default(),
+        }
+    }
+}
+
+impl AdmissionSettings {
+    /// Checks what serde cannot: the PI level in (0.5, 1) and κ positive (eq. 14: ≥ 1).
+    /// The error names the field and the problem.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if !(self.pi_level > 0.5 && self.pi_level < 1.0) {
+            return Err(("admission.pi_level", format!("must be in (0.5, 1), got {}", self.pi_level)));
+        }
+        match self.price {
+            PriceCurve::Eq13 { kappa } if !(kappa > 0.0 && kappa.is_finite()) => {
+                Err(("admission.price.kappa", format!("must be a positive number, got {kappa}")))
+            }
+            PriceCurve::Eq14 { kappa } if !(kappa >= 1.0 && kappa.is_finite()) => {
+                Err(("admission.price.kappa", format!("must be at least 1 for eq. 14, got {kappa}")))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The admission layer in front of the policy.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AdmissionMode {
+    /// Every job is admitted; a deadline in its spec is taken as given.
+    #[default]
+    None,
+    /// MRM: a deadline is bought from the quoted curve and kept feasible.
+    Mrm,
+}
+
+/// What a quote tells a submitter.
+#[derive(Clone, PartialEq, Debug)]
+pub struct Quote {
+    /// The runtime estimate with its prediction interval.
+    pub estimate: JobEstimate,
+    /// Its size in the admission model.
+    pub demand: Demand,
+    /// PI-upper work in slot-ms: the lowest price.
+    pub work_ms: f64,
+    /// The earliest deadline that can be promised.
+    pub earliest: Timestamp,
+    /// Deadlines from the earliest on and their prices (slot-ms).
+    pub curve: Vec<(Timestamp, f64)>,
+    /// Admitted jobs with a deadline the quote was made against.
+    pub admitted: usize,
+}
+
+/// A buyer's choice.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Choice {
+    /// The earliest feasible deadline, whatever it costs.
+    Earliest,
+    /// This deadline (refused if infeasible).
+    Deadline(Timestamp),
+    /// The earliest deadline costing at most this many slot-ms.
+    MaxPrice(f64),
+    /// The deadline behind every admitted job: FCFS's promise (a baseline's).
+    BehindAll,
+}
+
+/// A deadline sold.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub struct Offer {
+    /// The promised finish.
+    pub deadline: Timestamp,
+    /// Its price in slot-ms.
+    pub price_ms: f64,
+    /// The earliest feasible finish at the time.
+    pub earliest: Timestamp,
+    /// The job's PI-upper work in slot-ms (what a price is compared with).
+    pub work_ms: f64,
+}
+
+/// Why a quote or a choice failed.
+#[derive(Clone, PartialEq, Debug, Error)]
+pub enum QuoteError {
+    /// The job cannot be estimated.
+    #[error(transparent)]
+    Estimate(#[from] EstimateError),
+    /// The cluster has no slot of a kind the job needs.
+    #[error("no agent offers {0} slots; a quote needs the cluster's capacity")]
+    NoSlots(&'static str),
+    /// The asked deadline would break a promise made to an admitted job.
+    #[error("deadline {asked:?} is not feasible; the earliest is {earliest:?} at {price_ms:.0} slot-ms")]
+    Infeasible {
+        /// The deadline asked for.
+        asked: Timestamp,
+        /// The earliest feasible one now.
+        earliest: Timestamp,
+        /// Its price.
+        price_ms: f64,
+    },
+    /// Even the cheapest deadline costs more than the buyer's maximum.
+    #[error("no deadline costs at most {max_ms:.0} slot-ms; the cheapest costs {floor_ms:.0}")]
+    Unaffordable {
+        /// The maximum given.
+        max_ms: f64,
+        /// The lowest price on the curve.
+        floor_ms: f64,
+    },
+}
+
+/// The quoting state the core keeps: estimates of admitted jobs, made once each.
+#[derive(Debug, Default)]
+pub(crate) struct Market {
+    /// Estimates of jobs with a deadline, made when first seen by a quote.
+    estimates: HashMap<JobId, JobEstimate>,
+}
+
+/// The admitted jobs as the model sees them, and what pricing needs besides.
+struct Admissions {
+    schedule: Schedule,
+    /// PI-upper remaining work of each job in EDF order, slot-ms.
+    works: Vec<f64>,
+    /// Sum of the admitted jobs' whole fluid sizes (not just what is left), ms.
+    sizes_ms: f64,
+}
+
+/// The slot counts, map then reduce, or which kind is missing for the job.
+fn capacity(view: &SchedView<'_>, estimate: &JobEstimate) -> Result<[u32; 2], QuoteError> {
+    let slots = [view.total_slots(SlotKind::Map), view.total_slots(SlotKind::Reduce)];
+    for kind in SlotKind::ALL {
+        if estimate.phase(kind).tasks > 0 && slots[kind_ix(kind)] == 0 {
+            return Err(QuoteError::NoSlots(kind.name()));
+        }
+    }
+    Ok(slots)
+}
+
+/// The model's demand of `estimate` with `left` tasks of each kind still to run. Its
+/// span counts waves: tasks run whole, so `n` tasks on `s` slots take `⌈n/s⌉` task
+/// times however the work is spread (the fluid size alone would promise `n/s`), the
+/// last wave as long as the slowest of the phase's tasks.
+fn demand_of(estimate: &JobEstimate, left: [u32; 2], slots: [u32; 2]) -> (Demand, f64) {
+    let [map, reduce] = [SlotKind::Map, SlotKind::Reduce].map(|k| {
+        let phase = estimate.phase(k);
+        let tasks = left[kind_ix(k)];
+        let waves = tasks.div_ceil(slots[kind_ix(k)].max(1));
+        let span = match waves {
+            0 => 0.0,
+            w => phase.task_upper_ms * f64::from(w - 1) + phase.slowest_upper_ms(tasks),
+        };
+        (phase.task_upper_ms * f64::from(tasks), span)
+    });
+    let demand = Demand::new(map.0, reduce.0, map.1 + reduce.1, slots[0], slots[1]);
+    (demand, map.0 + reduce.0)
+}
+
+/// Tasks of each kind a job has not completed (running ones count in full: the model
+/// does not know how far along they are, so it stays on the safe side).
+fn left_of(job: &JobInfo<'_>) -> [u32; 2] {
+    SlotKind::ALL.map(|k| job.tasks(k) - job.completed(k))
+}
+
+impl Market {
+    /// Drops the estimates of jobs that ended, once there are more estimates than
+    /// active jobs (a walk over every estimate per quote would cost as much as the rest
+    /// of the quote; stale entries are bounded by the active jobs without a deadline).
+    fn forget_ended(&mut self, state: &State) {
+        if self.estimates.len() > state.active.len() {
+            self.estimates.retain(|id, _| state.active.contains(id));
+        }
+    }
+
+    /// The admitted deadline jobs in EDF order with their PI-upper works and sizes.
+    fn admissions(
+        &mut self,
+        now: Timestamp,
+        state: &State,
+        settings: &EstimateSettings,
+        slots: [u32; 2],
+    ) -> Admissions {
+        self.forget_ended(state);
+        let view = SchedView::new(state);
+        let mut admitted = Vec::new();
+        let mut works = HashMap::new();
+        let mut sizes_ms = 0.0;
+        for job in view.active_jobs() {
+            let Some(deadline) = job.deadline() else { continue };
+            let estimate = match self.estimates.get(&job.id()) {
+                Some(e) => *e,
+                None => {
+                    let Some(spec) = state.jobs.get(&job.id()).map(|j| &j.spec) else { continue };
+                    let runs: Vec<_> = state.history.runs(&spec.name).collect();
+                    // A deadline job that cannot be estimated (no history, no [estimate])
+                    // was admitted without MRM; the model cannot account for it.
+                    let Ok(e) = estimate::estimate(spec, &runs, settings) else { continue };
+                    *self.estimates.entry(job.id()).or_insert(e)
+                }
+            };
+            let (demand, work) = demand_of(&estimate, left_of(&job), slots);
+            let whole = SlotKind::ALL.map(|k| estimate.phase(k).tasks);
+            sizes_ms += demand_of(&estimate, whole, slots).0.fluid_ms;
+            works.insert(job.id(), work);
+            admitted.push(Admitted { job: job.id(), deadline, demand });
+        }
+        let schedule = Schedule::new(now, admitted);
+        let works = schedule.jobs().iter().map(|a| works.get(&a.job).copied().unwrap_or(0.0)).collect();
+        Admissions { schedule, works, sizes_ms }
+    }
+
+    /// Quotes `spec` at `now` and prices the deadline `choice` asks for.
+    pub(crate) fn quote(
+        &mut self,
+        now: Timestamp,
+        state: &State,
+        settings: &AdmissionSettings,
+        spec: &JobSpec,
+        choice: Choice,
+    ) -> Result<(Quote, Offer), QuoteError> {
+        let estimate_settings = EstimateSettings { pi_level: settings.pi_level };
+        let runs: Vec<_> = state.history.runs(&spec.name).collect();
+        let estimate = estimate::estimate(spec, &runs, &estimate_settings)?;
+        let slots = capacity(&SchedView::new(state), &estimate)?;
+        let left = SlotKind::ALL.map(|k| estimate.phase(k).tasks);
+        let (demand, work_ms) = demand_of(&estimate, left, slots);
+        let Admissions { schedule, works, sizes_ms } = self.admissions(now, state, &estimate_settings, slots);
+        // g, the average job size slack is measured in: over the admitted jobs and this
+        // one, so it follows the workload and not how often anyone asks for a quote.
+        let g = (sizes_ms + demand.fluid_ms) / (schedule.jobs().len() + 1) as f64;
+        let quoter = Quoter::new(&schedule, Priced { demand, work_ms }, &works, settings.price, g);
+        let quote = Quote {
+            estimate,
+            demand,
+            work_ms,
+            earliest: quoter.earliest(),
+            curve: quoter.curve(quoter.standard_points()),
+            admitted: schedule.jobs().len(),
+        };
+        let offer = choose(&quoter, choice, work_ms)?;
+        Ok((quote, offer))
+    }
+}
+
+/// The deadline and price `choice` buys on `quoter`'s curve.
+fn choose(quoter: &Quoter<'_>, choice: Choice, work_ms: f64) -> Result<Offer, QuoteError> {
+    let earliest = quoter.earliest();
+    let offer = |deadline, price_ms| Offer { deadline, price_ms, earliest, work_ms };
+    let earliest_price = quoter.price(earliest).unwrap_or(quoter.floor());
+    match choice {
+        Choice::Earliest => Ok(offer(earliest, earliest_price)),
+        Choice::Deadline(asked) => match quoter.price(asked) {
+            Some(price) => Ok(offer(asked, price)),
+            None => Err(QuoteError::Infeasible { asked, earliest, price_ms: earliest_price }),
+        },
+        Choice::BehindAll => {
+            let (deadline, price) = quoter.behind_all();
+            Ok(offer(deadline, price))
+        }
+        Choice::MaxPrice(max_ms) => match quoter.earliest_within(max_ms) {
+            Some((deadline, price)) => Ok(offer(deadline, price)),
+            None => Err(QuoteError::Unaffordable { max_ms, floor_ms: quoter.floor() }),
+        },
+    }
+}
