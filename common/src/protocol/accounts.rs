@@ -56,6 +56,12 @@ pub enum EntryKind {
         /// Why, e.g. "budget reduced by admin:root".
         reason: String,
     },
+    /// Income credited for an allocation interval (DP §5, amount > 0): the account's
+    /// admin-set income per hour times the interval's length.
+    Income {
+        /// What it was for, e.g. "income for 10 s at 1 per hour".
+        reason: String,
+    },
 }
 
 impl EntryKind {
@@ -64,6 +70,7 @@ impl EntryKind {
         match self {
             EntryKind::Grant { .. } => "grant",
             EntryKind::Charge { .. } => "charge",
+            EntryKind::Income { .. } => "income",
         }
     }
 
@@ -72,6 +79,7 @@ impl EntryKind {
         match self {
             EntryKind::Grant { .. } => amount.is_positive(),
             EntryKind::Charge { .. } => amount.is_negative(),
+            EntryKind::Income { .. } => amount.is_positive(),
         }
     }
 }

@@ -13,6 +13,7 @@ mod fair;
 mod fifo;
 mod preempt;
 mod priority;
+mod proportional;
 mod settings;
 mod slots;
 
@@ -21,6 +22,7 @@ use std::str::FromStr;
 
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AccountId, AgentId, ContainerId, JobId, TaskId};
+use slotmarket_common::money::Credits;
 use slotmarket_common::spec::{JobClass, SlotKind};
 use slotmarket_common::time::Timestamp;
 
@@ -31,6 +33,7 @@ pub use capacity::Capacity;
 pub use fair::Fair;
 pub use fifo::Fifo;
 pub use priority::Priority;
+pub use proportional::{Proportional, ProportionalSettings};
 pub use settings::{PolicySettings, PolicySettingsError};
 
 /// The policies the master can run, as named by `name` in the `[policy]` table; the
@@ -48,12 +51,20 @@ pub enum PolicyName {
     Priority,
     /// Static queue shares, FIFO within a queue, spare capacity lent to other queues.
     Capacity,
+    /// DP: every allocation interval each account with work gets slots in proportion to
+    /// its spending rate, and pays its rate per slot used out of its budget.
+    Proportional,
 }
 
 impl PolicyName {
     /// Every policy, in the order they are documented.
-    pub const ALL: [PolicyName; 4] =
-        [PolicyName::Fifo, PolicyName::Fair, PolicyName::Priority, PolicyName::Capacity];
+    pub const ALL: [PolicyName; 5] = [
+        PolicyName::Fifo,
+        PolicyName::Fair,
+        PolicyName::Priority,
+        PolicyName::Capacity,
+        PolicyName::Proportional,
+    ];
 
     /// The name used in configuration files and tables.
     pub fn name(self) -> &'static str {
@@ -62,6 +73,7 @@ impl PolicyName {
             PolicyName::Fair => "fair",
             PolicyName::Priority => "priority",
             PolicyName::Capacity => "capacity",
+            PolicyName::Proportional => "proportional",
         }
     }
 }
@@ -133,6 +145,34 @@ pub struct Decisions {
     /// Containers to kill so their slots can go elsewhere; their tasks are requeued
     /// without counting an attempt once the kill is confirmed.
     pub preemptions: Vec<Preemption>,
+    /// Ledger postings (DP's interval charges and income), written by the reactor in the
+    /// same step as the decision that caused them.
+    pub postings: Vec<Posting>,
+}
+
+/// One ledger posting a policy asks for. The reactor posts it only to a created account
+/// and never takes a balance below zero (a charge larger than the balance takes what is
+/// left).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Posting {
+    /// Take up to `amount` (positive) from `account` for the use it made of its slots.
+    Charge {
+        /// The account.
+        account: AccountId,
+        /// What the use cost.
+        amount: Credits,
+        /// Why, kept on the entry.
+        reason: String,
+    },
+    /// Credit `amount` (positive) of income to `account`.
+    Income {
+        /// The account.
+        account: AccountId,
+        /// The income.
+        amount: Credits,
+        /// Why, kept on the entry.
+        reason: String,
+    },
 }
 
 /// Give one free slot of `kind` on `agent` to one ready task of `job`.
@@ -220,6 +260,17 @@ impl<'a> SchedView<'a> {
     /// Slots of `kind` offered by agents that take work.
     pub fn total_slots(&self, kind: SlotKind) -> u32 {
         self.agents().map(|a| a.offered(kind)).sum()
+    }
+
+    /// The balance of `account` if an administrator created it; `None` for an account
+    /// that exists only implicitly (nothing is metered on it).
+    pub fn balance(&self, account: &AccountId) -> Option<Credits> {
+        self.state.accounts.get(account).map(|a| a.balance())
+    }
+
+    /// The spending rate its user set on `account` at run time, if any.
+    pub fn spending_rate(&self, account: &AccountId) -> Option<Credits> {
+        self.state.accounts.rate(account)
     }
 
     /// Containers running a current task attempt (containers of ended jobs, which are
@@ -407,7 +458,10 @@ mod tests {
         assert_eq!("fifo".parse::<PolicyName>(), Ok(PolicyName::Fifo));
         assert_eq!(PolicyName::Fifo.to_string(), "fifo");
         let err = "lifo".parse::<PolicyName>().unwrap_err();
-        assert_eq!(err, "unknown policy \"lifo\"; known policies: fifo, fair, priority, capacity");
+        assert_eq!(
+            err,
+            "unknown policy \"lifo\"; known policies: fifo, fair, priority, capacity, proportional"
+        );
         for name in PolicyName::ALL {
             assert_eq!(name.name().parse::<PolicyName>(), Ok(name));
         }

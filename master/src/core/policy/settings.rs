@@ -9,13 +9,13 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::{Capacity, Fair, Fifo, Policy, PolicyName, Priority};
+use super::{Capacity, Fair, Fifo, Policy, PolicyName, Priority, Proportional, ProportionalSettings};
 
 /// Which policy runs and its settings, as written in the `[policy]` table:
 ///
 /// ```toml
 /// [policy]
-/// name = "capacity"        # fifo | fair | priority | capacity
+/// name = "capacity"        # fifo | fair | priority | capacity | proportional
 /// preemption = true        # fair, capacity
 /// [policy.queues]          # capacity
 /// research = 0.6
@@ -49,6 +49,10 @@ pub enum PolicySettings {
         #[serde(default)]
         preemption: bool,
     },
+    /// DP: shares by spending rate every allocation interval, charged to budgets
+    /// (`interval_s`, `preemption`, `grace_s`, `default_rate`, `[policy.rates]`,
+    /// `[policy.income]`).
+    Proportional(ProportionalSettings),
 }
 
 impl Default for PolicySettings {
@@ -75,6 +79,14 @@ pub enum PolicySettingsError {
         /// Their sum.
         sum: f64,
     },
+    /// A `proportional` setting out of range.
+    #[error("{field}: {problem}")]
+    Proportional {
+        /// The field, e.g. `rates.alice`.
+        field: String,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 impl PolicySettings {
@@ -85,6 +97,7 @@ impl PolicySettings {
             PolicySettings::Fair { .. } => PolicyName::Fair,
             PolicySettings::Priority {} => PolicyName::Priority,
             PolicySettings::Capacity { .. } => PolicyName::Capacity,
+            PolicySettings::Proportional(_) => PolicyName::Proportional,
         }
     }
 
@@ -92,6 +105,10 @@ impl PolicySettings {
     pub fn check(&self) -> Result<(), PolicySettingsError> {
         match self {
             PolicySettings::Capacity { queues, .. } => check_queue_shares(queues),
+            PolicySettings::Proportional(dp) => match dp.problem() {
+                Some((field, problem)) => Err(PolicySettingsError::Proportional { field, problem }),
+                None => Ok(()),
+            },
             PolicySettings::Fifo {} | PolicySettings::Fair { .. } | PolicySettings::Priority {} => Ok(()),
         }
     }
@@ -106,6 +123,7 @@ impl PolicySettings {
             PolicySettings::Capacity { queues, preemption } => {
                 Box::new(Capacity::new(queues.clone(), *preemption))
             }
+            PolicySettings::Proportional(dp) => Box::new(Proportional::new(dp)),
         }
     }
 }

@@ -12,6 +12,7 @@ mod lifetimes;
 mod limits;
 mod market;
 mod nodes;
+mod proportional;
 mod purity;
 mod recovery;
 mod scheduling;
