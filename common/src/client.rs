@@ -302,5 +302,6 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::Accounts(_) => "Accounts",
         Response::Ledger(_) => "Ledger",
         Response::Node(_) => "Node",
+        Response::RateSet { .. } => "RateSet",
     }
 }

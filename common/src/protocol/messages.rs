@@ -224,6 +224,14 @@ pub enum Request {
         /// The node's name.
         node: String,
     },
+    /// Set an account's DP spending rate in credits per slot-hour: a user their own
+    /// account's (the default), an admin any account's. Answered `RateSet`.
+    RateSet {
+        /// The account; `None` for the caller's own.
+        account: Option<AccountId>,
+        /// The new rate (not negative).
+        rate: Credits,
+    },
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -318,6 +326,13 @@ pub enum Response {
     Ledger(LedgerPage),
     /// One agent, after a `Drain` or `Undrain`.
     Node(NodeSummary),
+    /// The spending rate is set; it counts from the next allocation interval.
+    RateSet {
+        /// The account.
+        account: AccountId,
+        /// Its rate now.
+        rate: Credits,
+    },
 }
 
 impl Response {

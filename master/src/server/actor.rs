@@ -248,6 +248,9 @@ impl Actor {
             Request::Undrain { node } => {
                 Event::NodeDrainRequested { request: id, caller, node, drain: false }
             }
+            Request::RateSet { account, rate } => {
+                Event::RateSetRequested { request: id, caller, account, rate }
+            }
         };
         self.next_request += 1;
         self.replies.insert(id, reply);

@@ -3,10 +3,12 @@
 //! work; each such account is allotted `rate / price` of every slot kind (rounded so that
 //! every slot is handed out) and is charged its rate for each slot it used during the
 //! interval. An account whose budget is spent competes at rate 0: it gets no allotment
-//! but still runs on slots nobody else wants, so no slot idles while work waits. Between
-//! intervals a freed slot goes to the account furthest below its allotment. With
-//! preemption on, accounts below their allotment take slots back from those over it,
-//! youngest attempts first.
+//! but still runs on slots nobody else wants, so no slot idles while work waits. The
+//! rates (and so the price) are fixed for an interval; the allotments they imply are
+//! recomputed over the current demand at every step, so a freed slot goes to the account
+//! furthest below its allotment. With preemption on, an account below its allotment that
+//! has waited the grace period takes slots back from those over theirs, youngest
+//! attempts first.
 //!
 //! Rates and income are in credits per slot-hour and per hour, so an income of 1 keeps
 //! buying about one slot at rate 1 (§5). Charges and income are [`Posting`]s the reactor
@@ -122,7 +124,11 @@ pub struct Proportional {
     interval_start: Option<Timestamp>,
     /// Whether the last step saw work (otherwise no interval needs ticking).
     busy: bool,
-    /// Each account's effective rate and allotment per kind from the last interval.
+    /// The rate each account competes at this interval (its spending rate, or 0 once its
+    /// budget is spent), fixed at the interval's start: what its use is charged at.
+    in_force: BTreeMap<AccountId, Credits>,
+    /// Each account's allotment per kind: the rates in force shared over the current
+    /// demand (recomputed every step, so a job that ends or arrives moves slots at once).
     allotments: BTreeMap<AccountId, Allotment>,
     /// Since when each (account, kind) has waited below its allotment.
     starved_since: BTreeMap<(AccountId, usize), Timestamp>,
@@ -169,6 +175,7 @@ impl Proportional {
             income: amounts(&settings.income),
             interval_start: None,
             busy: false,
+            in_force: BTreeMap::new(),
             allotments: BTreeMap::new(),
             starved_since: BTreeMap::new(),
         }
@@ -177,6 +184,25 @@ impl Proportional {
     /// The allotments of the last interval, by account (for tests and the console).
     pub fn allotments(&self) -> &BTreeMap<AccountId, Allotment> {
         &self.allotments
+    }
+
+    /// The rate `account` competes at given its `balance`: its spending rate, or 0 once
+    /// a metered budget is spent.
+    fn bid(&self, view: &SchedView<'_>, account: &AccountId, balance: Option<Credits>) -> Credits {
+        if balance.is_some_and(|b| !b.is_positive()) { Credits::ZERO } else { self.rate_of(view, account) }
+    }
+
+    /// Each account's allotment now: the rates in force this interval (an account that
+    /// found work since bids its rate at once), shared over the current demand.
+    fn allot_now(&mut self, view: &SchedView<'_>, work: &BTreeMap<AccountId, Work>) {
+        let bids: Vec<(AccountId, Credits)> = work
+            .keys()
+            .map(|account| {
+                let rate = self.in_force.get(account).copied();
+                (account.clone(), rate.unwrap_or_else(|| self.bid(view, account, view.balance(account))))
+            })
+            .collect();
+        self.allotments = allot(view, work, &bids);
     }
 
     /// The spending rate `account` bids: set at run time, else from the settings.
@@ -197,7 +223,7 @@ impl Proportional {
         let mut balances: BTreeMap<AccountId, Credits> = BTreeMap::new();
         if !elapsed.is_zero() {
             for (account, w) in work {
-                let rate = self.allotments.get(account).map_or(Credits::ZERO, |a| a.rate);
+                let rate = self.in_force.get(account).copied().unwrap_or(Credits::ZERO);
                 let used = w.running[0] + w.running[1];
                 let cost = interval_cost(rate, used, elapsed);
                 if let Some(balance) = view.balance(account) {
@@ -220,24 +246,19 @@ impl Proportional {
                 }
             }
         }
-        let bids: Vec<(AccountId, Credits)> = work
+        self.in_force = work
             .keys()
             .map(|account| {
-                let spent = balances.get(account).copied().or_else(|| view.balance(account));
-                let rate = if spent.is_some_and(|b| !b.is_positive()) {
-                    Credits::ZERO
-                } else {
-                    self.rate_of(view, account)
-                };
-                (account.clone(), rate)
+                let balance = balances.get(account).copied().or_else(|| view.balance(account));
+                (account.clone(), self.bid(view, account, balance))
             })
             .collect();
-        self.allotments = allot(view, work, &bids);
         self.interval_start = Some(now);
     }
 
     /// Kills tasks of accounts over their allotment of `kind` for those below it that
-    /// have waited at least the grace period.
+    /// have waited at least the grace period (checked at every step, so a starved account
+    /// waits for the grace period, not for the next interval).
     fn preempt(
         &mut self,
         now: Timestamp,
@@ -260,8 +281,12 @@ impl Proportional {
                 owed += deficit;
             }
         }
+        // Free slots go to the starved by `fill`; kills are only for a full cluster.
+        if owed == 0 || view.has_free(kind) {
+            return Vec::new();
+        }
         let budget = owed.saturating_sub(kills_in_flight(view, kind));
-        if budget == 0 || view.has_free(kind) {
+        if budget == 0 {
             return Vec::new();
         }
         let names: Vec<&AccountId> = work.keys().collect();
@@ -402,10 +427,11 @@ impl Policy for Proportional {
         self.busy = !work.is_empty();
         if (trigger == Trigger::Tick && due) || (idle_before && self.busy) {
             self.run_interval(now, view, &work, &mut decisions.postings);
-            if self.preemption && trigger == Trigger::Tick {
-                for kind in SlotKind::ALL {
-                    decisions.preemptions.extend(self.preempt(now, view, kind, &work));
-                }
+        }
+        self.allot_now(view, &work);
+        if self.preemption {
+            for kind in SlotKind::ALL {
+                decisions.preemptions.extend(self.preempt(now, view, kind, &work));
             }
         }
         for kind in SlotKind::ALL {

@@ -82,7 +82,7 @@ fn shares_follow_rates_as_tasks_finish() {
     env.assert_no_commands();
     env.advance(10);
     env.tick();
-    // Allotments now 4 : 2. Each freed slot goes to bob until he has his two.
+    // Allotments 4 : 2. Each freed slot goes to bob until he has his two.
     let mut freed = first.iter().map(|l| l.container);
     for expected in ["bob", "bob", "alice", "alice"] {
         let Some(container) = freed.next() else { panic!("ran out of containers") };
@@ -98,9 +98,9 @@ fn preemption_kills_the_youngest_tasks_of_the_account_over_its_share() {
     env.join_agent("n1", 6, 0);
     submit(&mut env, alice(), JobBuilder::maps(20).build());
     let first = env.take_all_launches();
+    // Bob's arrival allots him 2 of 6 at once; without a grace period, 2 of alice's are
+    // killed in the same step.
     submit(&mut env, bob(), JobBuilder::maps(20).build());
-    env.advance(10);
-    env.tick();
     let kills = env.take_kills(2);
     let mut killed: Vec<_> = kills.iter().map(|k| k.1).collect();
     killed.sort();
@@ -128,8 +128,6 @@ fn a_grace_period_delays_preemption() {
     submit(&mut env, alice(), JobBuilder::maps(20).build());
     env.take_all_launches();
     submit(&mut env, bob(), JobBuilder::maps(20).build());
-    env.advance(10);
-    env.tick();
     env.take_kills(0);
     env.advance(10);
     env.tick();
