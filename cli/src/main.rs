@@ -31,6 +31,7 @@ mod node;
 mod nodes;
 mod output;
 mod pki;
+mod rate;
 mod status;
 mod submit;
 mod workload;
@@ -91,6 +92,9 @@ enum Command {
     /// Drain or undrain a node (admin only).
     #[command(subcommand)]
     Node(node::NodeCommand),
+    /// Set your account's spending rate under the `proportional` policy.
+    #[command(subcommand)]
+    Rate(rate::RateCommand),
 }
 
 fn main() -> ExitCode {
@@ -131,6 +135,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Budget(command) => budget::run(&cli.connection, command, json).await,
         Command::Ledger(args) => ledger::run(&cli.connection, args, json).await,
         Command::Node(command) => node::run(&cli.connection, command, json).await,
+        Command::Rate(command) => rate::run(&cli.connection, command, json).await,
     }
 }
 

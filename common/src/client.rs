@@ -188,6 +188,20 @@ impl Client {
         .await
     }
 
+    /// Sets the DP spending rate (credits per slot-hour) of `account`, or (`None`) of the
+    /// caller's own; answers the account and the rate now in force.
+    pub async fn rate_set(
+        &self,
+        account: Option<AccountId>,
+        rate: Credits,
+    ) -> Result<(AccountId, Credits), ClientError> {
+        self.expect(Request::RateSet { account, rate }, |response| match response {
+            Response::RateSet { account, rate } => Some((account, rate)),
+            _ => None,
+        })
+        .await
+    }
+
     /// One account, or (`None`) every account the caller may read.
     pub async fn accounts(&self, account: Option<AccountId>) -> Result<Vec<AccountSummary>, ClientError> {
         self.expect(Request::Account { account }, |response| match response {

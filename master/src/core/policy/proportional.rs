@@ -193,15 +193,17 @@ impl Proportional {
     }
 
     /// Each account's allotment now: the rates in force this interval (an account that
-    /// found work since bids its rate at once), shared over the current demand.
+    /// found work since bids its rate at once, fixed until the interval ends), shared
+    /// over the current demand.
     fn allot_now(&mut self, view: &SchedView<'_>, work: &BTreeMap<AccountId, Work>) {
-        let bids: Vec<(AccountId, Credits)> = work
-            .keys()
-            .map(|account| {
-                let rate = self.in_force.get(account).copied();
-                (account.clone(), rate.unwrap_or_else(|| self.bid(view, account, view.balance(account))))
-            })
-            .collect();
+        for account in work.keys() {
+            if !self.in_force.contains_key(account) {
+                let bid = self.bid(view, account, view.balance(account));
+                self.in_force.insert(account.clone(), bid);
+            }
+        }
+        let bids: Vec<(AccountId, Credits)> =
+            work.keys().map(|a| (a.clone(), self.in_force.get(a).copied().unwrap_or_default())).collect();
         self.allotments = allot(view, work, &bids);
     }
 

@@ -221,3 +221,41 @@ fn the_interval_is_the_policys_wakeup_only_while_there_is_work() {
     // The job ended: the policy no longer asks to be woken.
     assert_eq!(env.core.next_wakeup().filter(|&at| at == due), None);
 }
+
+fn set_rate(env: &mut TestEnv, who: Identity, account: Option<&str>, rate: &str) -> Response {
+    let request = env.request();
+    let account = account.map(|a| AccountId(a.into()));
+    env.handle(Event::RateSetRequested { request, caller: who, account, rate: cr(rate) });
+    env.take_reply(request)
+}
+
+#[test]
+fn users_set_only_their_own_rate_and_it_moves_slots_from_the_next_interval() {
+    let mut env = dp_env(|dp| dp.preemption = true);
+    env.join_agent("n1", 6, 0);
+    let refused = set_rate(&mut env, alice(), Some("bob"), "9");
+    assert!(matches!(&refused, Response::Error(e) if e.message.contains("no account bob")), "{refused:?}");
+    let refused = set_rate(&mut env, alice(), None, "-1");
+    assert!(
+        matches!(&refused, Response::Error(e) if e.message.contains("must not be negative")),
+        "{refused:?}"
+    );
+    submit(&mut env, alice(), JobBuilder::maps(30).build());
+    submit(&mut env, bob(), JobBuilder::maps(30).build());
+    let first = launches_by_account(&mut env);
+    assert_eq!(first, BTreeMap::from([("alice".to_string(), 6)]), "alice arrived first, alone");
+    // Bob bids 1 against alice's 2 at once: 2 of 6 are his.
+    let kills = env.take_kills(2);
+    for (_, container, _) in kills {
+        env.run_to(container, slotmarket_common::container::ContainerState::Killed);
+    }
+    assert_eq!(launches_by_account(&mut env), BTreeMap::from([("bob".to_string(), 2)]));
+    // Bob raises his rate to 4: nothing moves until the interval ends...
+    let set = set_rate(&mut env, bob(), None, "4");
+    assert_eq!(set, Response::RateSet { account: AccountId("bob".into()), rate: cr("4") });
+    env.take_kills(0);
+    // ...then 4 : 2 of 6 gives him 4, taken from alice's youngest.
+    env.advance(10);
+    env.tick();
+    assert_eq!(env.take_kills(2).len(), 2);
+}
