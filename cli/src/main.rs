@@ -31,6 +31,7 @@ mod node;
 mod nodes;
 mod output;
 mod pki;
+mod price;
 mod rate;
 mod status;
 mod submit;
@@ -92,6 +93,8 @@ enum Command {
     /// Drain or undrain a node (admin only).
     #[command(subcommand)]
     Node(node::NodeCommand),
+    /// Show the DP price and the accounts' budget, rate, share, used and pending slots.
+    Price,
     /// Set your account's spending rate under the `proportional` policy.
     #[command(subcommand)]
     Rate(rate::RateCommand),
@@ -136,6 +139,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ledger(args) => ledger::run(&cli.connection, args, json).await,
         Command::Node(command) => node::run(&cli.connection, command, json).await,
         Command::Rate(command) => rate::run(&cli.connection, command, json).await,
+        Command::Price => price::run(&cli.connection, json).await,
     }
 }
 

@@ -14,7 +14,8 @@ use crate::money::Credits;
 use crate::pki::{PkiError, TlsFiles};
 use crate::protocol::{
     AccountSummary, ClientRequest, DEFAULT_MAX_FRAME, ErrorReply, HistoryQuery, JobHistory, JobState,
-    JobStatus, JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage, NodeSummary, Request, Response,
+    JobStatus, JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage, MarketInfo, NodeSummary, Request,
+    Response,
 };
 use crate::spec::JobSpec;
 use crate::transport::{self, StreamError, TransportError, read_frame, write_frame};
@@ -202,6 +203,15 @@ impl Client {
         .await
     }
 
+    /// The DP price and the shares of the accounts the caller may read.
+    pub async fn price(&self) -> Result<MarketInfo, ClientError> {
+        self.expect(Request::Price, |response| match response {
+            Response::Price(market) => Some(market),
+            _ => None,
+        })
+        .await
+    }
+
     /// One account, or (`None`) every account the caller may read.
     pub async fn accounts(&self, account: Option<AccountId>) -> Result<Vec<AccountSummary>, ClientError> {
         self.expect(Request::Account { account }, |response| match response {
@@ -317,5 +327,6 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::Ledger(_) => "Ledger",
         Response::Node(_) => "Node",
         Response::RateSet { .. } => "RateSet",
+        Response::Price(_) => "Price",
     }
 }

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::accounts::{AccountSummary, LedgerEntry, LedgerPage};
+use super::accounts::{AccountSummary, LedgerEntry, LedgerPage, MarketInfo};
 use crate::container::ContainerState;
 use crate::ids::{AccountId, AgentId, AttemptId, ContainerId, JobId, TaskId};
 use crate::money::Credits;
@@ -232,6 +232,8 @@ pub enum Request {
         /// The new rate (not negative).
         rate: Credits,
     },
+    /// The DP price and the accounts' shares; answered `Price`.
+    Price,
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -333,6 +335,8 @@ pub enum Response {
         /// Its rate now.
         rate: Credits,
     },
+    /// The DP market: price and shares.
+    Price(MarketInfo),
 }
 
 impl Response {

@@ -26,6 +26,7 @@ pub mod command;
 pub mod event;
 mod history;
 pub mod invariants;
+mod market;
 pub mod policy;
 mod reactor;
 mod state;
@@ -207,6 +208,12 @@ impl Core {
     /// Read-only queries for status, listings and the console.
     pub fn view(&self) -> CoreView<'_> {
         CoreView::new(&self.state)
+    }
+
+    /// The DP market for `caller`: the price and the standing of every account with
+    /// work that `caller` may read (the price counts every account).
+    pub fn market(&self, caller: &Caller) -> slotmarket_common::protocol::MarketInfo {
+        market::market(&self.state, self.policy.as_ref(), caller)
     }
 
     pub(crate) fn state(&self) -> &State {

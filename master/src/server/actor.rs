@@ -224,6 +224,7 @@ impl Actor {
             }
             Request::History(query) => return answer(reply, reads::history(&view, &caller, &query)),
             Request::Nodes => return answer(reply, Response::Nodes(view.nodes())),
+            Request::Price => return answer(reply, Response::Price(self.core.market(&caller))),
             Request::Watch { .. } => {
                 let response = Response::error(ErrorKind::BadRequest, "watch is a streaming request");
                 return answer(reply, response);

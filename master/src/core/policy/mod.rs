@@ -125,6 +125,12 @@ pub trait Policy: fmt::Debug + Send {
     fn next_wakeup(&self) -> Option<Timestamp> {
         None
     }
+
+    /// Each account's rate in force and slot allotment (DP's market), by account; empty
+    /// for policies that allot no shares to accounts.
+    fn account_shares(&self) -> Vec<(AccountId, Credits, [u32; 2])> {
+        Vec::new()
+    }
 }
 
 /// Why the core asks a policy to [`schedule`](Policy::schedule).

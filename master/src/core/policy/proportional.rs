@@ -444,6 +444,10 @@ impl Policy for Proportional {
         decisions
     }
 
+    fn account_shares(&self) -> Vec<(AccountId, Credits, [u32; 2])> {
+        self.allotments.iter().map(|(account, a)| (account.clone(), a.rate, a.slots)).collect()
+    }
+
     fn next_wakeup(&self) -> Option<Timestamp> {
         if !self.busy {
             return None;

@@ -259,3 +259,26 @@ fn users_set_only_their_own_rate_and_it_moves_slots_from_the_next_interval() {
     env.tick();
     assert_eq!(env.take_kills(2).len(), 2);
 }
+
+#[test]
+fn the_market_shows_the_price_and_only_the_accounts_the_caller_may_read() {
+    let mut env = dp_env(|_| {});
+    create_account(&mut env, "alice", "10");
+    env.join_agent("n1", 6, 0);
+    submit(&mut env, alice(), JobBuilder::maps(20).build());
+    submit(&mut env, bob(), JobBuilder::maps(20).build());
+    env.take_all_launches();
+    let market = env.core.market(&root());
+    assert_eq!((market.policy.as_str(), market.price), ("proportional", cr("3")));
+    let rows: Vec<_> = market
+        .accounts
+        .iter()
+        .map(|a| (a.account.0.as_str(), a.balance, a.rate, a.share, a.used, a.pending))
+        .collect();
+    // Admins read created accounts only: bob's is implicit (and unmetered).
+    assert_eq!(rows, vec![("alice", Some(cr("10")), cr("2"), [4, 0], [6, 0], [14, 0])]);
+    let bobs = env.core.market(&bob());
+    assert_eq!(bobs.price, cr("3"), "the price counts every account");
+    let rows: Vec<_> = bobs.accounts.iter().map(|a| (a.account.0.as_str(), a.balance, a.share)).collect();
+    assert_eq!(rows, vec![("bob", None, [2, 0])]);
+}
