@@ -198,6 +198,18 @@ mod tests {
     }
 
     #[test]
+    fn proportional_takes_its_own_keys_only_and_checks_its_amounts() {
+        let dp = from_pairs(&[("name", "proportional")]).unwrap();
+        assert_eq!(dp, PolicySettings::Proportional(ProportionalSettings::default()));
+        let err = from_pairs(&[("name", "proportional"), ("queues", "x")]).unwrap_err().to_string();
+        assert!(err.contains("unknown field `queues`"), "{err}");
+        let mut bad = ProportionalSettings::default();
+        bad.income.insert("lab".into(), f64::INFINITY);
+        let err = PolicySettings::Proportional(bad).check().unwrap_err();
+        assert!(err.to_string().starts_with("income.lab: must be a number of credits"), "{err}");
+    }
+
+    #[test]
     fn queue_shares_must_be_fractions_adding_up_to_at_most_one() {
         let capacity = |queues: &[(&str, f64)]| PolicySettings::Capacity {
             queues: queues.iter().map(|&(q, s)| (q.to_string(), s)).collect(),
