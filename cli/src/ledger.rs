@@ -56,6 +56,7 @@ impl From<&LedgerEntry> for EntryJson {
         let (job, detail) = match &e.kind {
             EntryKind::Grant { by } => (None, by.clone()),
             EntryKind::Charge { job, reason } => (job.map(|j| j.to_string()), reason.clone()),
+            EntryKind::Income { reason } => (None, reason.clone()),
         };
         EntryJson {
             seq: e.seq,

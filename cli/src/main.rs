@@ -31,6 +31,8 @@ mod node;
 mod nodes;
 mod output;
 mod pki;
+mod price;
+mod rate;
 mod reservation;
 mod status;
 mod submit;
@@ -95,6 +97,11 @@ enum Command {
     /// Show the slots the policy reserves (dress: δ for small-demand jobs), with the
     /// predicted releases and the small-demand jobs.
     Reservation,
+    /// Show the DP price and the accounts' budget, rate, share, used and pending slots.
+    Price,
+    /// Set your account's spending rate under the `proportional` policy.
+    #[command(subcommand)]
+    Rate(rate::RateCommand),
 }
 
 fn main() -> ExitCode {
@@ -136,6 +143,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Budget(command) => budget::run(&cli.connection, command, json).await,
         Command::Ledger(args) => ledger::run(&cli.connection, args, json).await,
         Command::Node(command) => node::run(&cli.connection, command, json).await,
+        Command::Rate(command) => rate::run(&cli.connection, command, json).await,
+        Command::Price => price::run(&cli.connection, json).await,
     }
 }
 

@@ -14,7 +14,7 @@ use crate::money::Credits;
 use crate::pki::{PkiError, TlsFiles};
 use crate::protocol::{
     AccountSummary, ClientRequest, DEFAULT_MAX_FRAME, ErrorReply, HistoryQuery, JobHistory, JobState,
-    JobStatus, JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage, NodeSummary, Request,
+    JobStatus, JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage, MarketInfo, NodeSummary, Request,
     ReservationView, Response,
 };
 use crate::spec::JobSpec;
@@ -198,6 +198,29 @@ impl Client {
         .await
     }
 
+    /// Sets the DP spending rate (credits per slot-hour) of `account`, or (`None`) of the
+    /// caller's own; answers the account and the rate now in force.
+    pub async fn rate_set(
+        &self,
+        account: Option<AccountId>,
+        rate: Credits,
+    ) -> Result<(AccountId, Credits), ClientError> {
+        self.expect(Request::RateSet { account, rate }, |response| match response {
+            Response::RateSet { account, rate } => Some((account, rate)),
+            _ => None,
+        })
+        .await
+    }
+
+    /// The DP price and the shares of the accounts the caller may read.
+    pub async fn price(&self) -> Result<MarketInfo, ClientError> {
+        self.expect(Request::Price, |response| match response {
+            Response::Price(market) => Some(market),
+            _ => None,
+        })
+        .await
+    }
+
     /// One account, or (`None`) every account the caller may read.
     pub async fn accounts(&self, account: Option<AccountId>) -> Result<Vec<AccountSummary>, ClientError> {
         self.expect(Request::Account { account }, |response| match response {
@@ -313,5 +336,7 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::Ledger(_) => "Ledger",
         Response::Node(_) => "Node",
         Response::Reservation(_) => "Reservation",
+        Response::RateSet { .. } => "RateSet",
+        Response::Price(_) => "Price",
     }
 }

@@ -56,6 +56,12 @@ pub enum EntryKind {
         /// Why, e.g. "budget reduced by admin:root".
         reason: String,
     },
+    /// Income credited for an allocation interval (DP §5, amount > 0): the account's
+    /// admin-set income per hour times the interval's length.
+    Income {
+        /// What it was for, e.g. "income for 10 s at 1 per hour".
+        reason: String,
+    },
 }
 
 impl EntryKind {
@@ -64,6 +70,7 @@ impl EntryKind {
         match self {
             EntryKind::Grant { .. } => "grant",
             EntryKind::Charge { .. } => "charge",
+            EntryKind::Income { .. } => "income",
         }
     }
 
@@ -72,6 +79,7 @@ impl EntryKind {
         match self {
             EntryKind::Grant { .. } => amount.is_positive(),
             EntryKind::Charge { .. } => amount.is_negative(),
+            EntryKind::Income { .. } => amount.is_positive(),
         }
     }
 }
@@ -107,6 +115,35 @@ pub struct LedgerPage {
     pub entries: Vec<LedgerEntry>,
     /// `Some(seq)` to pass as `after_seq` for the next page when more entries follow.
     pub next_after: Option<u64>,
+}
+
+/// The DP market as `slotmarket price` shows it (the console of the paper's Fig. 2).
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct MarketInfo {
+    /// The running policy's name; shares are empty unless it is `proportional`.
+    pub policy: String,
+    /// The price: the sum of the rates in force of the accounts with work, credits per
+    /// slot-hour.
+    pub price: Credits,
+    /// Accounts with work, by name (a user sees only the accounts they may read).
+    pub accounts: Vec<AccountMarket>,
+}
+
+/// One account's standing in the DP market.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct AccountMarket {
+    /// The account.
+    pub account: AccountId,
+    /// Its balance, if an admin created it (`None`: not metered).
+    pub balance: Option<Credits>,
+    /// The rate it competes at this interval (0 once its budget is spent).
+    pub rate: Credits,
+    /// Slots allotted, map and reduce.
+    pub share: [u32; 2],
+    /// Slots in use, map and reduce.
+    pub used: [u32; 2],
+    /// Tasks waiting to run (ready or behind a barrier), map and reduce.
+    pub pending: [u32; 2],
 }
 
 #[cfg(test)]

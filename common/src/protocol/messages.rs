@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::accounts::{AccountSummary, LedgerEntry, LedgerPage};
+use super::accounts::{AccountSummary, LedgerEntry, LedgerPage, MarketInfo};
 use crate::container::ContainerState;
 use crate::ids::{AccountId, AgentId, AttemptId, ContainerId, JobId, TaskId};
 use crate::money::Credits;
@@ -227,6 +227,16 @@ pub enum Request {
     /// The policy's slot reservations, reserve ratio and predicted releases; answered
     /// `Reservation`.
     Reservation,
+    /// Set an account's DP spending rate in credits per slot-hour: a user their own
+    /// account's (the default), an admin any account's. Answered `RateSet`.
+    RateSet {
+        /// The account; `None` for the caller's own.
+        account: Option<AccountId>,
+        /// The new rate (not negative).
+        rate: Credits,
+    },
+    /// The DP price and the accounts' shares; answered `Price`.
+    Price,
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -323,6 +333,15 @@ pub enum Response {
     Node(NodeSummary),
     /// The policy's reservations.
     Reservation(super::ReservationView),
+    /// The spending rate is set; it counts from the next allocation interval.
+    RateSet {
+        /// The account.
+        account: AccountId,
+        /// Its rate now.
+        rate: Credits,
+    },
+    /// The DP market: price and shares.
+    Price(MarketInfo),
 }
 
 impl Response {

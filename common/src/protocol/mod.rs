@@ -7,7 +7,9 @@ pub mod history;
 pub mod messages;
 pub mod reservation;
 
-pub use accounts::{AccountSummary, EntryKind, LedgerEntry, LedgerPage, MAX_LEDGER_PAGE};
+pub use accounts::{
+    AccountMarket, AccountSummary, EntryKind, LedgerEntry, LedgerPage, MAX_LEDGER_PAGE, MarketInfo,
+};
 pub use frame::{DEFAULT_MAX_FRAME, FrameError, decode_frame, encode_frame};
 pub use history::{JobHistory, StageHistory};
 pub use messages::*;

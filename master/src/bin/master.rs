@@ -33,7 +33,7 @@ struct Args {
     /// Directory with ca.pem, master.pem and master.key (made by `slotmarket pki init`) [default: pki].
     #[arg(long, env = "SLOTMARKET_CERT_DIR")]
     cert_dir: Option<PathBuf>,
-    /// Scheduling policy: fifo, fair, priority, capacity, gang-fifo or dress [default: fifo]. Replaces the
+    /// Scheduling policy: fifo, fair, priority, capacity, gang-fifo, dress, edf or proportional [default: fifo]. Replaces the
     /// file's whole `[policy]` table: the named policy runs with its default settings.
     #[arg(long)]
     policy: Option<String>,

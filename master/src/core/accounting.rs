@@ -81,6 +81,12 @@ pub enum AccountError {
     /// A memo or reason too long or with control characters.
     #[error("memo must be at most {MAX_MEMO_LEN} bytes of printable text")]
     BadMemo,
+    /// A spending rate below zero.
+    #[error("a spending rate must not be negative, got {rate}")]
+    NegativeRate {
+        /// The rate given.
+        rate: Credits,
+    },
 }
 
 /// Why stored accounts and entries do not replay into a consistent ledger.
@@ -210,11 +216,14 @@ pub struct Accounts {
     next_seq: u64,
     /// Entries a recovery could not apply (the store checks first, so this stays 0).
     refused_on_replay: u64,
+    /// Spending rates (credits per slot-hour) users set at run time, by account; an
+    /// account not listed spends at the rate the policy's settings give it.
+    rates: BTreeMap<AccountId, Credits>,
 }
 
 impl Default for Accounts {
     fn default() -> Accounts {
-        Accounts { by_id: BTreeMap::new(), next_seq: 1, refused_on_replay: 0 }
+        Accounts { by_id: BTreeMap::new(), next_seq: 1, refused_on_replay: 0, rates: BTreeMap::new() }
     }
 }
 
@@ -233,6 +242,20 @@ impl Accounts {
     /// A created account.
     pub fn get(&self, id: &AccountId) -> Option<&Account> {
         self.by_id.get(id)
+    }
+
+    /// The spending rate set on `id` at run time, if any.
+    pub fn rate(&self, id: &AccountId) -> Option<Credits> {
+        self.rates.get(id).copied()
+    }
+
+    /// Sets the spending rate of `id` (credits per slot-hour); refused when negative.
+    pub fn set_rate(&mut self, id: &AccountId, rate: Credits) -> Result<(), AccountError> {
+        if rate.is_negative() {
+            return Err(AccountError::NegativeRate { rate });
+        }
+        self.rates.insert(id.clone(), rate);
+        Ok(())
     }
 
     /// Entries a recovery refused (see [`Accounts::replay`] for the strict check).
@@ -316,6 +339,40 @@ impl Accounts {
         self.post(id, amount, EntryKind::Charge { job, reason }, None, now)
     }
 
+    /// Credits `amount` (positive) of income to `id` (DP §5: income per hour, credited
+    /// every allocation interval). Counts toward the account's granted total.
+    pub fn credit_income(
+        &mut self,
+        id: &AccountId,
+        amount: Credits,
+        reason: String,
+        now: Timestamp,
+    ) -> Result<LedgerEntry, AccountError> {
+        if amount.is_negative() {
+            return Err(AccountError::ZeroAmount);
+        }
+        self.post(id, amount, EntryKind::Income { reason }, None, now)
+    }
+
+    /// Charges up to `price` to `id`: the whole price, or what the balance holds when it
+    /// holds less (DP: an interval's charge never takes a budget below zero). `None` when
+    /// nothing is charged (a zero price or an empty balance).
+    pub fn charge_up_to(
+        &mut self,
+        id: &AccountId,
+        price: Credits,
+        reason: String,
+        now: Timestamp,
+    ) -> Result<Option<LedgerEntry>, AccountError> {
+        let balance =
+            self.by_id.get(id).ok_or_else(|| AccountError::NotFound { account: id.clone() })?.balance();
+        let amount = price.min(balance);
+        if !amount.is_positive() {
+            return Ok(None);
+        }
+        self.charge(id, amount, None, reason, now).map(Some)
+    }
+
     /// Checks and appends one entry; the only place totals change outside replay.
     fn post(
         &mut self,
@@ -329,7 +386,7 @@ impl Accounts {
             return Err(AccountError::ZeroAmount);
         }
         let reason_ok = match &kind {
-            EntryKind::Charge { reason, .. } => printable(reason),
+            EntryKind::Charge { reason, .. } | EntryKind::Income { reason } => printable(reason),
             EntryKind::Grant { .. } => true,
         };
         if !reason_ok || !memo.as_deref().is_none_or(printable) {

@@ -121,6 +121,17 @@ pub enum Event {
         /// Drain (`true`) or undrain (`false`).
         drain: bool,
     },
+    /// A user (their own account) or an admin (any account) sets a DP spending rate.
+    RateSetRequested {
+        /// Where the reply goes.
+        request: RequestId,
+        /// Who asked.
+        caller: Caller,
+        /// The account; `None` for the caller's own.
+        account: Option<AccountId>,
+        /// Credits per slot-hour.
+        rate: Credits,
+    },
 }
 
 /// The store's state outside the active jobs, as read back after a restart.

@@ -28,6 +28,7 @@ pub mod estimate;
 pub mod event;
 mod history;
 pub mod invariants;
+mod market;
 pub mod policy;
 pub mod pricing;
 pub mod quote;
@@ -256,6 +257,12 @@ impl Core {
     /// reserved jobs `caller` may see.
     pub fn reservation(&self, caller: &Caller) -> ReservationView {
         view::reservation(&self.state, self.policy.name(), self.policy.reserve_report(), caller)
+    }
+
+    /// The DP market for `caller`: the price and the standing of every account with
+    /// work that `caller` may read (the price counts every account).
+    pub fn market(&self, caller: &Caller) -> slotmarket_common::protocol::MarketInfo {
+        market::market(&self.state, self.policy.as_ref(), caller)
     }
 
     pub(crate) fn state(&self) -> &State {

@@ -227,6 +227,7 @@ impl Actor {
             Request::Reservation => {
                 return answer(reply, Response::Reservation(self.core.reservation(&caller)));
             }
+            Request::Price => return answer(reply, Response::Price(self.core.market(&caller))),
             Request::Watch { .. } => {
                 let response = Response::error(ErrorKind::BadRequest, "watch is a streaming request");
                 return answer(reply, response);
@@ -250,6 +251,9 @@ impl Actor {
             Request::Drain { node } => Event::NodeDrainRequested { request: id, caller, node, drain: true },
             Request::Undrain { node } => {
                 Event::NodeDrainRequested { request: id, caller, node, drain: false }
+            }
+            Request::RateSet { account, rate } => {
+                Event::RateSetRequested { request: id, caller, account, rate }
             }
         };
         self.next_request += 1;

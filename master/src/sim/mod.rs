@@ -24,6 +24,7 @@
 //! has nothing more to say. The run stops when nothing is left to happen, at the horizon,
 //! or at the step bound (which only a policy that never settles can reach).
 
+pub mod accounts;
 mod agents;
 pub mod generate;
 pub mod market;
@@ -53,6 +54,12 @@ use report::{JobResult, Outcome, SlotUsage};
 use wakeup::Wakeup;
 use workload::Trace;
 
+pub use accounts::AccountEvent;
+
+/// Request ids of account events start here, far above any trace index, so their
+/// replies are told apart from submits'.
+const ACCOUNT_REQUESTS: u64 = 1 << 40;
+
 /// How a run is set up (besides the trace).
 #[derive(Clone, Debug)]
 pub struct SimConfig {
@@ -80,6 +87,8 @@ pub struct SimConfig {
     /// MRM's market: each job buys a deadline before it is submitted; `None`: jobs are
     /// submitted as the trace gives them.
     pub market: Option<market::MarketConfig>,
+    /// Accounts created with budgets, and spending-rate changes, at given times (DP).
+    pub account_events: Vec<AccountEvent>,
 }
 
 impl Default for SimConfig {
@@ -97,6 +106,7 @@ impl Default for SimConfig {
             max_steps: None,
             check_invariants: false,
             market: None,
+            account_events: Vec::new(),
         }
     }
 }
@@ -180,6 +190,8 @@ enum SimEvent {
     Wakeup,
     /// Trace job `ix` is submitted (a follower, whose time depends on another job).
     Arrive(u32),
+    /// Account event `i` of the config happens.
+    Account(u32),
 }
 
 /// Runs `trace` under `config`.
@@ -273,6 +285,9 @@ impl<'t> Simulation<'t> {
 
     fn run(mut self) -> Result<SimRun, SimError> {
         self.join_agents()?;
+        for (i, e) in self.config.account_events.clone().iter().enumerate() {
+            self.push(e.at, SimEvent::Account(i as u32));
+        }
         let bound = self
             .config
             .max_steps
@@ -337,6 +352,7 @@ impl<'t> Simulation<'t> {
                 self.queued_arrivals -= 1;
                 self.submit(ix)
             }
+            SimEvent::Account(i) => self.account_event(i),
         }
     }
 
@@ -367,6 +383,31 @@ impl<'t> Simulation<'t> {
                 live_containers: Vec::new(),
             };
             let out = self.call(event)?;
+            self.carry_out(out)?;
+        }
+        Ok(())
+    }
+
+    /// Creates an account (as an admin) or sets a rate (as its user).
+    fn account_event(&mut self, i: u32) -> Result<(), SimError> {
+        let Some(e) = self.config.account_events.get(i as usize).cloned() else { return Ok(()) };
+        let request = RequestId(ACCOUNT_REQUESTS + u64::from(i));
+        let account = slotmarket_common::ids::AccountId(e.user.clone());
+        if let Some(budget) = e.budget {
+            let caller = Identity { role: Role::Admin, principal: "sim".into() };
+            let add = Event::AccountAddRequested {
+                request,
+                caller,
+                account: account.clone(),
+                budget: Some(budget).filter(|b| b.is_positive()),
+                members: Vec::new(),
+            };
+            let out = self.call(add)?;
+            self.carry_out(out)?;
+        }
+        if let Some(rate) = e.rate {
+            let caller = Identity { role: Role::User, principal: e.user.clone() };
+            let out = self.call(Event::RateSetRequested { request, caller, account: Some(account), rate })?;
             self.carry_out(out)?;
         }
         Ok(())
@@ -489,6 +530,10 @@ impl<'t> Simulation<'t> {
     }
 
     fn reply(&mut self, request: RequestId, response: Response) {
+        if request.0 >= ACCOUNT_REQUESTS {
+            // An account event's answer; a refusal leaves the account as it was.
+            return;
+        }
         let ix = request.0 as u32;
         match response {
             Response::Submitted { job } => {

@@ -30,6 +30,7 @@ pub(super) fn insert_entry(tx: &Transaction<'_>, entry: &LedgerEntry) -> Result<
     let (job, detail) = match &entry.kind {
         EntryKind::Grant { by } => (None, by.as_str()),
         EntryKind::Charge { job, reason } => (job.map(|j| to_i64(j.0)), reason.as_str()),
+        EntryKind::Income { reason } => (None, reason.as_str()),
     };
     tx.prepare_cached(
         "INSERT INTO ledger (seq, account, at_ms, amount_micro, kind, job, detail, memo)
@@ -122,6 +123,7 @@ impl LedgerRow {
                 let job = self.job.map(to_u64).transpose()?.map(JobId);
                 EntryKind::Charge { job, reason: self.detail }
             }
+            "income" => EntryKind::Income { reason: self.detail },
             other => return Err(unknown("ledger entry kind", other)),
         };
         Ok(LedgerEntry {

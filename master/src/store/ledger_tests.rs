@@ -144,3 +144,30 @@ fn an_unknown_entry_kind_is_reported_as_corrupt() {
     let err = store.recover_accounts().unwrap_err();
     assert_eq!(err.to_string(), "stored row is unreadable: unknown ledger entry kind \"gift\"");
 }
+
+#[test]
+fn dp_income_and_interval_charges_survive_a_reopen_as_grants_plus_income_minus_charges() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Identity { role: Role::Admin, principal: "root".into() };
+    let mut accounts = Accounts::default();
+    let (stored, grant) = accounts.create(id("lab"), vec![], Some(cr("3")), &root, Timestamp(5)).unwrap();
+    let mut writes =
+        vec![Persist::Account { account: stored.account, members: stored.members, created: stored.created }];
+    writes.extend(grant.map(Persist::Ledger));
+    let income =
+        accounts.credit_income(&id("lab"), cr("0.5"), "income for 10.0 s".into(), Timestamp(6)).unwrap();
+    let charge = accounts.charge_up_to(&id("lab"), cr("2"), "2 slots".into(), Timestamp(7)).unwrap();
+    // More than is left: only the balance is taken, nothing below zero.
+    let clipped = accounts.charge_up_to(&id("lab"), cr("9"), "4 slots".into(), Timestamp(8)).unwrap();
+    assert_eq!(clipped.as_ref().map(|e| e.amount), Some(cr("-1.5")));
+    assert_eq!(accounts.charge_up_to(&id("lab"), cr("1"), "broke".into(), Timestamp(9)).unwrap(), None);
+    writes.extend([income, charge.unwrap(), clipped.unwrap()].into_iter().map(Persist::Ledger));
+    Store::open(dir.path()).unwrap().apply(&writes).unwrap();
+    let (stored, ledger) = Store::open(dir.path()).unwrap().recover_accounts().unwrap();
+    assert!(matches!(ledger[1].kind, EntryKind::Income { .. }), "{ledger:?}");
+    let back = Accounts::replay(stored, ledger).unwrap();
+    assert_eq!(back, accounts);
+    let lab = back.get(&id("lab")).unwrap();
+    // grants 3 + income 0.5 - charges (2 + 1.5) = 0.
+    assert_eq!((lab.granted(), lab.charged(), lab.balance()), (cr("3.5"), cr("3.5"), Credits::ZERO));
+}

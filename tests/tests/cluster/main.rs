@@ -7,6 +7,7 @@ mod cancel;
 mod containment;
 mod data_dirs;
 mod demo;
+mod dp;
 mod failover;
 mod interop;
 mod lifetimes;

@@ -30,6 +30,7 @@ use slotmarket_common::time::Timestamp;
 use slotmarket_master::config::PolicyTable;
 use slotmarket_master::core::pricing::PriceCurve;
 use slotmarket_master::core::{AdmissionMode, AdmissionSettings, CoreConfig};
+use slotmarket_master::sim::accounts::read_account_events;
 use slotmarket_master::sim::market::{MarketConfig, MarketSummary, SimAdmission};
 use slotmarket_master::sim::report::{Summary, write_jobs_csv, write_slots_csv};
 use slotmarket_master::sim::workload::{Trace, secs_to_ms};
@@ -65,7 +66,7 @@ struct RunArgs {
     /// The trace to run (JSON lines, see `slotmarket_master::sim::workload`).
     #[arg(long)]
     trace: Option<PathBuf>,
-    /// Scheduling policy: fifo, fair, priority, capacity, gang-fifo, dress or edf, with its default settings
+    /// Scheduling policy: fifo, fair, priority, capacity, gang-fifo, dress, edf or proportional, with its default settings
     /// (replaces the table from --policy-config) [default: fifo].
     #[arg(long)]
     policy: Option<String>,
@@ -135,6 +136,16 @@ struct RunArgs {
     /// infeasible, and counted).
     #[arg(long)]
     trace_deadlines: bool,
+    /// proportional: the allocation interval in seconds (`--set interval_s=S`).
+    #[arg(long, value_name = "S")]
+    interval: Option<f64>,
+    /// proportional: preempt tasks of accounts over their share (`--set preemption=true`).
+    #[arg(long)]
+    preempt: bool,
+    /// proportional: account budgets and spending-rate changes over time, JSON lines
+    /// (`{"at_s":0,"user":"u1","budget":1000,"rate":2}`; see `sim::accounts`).
+    #[arg(long, value_name = "FILE")]
+    accounts: Option<PathBuf>,
 }
 
 /// The market the flags ask for, with the core's admission settings.
@@ -183,9 +194,20 @@ impl TryFrom<&RunArgs> for SimConfig {
     type Error = anyhow::Error;
 
     fn try_from(args: &RunArgs) -> Result<SimConfig> {
-        let policy = PolicyTable::layered(args.policy_config.as_deref(), args.policy.as_deref(), &args.set)
-            .context("the policy (--policy-config, --policy, --set)")?;
+        let mut set = args.set.clone();
+        set.extend(args.interval.map(|s| format!("interval_s={s:?}")));
+        set.extend(args.preempt.then(|| "preemption=true".to_string()));
+        let policy = PolicyTable::layered(args.policy_config.as_deref(), args.policy.as_deref(), &set)
+            .context("the policy (--policy-config, --policy, --set, --interval, --preempt)")?;
         let (market, admission) = market(args)?;
+        let account_events = match &args.accounts {
+            None => Vec::new(),
+            Some(path) => {
+                let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+                read_account_events(BufReader::new(file))
+                    .with_context(|| format!("reading {}", path.display()))?
+            }
+        };
         Ok(SimConfig {
             core: CoreConfig { policy, admission, ..CoreConfig::default() },
             market,
@@ -198,6 +220,7 @@ impl TryFrom<&RunArgs> for SimConfig {
             horizon: args.horizon.map(|h| Timestamp(secs_to_ms(h))),
             max_steps: args.max_steps,
             check_invariants: args.check_invariants,
+            account_events,
         })
     }
 }

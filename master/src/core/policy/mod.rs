@@ -15,6 +15,7 @@ mod fair;
 mod fifo;
 mod preempt;
 mod priority;
+mod proportional;
 mod settings;
 mod slots;
 
@@ -24,6 +25,7 @@ use std::str::FromStr;
 
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AccountId, AgentId, ContainerId, JobId, TaskId};
+use slotmarket_common::money::Credits;
 use slotmarket_common::spec::{JobClass, SlotKind};
 use slotmarket_common::time::Timestamp;
 
@@ -36,6 +38,7 @@ pub use edf::Edf;
 pub use fair::Fair;
 pub use fifo::{Fifo, GangFifo};
 pub use priority::Priority;
+pub use proportional::{Proportional, ProportionalSettings};
 pub use settings::{PolicySettings, PolicySettingsError};
 
 /// The policies the master can run, as named by `name` in the `[policy]` table; the
@@ -62,11 +65,14 @@ pub enum PolicyName {
     /// Earliest deadline first for jobs with a deadline (MRM), then best-effort jobs in
     /// admission order.
     Edf,
+    /// DP: every allocation interval each account with work gets slots in proportion to
+    /// its spending rate, and pays its rate per slot used out of its budget.
+    Proportional,
 }
 
 impl PolicyName {
     /// Every policy, in the order they are documented.
-    pub const ALL: [PolicyName; 7] = [
+    pub const ALL: [PolicyName; 8] = [
         PolicyName::Fifo,
         PolicyName::Fair,
         PolicyName::Priority,
@@ -74,6 +80,7 @@ impl PolicyName {
         PolicyName::GangFifo,
         PolicyName::Dress,
         PolicyName::Edf,
+        PolicyName::Proportional,
     ];
 
     /// The name used in configuration files and tables.
@@ -86,6 +93,7 @@ impl PolicyName {
             PolicyName::GangFifo => "gang-fifo",
             PolicyName::Dress => "dress",
             PolicyName::Edf => "edf",
+            PolicyName::Proportional => "proportional",
         }
     }
 }
@@ -143,6 +151,12 @@ pub trait Policy: fmt::Debug + Send {
     fn reserve_report(&self) -> Option<DressReport> {
         None
     }
+
+    /// Each account's rate in force and slot allotment (DP's market), by account; empty
+    /// for policies that allot no shares to accounts.
+    fn account_shares(&self) -> Vec<(AccountId, Credits, [u32; 2])> {
+        Vec::new()
+    }
 }
 
 /// Why the core asks a policy to [`schedule`](Policy::schedule).
@@ -167,6 +181,9 @@ pub struct Decisions {
     /// assignment to any other job that would eat into them (see `reactor::reserve`).
     /// Stated afresh with every decision: leaving it empty lifts every reservation.
     pub reservations: Vec<Reservation>,
+    /// Ledger postings (DP's interval charges and income), written by the reactor in the
+    /// same step as the decision that caused them.
+    pub postings: Vec<Posting>,
 }
 
 /// Hold `slots` slots of `kind` for the jobs in `jobs`: free slots go to other jobs only
@@ -180,6 +197,31 @@ pub struct Reservation {
     pub slots: u32,
     /// The jobs that may use them.
     pub jobs: BTreeSet<JobId>,
+}
+
+/// One ledger posting a policy asks for. The reactor posts it only to a created account
+/// and never takes a balance below zero (a charge larger than the balance takes what is
+/// left).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Posting {
+    /// Take up to `amount` (positive) from `account` for the use it made of its slots.
+    Charge {
+        /// The account.
+        account: AccountId,
+        /// What the use cost.
+        amount: Credits,
+        /// Why, kept on the entry.
+        reason: String,
+    },
+    /// Credit `amount` (positive) of income to `account`.
+    Income {
+        /// The account.
+        account: AccountId,
+        /// The income.
+        amount: Credits,
+        /// Why, kept on the entry.
+        reason: String,
+    },
 }
 
 /// Give one free slot of `kind` on `agent` to one ready task of `job`.
@@ -267,6 +309,17 @@ impl<'a> SchedView<'a> {
     /// Slots of `kind` offered by agents that take work.
     pub fn total_slots(&self, kind: SlotKind) -> u32 {
         self.agents().map(|a| a.offered(kind)).sum()
+    }
+
+    /// The balance of `account` if an administrator created it; `None` for an account
+    /// that exists only implicitly (nothing is metered on it).
+    pub fn balance(&self, account: &AccountId) -> Option<Credits> {
+        self.state.accounts.get(account).map(|a| a.balance())
+    }
+
+    /// The spending rate its user set on `account` at run time, if any.
+    pub fn spending_rate(&self, account: &AccountId) -> Option<Credits> {
+        self.state.accounts.rate(account)
     }
 
     /// Containers running a current task attempt (containers of ended jobs, which are
@@ -461,7 +514,7 @@ mod tests {
         let err = "lifo".parse::<PolicyName>().unwrap_err();
         assert_eq!(
             err,
-            "unknown policy \"lifo\"; known policies: fifo, fair, priority, capacity, gang-fifo, dress, edf"
+            "unknown policy \"lifo\"; known policies: fifo, fair, priority, capacity, gang-fifo, dress, edf, proportional"
         );
         for name in PolicyName::ALL {
             assert_eq!(name.name().parse::<PolicyName>(), Ok(name));

@@ -9,13 +9,16 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::{Capacity, Dress, DressSettings, Edf, Fair, Fifo, GangFifo, Policy, PolicyName, Priority};
+use super::{
+    Capacity, Dress, DressSettings, Edf, Fair, Fifo, GangFifo, Policy, PolicyName, Priority, Proportional,
+    ProportionalSettings,
+};
 
 /// Which policy runs and its settings, as written in the `[policy]` table:
 ///
 /// ```toml
 /// [policy]
-/// name = "capacity"        # fifo | fair | priority | capacity | gang-fifo | dress | edf
+/// name = "capacity"        # fifo | fair | priority | capacity | gang-fifo | dress | edf | proportional
 /// preemption = true        # fair, capacity
 /// [policy.queues]          # capacity
 /// research = 0.6
@@ -79,6 +82,10 @@ pub enum PolicySettings {
     /// Earliest deadline first for jobs with a deadline, best effort after (MRM). Takes
     /// no settings; MRM's admission is configured in `[admission]`.
     Edf {},
+    /// DP: shares by spending rate every allocation interval, charged to budgets
+    /// (`interval_s`, `preemption`, `grace_s`, `default_rate`, `[policy.rates]`,
+    /// `[policy.income]`).
+    Proportional(ProportionalSettings),
 }
 
 fn dress_theta() -> f64 {
@@ -131,6 +138,14 @@ pub enum PolicySettingsError {
         /// Their sum.
         sum: f64,
     },
+    /// A `proportional` setting out of range.
+    #[error("{field}: {problem}")]
+    Proportional {
+        /// The field, e.g. `rates.alice`.
+        field: String,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 impl PolicySettings {
@@ -144,6 +159,7 @@ impl PolicySettings {
             PolicySettings::GangFifo {} => PolicyName::GangFifo,
             PolicySettings::Dress { .. } => PolicyName::Dress,
             PolicySettings::Edf {} => PolicyName::Edf,
+            PolicySettings::Proportional(_) => PolicyName::Proportional,
         }
     }
 
@@ -151,6 +167,10 @@ impl PolicySettings {
     pub fn check(&self) -> Result<(), PolicySettingsError> {
         match self {
             PolicySettings::Capacity { queues, .. } => check_queue_shares(queues),
+            PolicySettings::Proportional(dp) => match dp.problem() {
+                Some((field, problem)) => Err(PolicySettingsError::Proportional { field, problem }),
+                None => Ok(()),
+            },
             PolicySettings::Dress { theta, initial_delta, interval_secs, window_secs, .. } => {
                 check_range("theta", *theta, "(0, 1)", |v| v > 0.0 && v < 1.0)?;
                 check_range("initial_delta", *initial_delta, "[0, 1]", |v| (0.0..=1.0).contains(&v))?;
@@ -187,6 +207,7 @@ impl PolicySettings {
                 }))
             }
             PolicySettings::Edf {} => Box::new(Edf),
+            PolicySettings::Proportional(dp) => Box::new(Proportional::new(dp)),
         }
     }
 }
@@ -268,6 +289,18 @@ mod tests {
         assert!(err.contains("unknown field `queues`"), "{err}");
         let err = from_pairs(&[("name", "fifo"), ("preemption", "true")]).unwrap_err().to_string();
         assert!(err.contains("preemption"), "{err}");
+    }
+
+    #[test]
+    fn proportional_takes_its_own_keys_only_and_checks_its_amounts() {
+        let dp = from_pairs(&[("name", "proportional")]).unwrap();
+        assert_eq!(dp, PolicySettings::Proportional(ProportionalSettings::default()));
+        let err = from_pairs(&[("name", "proportional"), ("queues", "x")]).unwrap_err().to_string();
+        assert!(err.contains("unknown field `queues`"), "{err}");
+        let mut bad = ProportionalSettings::default();
+        bad.income.insert("lab".into(), f64::INFINITY);
+        let err = PolicySettings::Proportional(bad).check().unwrap_err();
+        assert!(err.to_string().starts_with("income.lab: must be a number of credits"), "{err}");
     }
 
     #[test]

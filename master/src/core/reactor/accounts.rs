@@ -93,6 +93,33 @@ pub(super) fn on_accounts_recovered(
 }
 
 /// Answers a refused account request with the error kind its cause deserves.
+/// Sets a spending rate and replies `RateSet`. A user may set only their own account's
+/// rate (an account they are merely a member of is refused as not found); an admin any
+/// account they may read. The rate is kept in memory: after a restart the rates of the
+/// `[policy]` settings apply again until users set theirs.
+pub(super) fn on_rate_set_requested(
+    state: &mut State,
+    cx: &mut Ctx,
+    request: RequestId,
+    caller: &Caller,
+    account: Option<AccountId>,
+    rate: Credits,
+) {
+    let account = account.unwrap_or_else(|| caller.account());
+    let allowed = match caller.role {
+        Role::User => caller.principal == account.0,
+        Role::Admin => state.accounts.may_read(caller, &account),
+        Role::Agent | Role::Master => false,
+    };
+    if !allowed {
+        return reply_refused(cx, request, &AccountError::NotFound { account });
+    }
+    match state.accounts.set_rate(&account, rate) {
+        Ok(()) => reply(cx, request, Response::RateSet { account, rate }),
+        Err(err) => reply_refused(cx, request, &err),
+    }
+}
+
 fn reply_refused(cx: &mut Ctx, request: RequestId, err: &AccountError) {
     let kind = match err {
         AccountError::NotFound { .. } => ErrorKind::NotFound,

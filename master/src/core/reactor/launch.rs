@@ -10,13 +10,17 @@ use slotmarket_common::spec::TaskVars;
 use super::reserve::Gate;
 use super::{Ctx, placement};
 use crate::core::command::{Command, Persist};
-use crate::core::policy::{Assignment, Decisions, Preemption};
+use crate::core::policy::{Assignment, Decisions, Posting, Preemption};
 use crate::core::state::{ContainerRec, Holder, Job, State, TaskPhase};
 
-/// Applies preemptions first (they free nothing until the agent confirms), then
-/// assignments in the order the policy gave them, refusing those that would eat into a
-/// reservation held for other jobs.
+/// Applies ledger postings first (so the entries precede what they paid for), then
+/// preemptions (they free nothing until the agent confirms), then assignments in the
+/// order the policy gave them, refusing those that would eat into a reservation held for
+/// other jobs.
 pub(crate) fn apply_decisions(state: &mut State, cx: &mut Ctx, decisions: Decisions) {
+    for posting in decisions.postings {
+        post(state, cx, posting);
+    }
     for preemption in decisions.preemptions {
         preempt(state, cx, preemption);
     }
@@ -25,6 +29,22 @@ pub(crate) fn apply_decisions(state: &mut State, cx: &mut Ctx, decisions: Decisi
         if gate.allows(assignment.job, assignment.kind) {
             launch(state, cx, assignment, &mut gate);
         }
+    }
+}
+
+/// Writes one posting to the ledger and the store. Postings to accounts that were never
+/// created, and charges on an empty balance, are dropped: nothing is metered there.
+fn post(state: &mut State, cx: &mut Ctx, posting: Posting) {
+    let entry = match posting {
+        Posting::Charge { account, amount, reason } => {
+            state.accounts.charge_up_to(&account, amount, reason, cx.now).ok().flatten()
+        }
+        Posting::Income { account, amount, reason } => {
+            state.accounts.credit_income(&account, amount, reason, cx.now).ok()
+        }
+    };
+    if let Some(entry) = entry {
+        cx.persist(Persist::Ledger(entry));
     }
 }
 

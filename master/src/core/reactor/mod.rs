@@ -164,5 +164,8 @@ pub(crate) fn dispatch(state: &mut State, cx: &mut Ctx, event: Event) {
         Event::NodeDrainRequested { request, caller, node, drain } => {
             drain::on_node_drain_requested(state, cx, request, &caller, &node, drain);
         }
+        Event::RateSetRequested { request, caller, account, rate } => {
+            accounts::on_rate_set_requested(state, cx, request, &caller, account, rate);
+        }
     }
 }

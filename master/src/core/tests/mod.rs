@@ -15,6 +15,7 @@ mod limits;
 mod market;
 mod mrm;
 mod nodes;
+mod proportional;
 mod purity;
 mod recovery;
 mod reservations;
