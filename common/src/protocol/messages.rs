@@ -224,6 +224,14 @@ pub enum Request {
         /// The node's name.
         node: String,
     },
+    /// Move a running job's deadline (or drop it with `None`); answered `DeadlineSet`.
+    /// The `jockey` policy re-sizes the job's allocation to follow it.
+    SetDeadline {
+        /// The job.
+        job: JobId,
+        /// The new deadline.
+        deadline: Option<Timestamp>,
+    },
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -318,6 +326,13 @@ pub enum Response {
     Ledger(LedgerPage),
     /// One agent, after a `Drain` or `Undrain`.
     Node(NodeSummary),
+    /// The job's deadline after a `SetDeadline`.
+    DeadlineSet {
+        /// The job.
+        job: JobId,
+        /// Its deadline now.
+        deadline: Option<Timestamp>,
+    },
 }
 
 impl Response {

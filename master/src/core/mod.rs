@@ -179,7 +179,10 @@ impl Core {
     #[must_use]
     pub fn handle(&mut self, now: Timestamp, event: Event) -> Vec<Command> {
         let mut cx = self.begin(now);
-        reactor::dispatch(&mut self.state, &mut cx, event);
+        match event {
+            Event::CompletionModelBuilt(model) => self.policy.completion_model_built(*model),
+            event => reactor::dispatch(&mut self.state, &mut cx, event),
+        }
         self.schedule(&mut cx, Trigger::Event);
         cx.finish(&self.state, &mut self.changed)
     }
@@ -235,5 +238,8 @@ impl Core {
     fn schedule(&mut self, cx: &mut Ctx, trigger: Trigger) {
         let decisions = self.policy.schedule(cx.now, &SchedView::new(&self.state), trigger);
         reactor::apply_decisions(&mut self.state, cx, decisions);
+        for request in self.policy.take_model_requests() {
+            cx.push(Command::BuildCompletionModel(Box::new(request)));
+        }
     }
 }

@@ -38,6 +38,8 @@ use std::hash::BuildHasherDefault;
 use std::time::Duration;
 
 use slotmarket_common::identity::{Identity, Role};
+
+use crate::core::policy::jockey::{CompletionModel, build_completion_model};
 use slotmarket_common::ids::{AgentId, ContainerId, JobId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, JobState, Response};
 use slotmarket_common::time::Timestamp;
@@ -150,6 +152,8 @@ pub struct RunStats {
     pub stopped_at: Timestamp,
     /// Whether the horizon cut the run short.
     pub hit_horizon: bool,
+    /// Jockey completion models built for the core.
+    pub models_built: u64,
 }
 
 /// Everything a run produced.
@@ -205,6 +209,8 @@ struct Simulation<'t> {
     /// hands to the core.
     work: VecDeque<Vec<Command>>,
     batches: Vec<(AgentId, Vec<ContainerReport>)>,
+    /// Completion models built for the core this step, handed back as events.
+    models: Vec<CompletionModel>,
     stats: RunStats,
 }
 
@@ -257,6 +263,7 @@ impl<'t> Simulation<'t> {
             queued_arrivals: 0,
             work: VecDeque::new(),
             batches: Vec::new(),
+            models: Vec::new(),
             stats: RunStats::default(),
         })
     }
@@ -425,6 +432,9 @@ impl<'t> Simulation<'t> {
             for (agent, reports) in batches.drain(..) {
                 work.push_back(self.call(Event::ContainerReports { agent, reports })?);
             }
+            for model in std::mem::take(&mut self.models) {
+                work.push_back(self.call(Event::CompletionModelBuilt(Box::new(model)))?);
+            }
         }
         Ok(())
     }
@@ -450,6 +460,12 @@ impl<'t> Simulation<'t> {
             }
             Command::Persist(Persist::JobState { job, state, at, .. }) => self.job_state(job, state, at),
             Command::Reply { request, response } => self.reply(request, response),
+            Command::BuildCompletionModel(request) => {
+                // Jockey's offline simulator, run at once: the virtual clock stands still.
+                let model = build_completion_model(&request);
+                self.stats.models_built += 1;
+                self.models.push(model);
+            }
             Command::Persist(_) | Command::JobChanged { .. } | Command::DropAgent { .. } => {}
         }
     }

@@ -11,6 +11,7 @@
 mod capacity;
 mod fair;
 mod fifo;
+pub mod jockey;
 mod preempt;
 mod priority;
 mod settings;
@@ -48,12 +49,15 @@ pub enum PolicyName {
     Priority,
     /// Static queue shares, FIFO within a queue, spare capacity lent to other queues.
     Capacity,
+    /// Per-job SLO control: each deadline job is guaranteed the slots its completion
+    /// model says it needs, re-sized every control interval; the rest is shared.
+    Jockey,
 }
 
 impl PolicyName {
     /// Every policy, in the order they are documented.
-    pub const ALL: [PolicyName; 4] =
-        [PolicyName::Fifo, PolicyName::Fair, PolicyName::Priority, PolicyName::Capacity];
+    pub const ALL: [PolicyName; 5] =
+        [PolicyName::Fifo, PolicyName::Fair, PolicyName::Priority, PolicyName::Capacity, PolicyName::Jockey];
 
     /// The name used in configuration files and tables.
     pub fn name(self) -> &'static str {
@@ -62,6 +66,7 @@ impl PolicyName {
             PolicyName::Fair => "fair",
             PolicyName::Priority => "priority",
             PolicyName::Capacity => "capacity",
+            PolicyName::Jockey => "jockey",
         }
     }
 }
@@ -113,6 +118,15 @@ pub trait Policy: fmt::Debug + Send {
     fn next_wakeup(&self) -> Option<Timestamp> {
         None
     }
+
+    /// Completion models the policy wants built (Jockey); the core hands each to its
+    /// driver as a `Command::BuildCompletionModel`. Drained by the call.
+    fn take_model_requests(&mut self) -> Vec<jockey::ModelRequest> {
+        Vec::new()
+    }
+
+    /// A completion model the driver built, as asked.
+    fn completion_model_built(&mut self, _model: jockey::CompletionModel) {}
 }
 
 /// Why the core asks a policy to [`schedule`](Policy::schedule).
@@ -186,6 +200,15 @@ impl<'a> SchedView<'a> {
     /// One job, if it exists.
     pub fn job(&self, id: JobId) -> Option<JobInfo<'a>> {
         self.state.jobs.get(&id).map(|job| JobInfo { job })
+    }
+
+    /// The kept runs of the job name `name`, oldest first (for profiles).
+    pub fn history(
+        &self,
+        name: &str,
+    ) -> impl Iterator<Item = &'a slotmarket_common::protocol::JobHistory> + use<'a> {
+        let runs: Vec<&'a slotmarket_common::protocol::JobHistory> = self.state.history.runs(name).collect();
+        runs.into_iter()
     }
 
     /// Agents that take work (connected, neither draining nor quarantined: the only ones
@@ -279,6 +302,11 @@ impl<'a> JobInfo<'a> {
     /// Its spec's name (the key of its history).
     pub fn name(&self) -> &'a str {
         &self.job.spec.name
+    }
+
+    /// Its spec (stages and their barriers).
+    pub fn spec(&self) -> &'a slotmarket_common::spec::JobSpec {
+        &self.job.spec
     }
 
     /// The account it runs on.
@@ -407,7 +435,7 @@ mod tests {
         assert_eq!("fifo".parse::<PolicyName>(), Ok(PolicyName::Fifo));
         assert_eq!(PolicyName::Fifo.to_string(), "fifo");
         let err = "lifo".parse::<PolicyName>().unwrap_err();
-        assert_eq!(err, "unknown policy \"lifo\"; known policies: fifo, fair, priority, capacity");
+        assert_eq!(err, "unknown policy \"lifo\"; known policies: fifo, fair, priority, capacity, jockey");
         for name in PolicyName::ALL {
             assert_eq!(name.name().parse::<PolicyName>(), Ok(name));
         }

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use super::jockey::{Control, Indicator, Jockey, JockeyConfig, Predictor, Utility};
 use super::{Capacity, Fair, Fifo, Policy, PolicyName, Priority};
 
 /// Which policy runs and its settings, as written in the `[policy]` table:
@@ -49,6 +50,68 @@ pub enum PolicySettings {
         #[serde(default)]
         preemption: bool,
     },
+    /// Jockey: deadline jobs guaranteed the slots a completion model says they need.
+    Jockey {
+        /// Seconds between control steps (default 60, the paper's; a few on a dev cluster).
+        #[serde(default = "jockey_defaults::interval_s")]
+        interval_s: f64,
+        /// Predictions are multiplied by this (default 1.2).
+        #[serde(default = "jockey_defaults::slack")]
+        slack: f64,
+        /// Share of the gap to the raw allocation closed per step, in (0, 1] (default 0.2).
+        #[serde(default = "jockey_defaults::hysteresis")]
+        hysteresis: f64,
+        /// Dead zone in seconds (default 180).
+        #[serde(default = "jockey_defaults::dead_zone_s")]
+        dead_zone_s: f64,
+        /// Progress indicator: totalworkwithq (default), totalwork, vertexfrac, cp, minstage.
+        #[serde(default)]
+        indicator: Indicator,
+        /// simulator (default), amdahl, or max (every deadline job gets the whole cluster).
+        #[serde(default)]
+        predictor: Predictor,
+        /// Re-size allocations as jobs run (default true); false keeps the first one.
+        #[serde(default = "jockey_defaults::yes")]
+        adapt: bool,
+        /// Simulated runs per allocation when a completion model is built (default 20).
+        #[serde(default = "jockey_defaults::model_runs")]
+        model_runs: u32,
+        /// Quantile of the simulated remaining times the model keeps (default 0.9).
+        #[serde(default = "jockey_defaults::quantile")]
+        quantile: f64,
+        /// Kill other jobs' tasks to hand deadline jobs their guaranteed slots (default true).
+        #[serde(default = "jockey_defaults::yes")]
+        preemption: bool,
+        /// Utility curve as `[minutes after the deadline, utility]` points sorted by time;
+        /// empty (default): 1 until the deadline, −1 ten minutes late, −1000 at 1000.
+        #[serde(default)]
+        utility: Vec<(f64, f64)>,
+    },
+}
+
+/// Serde defaults of the `jockey` settings (the paper's values, §5).
+mod jockey_defaults {
+    pub(super) fn interval_s() -> f64 {
+        60.0
+    }
+    pub(super) fn slack() -> f64 {
+        1.2
+    }
+    pub(super) fn hysteresis() -> f64 {
+        0.2
+    }
+    pub(super) fn dead_zone_s() -> f64 {
+        180.0
+    }
+    pub(super) fn yes() -> bool {
+        true
+    }
+    pub(super) fn model_runs() -> u32 {
+        20
+    }
+    pub(super) fn quantile() -> f64 {
+        0.9
+    }
 }
 
 impl Default for PolicySettings {
@@ -75,6 +138,19 @@ pub enum PolicySettingsError {
         /// Their sum.
         sum: f64,
     },
+    /// A `jockey` setting is outside the values it can take.
+    #[error("{field}: must be {range}, got {value}")]
+    JockeyOutOfRange {
+        /// The setting.
+        field: &'static str,
+        /// The values it takes.
+        range: &'static str,
+        /// The value given.
+        value: f64,
+    },
+    /// The `jockey` utility points are not sorted by time.
+    #[error("utility: points must be sorted by their minutes after the deadline")]
+    UtilityUnsorted,
 }
 
 impl PolicySettings {
@@ -85,6 +161,7 @@ impl PolicySettings {
             PolicySettings::Fair { .. } => PolicyName::Fair,
             PolicySettings::Priority {} => PolicyName::Priority,
             PolicySettings::Capacity { .. } => PolicyName::Capacity,
+            PolicySettings::Jockey { .. } => PolicyName::Jockey,
         }
     }
 
@@ -92,6 +169,7 @@ impl PolicySettings {
     pub fn check(&self) -> Result<(), PolicySettingsError> {
         match self {
             PolicySettings::Capacity { queues, .. } => check_queue_shares(queues),
+            PolicySettings::Jockey { .. } => self.jockey_config().map(|_| ()),
             PolicySettings::Fifo {} | PolicySettings::Fair { .. } | PolicySettings::Priority {} => Ok(()),
         }
     }
@@ -106,7 +184,61 @@ impl PolicySettings {
             PolicySettings::Capacity { queues, preemption } => {
                 Box::new(Capacity::new(queues.clone(), *preemption))
             }
+            PolicySettings::Jockey { .. } => Box::new(Jockey::new(self.jockey_config().unwrap_or_default())),
         }
+    }
+
+    /// The `jockey` settings as the policy takes them, checked; the defaults for any
+    /// other policy.
+    pub fn jockey_config(&self) -> Result<JockeyConfig, PolicySettingsError> {
+        let PolicySettings::Jockey {
+            interval_s,
+            slack,
+            hysteresis,
+            dead_zone_s,
+            indicator,
+            predictor,
+            adapt,
+            model_runs,
+            quantile,
+            preemption,
+            utility,
+        } = self
+        else {
+            return Ok(JockeyConfig::default());
+        };
+        let within = |field, range, value: f64, ok: bool| {
+            if ok { Ok(()) } else { Err(PolicySettingsError::JockeyOutOfRange { field, range, value }) }
+        };
+        within("interval_s", "above 0", *interval_s, *interval_s > 0.0)?;
+        within("slack", "at least 0.1", *slack, *slack >= 0.1)?;
+        within("hysteresis", "in (0, 1]", *hysteresis, *hysteresis > 0.0 && *hysteresis <= 1.0)?;
+        within("dead_zone_s", "at least 0", *dead_zone_s, *dead_zone_s >= 0.0)?;
+        within("model_runs", "at least 1", f64::from(*model_runs), *model_runs >= 1)?;
+        within("quantile", "in [0, 1]", *quantile, (0.0..=1.0).contains(quantile))?;
+        if utility.windows(2).any(|w| !(w[0].0 <= w[1].0)) {
+            return Err(PolicySettingsError::UtilityUnsorted);
+        }
+        let utility = if utility.is_empty() {
+            Utility::default()
+        } else {
+            Utility { points: utility.iter().map(|&(min, u)| ((min * 60_000.0).round() as i64, u)).collect() }
+        };
+        Ok(JockeyConfig {
+            interval_ms: (interval_s * 1000.0).round() as u64,
+            control: Control {
+                slack: *slack,
+                hysteresis: *hysteresis,
+                dead_zone_ms: (dead_zone_s * 1000.0).round() as i64,
+                utility,
+            },
+            indicator: *indicator,
+            predictor: *predictor,
+            adapt: *adapt,
+            model_runs: *model_runs,
+            quantile: *quantile,
+            preemption: *preemption,
+        })
     }
 }
 

@@ -163,5 +163,10 @@ pub(crate) fn dispatch(state: &mut State, cx: &mut Ctx, event: Event) {
         Event::NodeDrainRequested { request, caller, node, drain } => {
             drain::on_node_drain_requested(state, cx, request, &caller, &node, drain);
         }
+        // The core hands these to the policy before dispatch; nothing in the state changes.
+        Event::CompletionModelBuilt(_) => {}
+        Event::DeadlineSetRequested { request, caller, job, deadline } => {
+            jobs::on_deadline_set_requested(state, cx, request, &caller, job, deadline);
+        }
     }
 }

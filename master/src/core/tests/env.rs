@@ -373,8 +373,9 @@ fn round_trip_command(command: &Command) {
             assert_eq!(&serde_json::from_str::<JobHistory>(&json).expect("decodes from JSON"), record);
         }
         Command::Persist(Persist::Ledger(entry)) => round_trip(entry),
-        Command::Persist(Persist::JobState { .. } | Persist::Account { .. }) | Command::JobChanged { .. } => {
-        }
+        Command::Persist(Persist::JobState { .. } | Persist::Account { .. } | Persist::Deadline { .. })
+        | Command::JobChanged { .. }
+        | Command::BuildCompletionModel(_) => {}
     }
 }
 
