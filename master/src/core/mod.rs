@@ -212,6 +212,12 @@ impl Core {
         CoreView::new(&self.state)
     }
 
+    /// The SLO controller's view of `job` (progress, predicted finish, guaranteed slots)
+    /// when the policy has one (`jockey`) and controls that job.
+    pub fn slo_state(&self, job: JobId) -> Option<policy::jockey::SloState> {
+        self.policy.slo_state(job)
+    }
+
     pub(crate) fn state(&self) -> &State {
         &self.state
     }

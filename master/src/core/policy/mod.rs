@@ -127,6 +127,12 @@ pub trait Policy: fmt::Debug + Send {
 
     /// A completion model the driver built, as asked.
     fn completion_model_built(&mut self, _model: jockey::CompletionModel) {}
+
+    /// What the policy's SLO controller knows of `job` (Jockey): progress, predicted
+    /// finish, guaranteed slots. `None` for policies without one and jobs it does not control.
+    fn slo_state(&self, _job: JobId) -> Option<jockey::SloState> {
+        None
+    }
 }
 
 /// Why the core asks a policy to [`schedule`](Policy::schedule).

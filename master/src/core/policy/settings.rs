@@ -216,7 +216,7 @@ impl PolicySettings {
         within("dead_zone_s", "at least 0", *dead_zone_s, *dead_zone_s >= 0.0)?;
         within("model_runs", "at least 1", f64::from(*model_runs), *model_runs >= 1)?;
         within("quantile", "in [0, 1]", *quantile, (0.0..=1.0).contains(quantile))?;
-        if utility.windows(2).any(|w| !(w[0].0 <= w[1].0)) {
+        if utility.windows(2).any(|w| w[0].0.partial_cmp(&w[1].0).is_none_or(|o| o.is_gt())) {
             return Err(PolicySettingsError::UtilityUnsorted);
         }
         let utility = if utility.is_empty() {
@@ -326,5 +326,33 @@ mod tests {
         assert_eq!(zero.to_string(), "queues.a: share must be in (0, 1], got 0");
         let nan = capacity(&[("a", f64::NAN)]).check();
         assert!(matches!(nan, Err(PolicySettingsError::ShareOutOfRange { .. })));
+    }
+
+    #[test]
+    fn jockey_settings_default_to_the_papers_and_refuse_what_cannot_work() {
+        let parse =
+            |text: &str| toml::from_str::<PolicySettings>(&format!("name = \"jockey\"\n{text}")).unwrap();
+        let config = parse("").jockey_config().unwrap();
+        assert_eq!(config, JockeyConfig::default());
+        assert_eq!(config.interval_ms, 60_000);
+        assert_eq!(
+            (config.control.slack, config.control.hysteresis, config.control.dead_zone_ms),
+            (1.2, 0.2, 180_000)
+        );
+        let custom = parse(
+            "interval_s = 5\nslack = 1.5\npredictor = \"amdahl\"\nindicator = \"cp\"\nadapt = false\nutility = [[0, 2.0], [1, -1.0]]",
+        );
+        let config = custom.jockey_config().unwrap();
+        assert_eq!((config.interval_ms, config.control.slack), (5_000, 1.5));
+        assert_eq!(
+            (config.predictor, config.indicator, config.adapt),
+            (Predictor::Amdahl, Indicator::Cp, false)
+        );
+        assert_eq!(config.control.utility.points, vec![(0, 2.0), (60_000, -1.0)]);
+        let err = parse("hysteresis = 0").check().unwrap_err();
+        assert_eq!(err.to_string(), "hysteresis: must be in (0, 1], got 0");
+        let err = parse("utility = [[5, 1.0], [1, 0.0]]").check().unwrap_err();
+        assert_eq!(err, PolicySettingsError::UtilityUnsorted);
+        assert!(toml::from_str::<PolicySettings>("name = \"jockey\"\npredictor = \"psychic\"").is_err());
     }
 }

@@ -277,6 +277,11 @@ impl TestEnv {
         self.core.view().job_status(job, &root()).expect("job exists")
     }
 
+    /// The Jockey controller's state of `job`.
+    pub(super) fn jockey_state(&self, job: JobId) -> crate::core::policy::jockey::SloState {
+        self.core.slo_state(job).expect("the policy controls the job")
+    }
+
     // ----- taking commands -----
 
     /// Takes every pending launch; there must be exactly `n`.
@@ -347,6 +352,15 @@ impl TestEnv {
         });
         assert_eq!(taken.len(), n, "expected {n} {what}, got {taken:#?}");
         taken
+    }
+
+    /// Takes every pending request for a completion model (Jockey).
+    pub(super) fn take_model_requests(&mut self) -> Vec<crate::core::policy::jockey::ModelRequest> {
+        let n = self.pending.iter().filter(|c| matches!(c, Command::BuildCompletionModel(_))).count();
+        self.take(n, "model requests", |c| match c {
+            Command::BuildCompletionModel(request) => Some((**request).clone()),
+            _ => None,
+        })
     }
 
     /// Nothing the test has not taken: no launch, kill, reply or drop is left.

@@ -8,6 +8,7 @@ mod env;
 mod accounts;
 mod clients;
 mod failures;
+mod jockey;
 mod lifetimes;
 mod limits;
 mod market;

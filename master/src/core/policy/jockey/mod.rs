@@ -324,6 +324,10 @@ impl Policy for Jockey {
         std::mem::take(&mut self.requests)
     }
 
+    fn slo_state(&self, job: JobId) -> Option<SloState> {
+        self.jobs.get(&job).copied()
+    }
+
     fn completion_model_built(&mut self, model: CompletionModel) {
         self.models.insert(model.name.clone(), model);
     }
