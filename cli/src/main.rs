@@ -21,6 +21,7 @@ mod account;
 mod budget;
 mod cancel;
 mod connection;
+mod deadline;
 mod demo;
 #[cfg(test)]
 mod fake_master;
@@ -91,6 +92,9 @@ enum Command {
     /// Drain or undrain a node (admin only).
     #[command(subcommand)]
     Node(node::NodeCommand),
+    /// Move a running job's deadline (`set JOB +20m`) or drop it (`clear JOB`).
+    #[command(subcommand)]
+    Deadline(deadline::DeadlineCommand),
 }
 
 fn main() -> ExitCode {
@@ -131,6 +135,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Budget(command) => budget::run(&cli.connection, command, json).await,
         Command::Ledger(args) => ledger::run(&cli.connection, args, json).await,
         Command::Node(command) => node::run(&cli.connection, command, json).await,
+        Command::Deadline(command) => deadline::run(&cli.connection, command, json).await,
     }
 }
 
