@@ -26,6 +26,7 @@
 
 mod agents;
 pub mod generate;
+pub mod jockey_gen;
 pub mod plot;
 pub mod report;
 pub mod rng;
@@ -51,7 +52,7 @@ use crate::core::{
 use agents::Agents;
 use report::{JobResult, Outcome, SlotUsage};
 use wakeup::Wakeup;
-use workload::Trace;
+use workload::{Trace, secs_to_ms};
 
 /// How a run is set up (besides the trace).
 #[derive(Clone, Debug)]
@@ -176,7 +177,12 @@ enum SimEvent {
     Wakeup,
     /// Trace job `ix` is submitted (a follower, whose time depends on another job).
     Arrive(u32),
+    /// Trace job `ix` asks for its `n`th deadline move.
+    MoveDeadline(u32, u32),
 }
+
+/// Request ids at and above this are deadline moves, not submits (whose id is the trace index).
+const MOVE_REQUESTS: u64 = 1 << 40;
 
 /// Runs `trace` under `config`.
 pub fn run(trace: &Trace, config: &SimConfig) -> Result<SimRun, SimError> {
@@ -334,6 +340,7 @@ impl<'t> Simulation<'t> {
                 self.queued_arrivals -= 1;
                 self.submit(ix)
             }
+            SimEvent::MoveDeadline(ix, n) => self.move_deadline(ix, n),
         }
     }
 
@@ -367,6 +374,26 @@ impl<'t> Simulation<'t> {
             self.carry_out(out)?;
         }
         Ok(())
+    }
+
+    /// Trace job `ix` asks, as its user, for its `n`th deadline move (if it still runs).
+    fn move_deadline(&mut self, ix: u32, n: u32) -> Result<(), SimError> {
+        let trace_job = &self.trace.jobs[ix as usize];
+        let (Some(job), Some(submitted), Some(step)) = (
+            self.jobs[ix as usize].job,
+            self.jobs[ix as usize].submitted,
+            trace_job.deadline_moves.get(n as usize),
+        ) else {
+            return Ok(());
+        };
+        if self.jobs[ix as usize].ended.is_some() {
+            return Ok(());
+        }
+        let deadline = Some(submitted + Duration::from_millis(secs_to_ms(step.deadline_after_s)));
+        let caller = Identity { role: Role::User, principal: trace_job.user.clone() };
+        let request = RequestId(MOVE_REQUESTS + u64::from(ix));
+        let out = self.call(Event::DeadlineSetRequested { request, caller, job, deadline })?;
+        self.carry_out(out)
     }
 
     /// Submits trace job `ix` as its user.
@@ -481,11 +508,19 @@ impl<'t> Simulation<'t> {
     }
 
     fn reply(&mut self, request: RequestId, response: Response) {
+        if request.0 >= MOVE_REQUESTS {
+            // A deadline move's answer: nothing to record.
+            return;
+        }
         let ix = request.0 as u32;
         match response {
             Response::Submitted { job } => {
                 self.job_of.insert(job, ix);
                 self.jobs[ix as usize].job = Some(job);
+                for (n, step) in self.trace.jobs[ix as usize].deadline_moves.iter().enumerate() {
+                    let at = self.now + Duration::from_millis(secs_to_ms(step.after_s));
+                    self.push(at, SimEvent::MoveDeadline(ix, n as u32));
+                }
             }
             _ => {
                 self.jobs[ix as usize].outcome = Outcome::Rejected;
@@ -502,6 +537,12 @@ impl<'t> Simulation<'t> {
             JobState::Running => result.started = result.started.or(Some(at)),
             JobState::Completed | JobState::Failed | JobState::Cancelled => {
                 result.outcome = state.into();
+                // The policy moves a job's controller state aside once it sees the job
+                // ended, which is after this command; the state now is up to the last step.
+                result.guaranteed = self.core.slo_state(job).map(|s| {
+                    let since = s.accounted_to.map_or(0, |t| at.0.saturating_sub(t.0));
+                    (s.guaranteed_slot_ms + u64::from(s.guarantee) * since, s.peak_guarantee)
+                });
                 self.end(ix, at);
             }
         }

@@ -91,7 +91,27 @@ pub struct SloState {
     pub predicted_finish: Option<Timestamp>,
     /// The allocation is kept as it is (no adaptation, once model-based).
     pub frozen: bool,
+    /// Guaranteed slot-milliseconds so far: the guarantee integrated over time.
+    pub guaranteed_slot_ms: u64,
+    /// The largest guarantee so far.
+    pub peak_guarantee: u32,
+    /// When `guaranteed_slot_ms` was last brought up to date.
+    pub accounted_to: Option<Timestamp>,
 }
+
+impl SloState {
+    /// Adds the guarantee held since the last account up to `now`.
+    fn account(&mut self, now: Timestamp) {
+        if let Some(since) = self.accounted_to {
+            self.guaranteed_slot_ms += u64::from(self.guarantee) * now.0.saturating_sub(since.0);
+        }
+        self.accounted_to = Some(now);
+        self.peak_guarantee = self.peak_guarantee.max(self.guarantee);
+    }
+}
+
+/// Ended SLO jobs whose final controller state is kept for reports, newest last.
+const ENDED_KEPT: usize = 10_000;
 
 /// The Jockey policy.
 #[derive(Debug)]
@@ -103,6 +123,8 @@ pub struct Jockey {
     /// Newest profiled run each name's model was asked for, so it is asked for once.
     requested: BTreeMap<String, u64>,
     requests: Vec<ModelRequest>,
+    /// The final state of recently ended SLO jobs (at most [`ENDED_KEPT`]).
+    ended: BTreeMap<JobId, SloState>,
 }
 
 impl Jockey {
@@ -115,6 +137,7 @@ impl Jockey {
             models: BTreeMap::new(),
             requested: BTreeMap::new(),
             requests: Vec::new(),
+            ended: BTreeMap::new(),
         }
     }
 
@@ -129,13 +152,22 @@ impl Jockey {
         let mut live = BTreeMap::new();
         for job in view.active_jobs() {
             let Some(deadline) = job.deadline() else { continue };
-            let mut slo = self.jobs.get(&job.id()).copied().unwrap_or_default();
+            let mut slo = self.jobs.remove(&job.id()).unwrap_or_default();
+            slo.account(now);
             if (all || slo.smoothed.is_none()) && !slo.frozen {
                 self.step(now, view, job, deadline, total, &mut slo);
             }
+            slo.peak_guarantee = slo.peak_guarantee.max(slo.guarantee);
             live.insert(job.id(), slo);
         }
-        self.jobs = live;
+        // What is left ended (or lost its deadline): keep its final state for reports.
+        for (job, mut slo) in std::mem::replace(&mut self.jobs, live) {
+            slo.account(now);
+            self.ended.insert(job, slo);
+        }
+        while self.ended.len() > ENDED_KEPT {
+            self.ended.pop_first();
+        }
     }
 
     /// One control step for one job.
@@ -190,6 +222,7 @@ impl Jockey {
             progress,
             predicted_finish: Some(Timestamp(finish.max(0.0) as u64)),
             frozen: !self.config.adapt && model_based,
+            ..*slo
         };
     }
 
@@ -325,7 +358,7 @@ impl Policy for Jockey {
     }
 
     fn slo_state(&self, job: JobId) -> Option<SloState> {
-        self.jobs.get(&job).copied()
+        self.jobs.get(&job).or_else(|| self.ended.get(&job)).copied()
     }
 
     fn completion_model_built(&mut self, model: CompletionModel) {
