@@ -19,7 +19,7 @@ pub struct JockeyMix {
     /// Slots of the (map-only) cluster the deadline is sized for.
     pub slots: u32,
     /// The deadline gives the job the time it needs on this many slots (profiled work /
-    /// slots), plus its profiled critical path.
+    /// slots), plus one and a half times its profiled critical path.
     pub deadline_slots: u32,
     /// Largest work factor of the deadline run (drawn uniformly in [0.7, this]).
     pub max_work_factor: f64,
@@ -65,8 +65,9 @@ impl JockeyMix {
         let shape = dag_shape(&mut rng);
         let profiled = draw_stages(&shape, 1.0, &mut rng);
         let work_s: f64 = profiled.iter().map(stage_work_s).sum();
-        let deadline_after_s =
-            (work_s / f64::from(self.deadline_slots.max(1)) + critical_path_s(&shape, &profiled)).round();
+        let deadline_after_s = (work_s / f64::from(self.deadline_slots.max(1))
+            + 1.5 * critical_path_s(&shape, &profiled))
+        .round();
         emit(TraceJob { name: Some("dag".into()), ..TraceJob::new("profile", 0.0, "analyst", profiled) })?;
         let factor = 0.7 + rng.unit() * (self.max_work_factor - 0.7).max(0.0);
         let slo_stages = draw_stages(&shape, factor, &mut rng);
@@ -141,7 +142,7 @@ fn dag_shape(rng: &mut Rng) -> Vec<StageShape> {
 }
 
 /// Task times for every stage, scaled by `factor`: lognormal around the stage mean
-/// (σ = 0.5), and one task in twenty a straggler three to eight times longer.
+/// (σ = 0.5), and one task in twenty a straggler two to five times longer.
 fn draw_stages(shape: &[StageShape], factor: f64, rng: &mut Rng) -> Vec<TraceStage> {
     shape
         .iter()
@@ -152,7 +153,7 @@ fn draw_stages(shape: &[StageShape], factor: f64, rng: &mut Rng) -> Vec<TraceSta
                     let normal = super::rng::normal(rng.next_u64(), rng.next_u64());
                     let mut t = st.mean_s * (0.5 * normal - 0.125).exp();
                     if rng.chance(0.05) {
-                        t *= 3.0 + 5.0 * rng.unit();
+                        t *= 2.0 + 3.0 * rng.unit();
                     }
                     ((t * factor).max(1.0) * 1000.0).round() / 1000.0
                 })

@@ -26,6 +26,7 @@
 
 mod agents;
 pub mod generate;
+pub mod jockey_experiment;
 pub mod jockey_gen;
 pub mod plot;
 pub mod report;

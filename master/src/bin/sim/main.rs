@@ -15,6 +15,7 @@
 //! seed print the same bytes; `--timing` adds speed and memory figures on standard error.
 
 mod gen_cmd;
+mod jockey_cmd;
 mod report_cmd;
 
 use std::fs::File;
@@ -51,6 +52,8 @@ enum Command {
     Run(RunArgs),
     /// Render SVG plots from the CSVs of one or more `run --out` directories.
     Report(report_cmd::ReportArgs),
+    /// Jockey's §5 comparison over seeds, as Markdown tables.
+    Jockey(jockey_cmd::JockeyArgs),
 }
 
 /// Flags of `run`.
@@ -122,6 +125,7 @@ fn main() -> Result<()> {
         Some(Command::Gen(args)) => gen_cmd::run(args),
         Some(Command::Run(args)) => run(args),
         Some(Command::Report(args)) => report_cmd::run(args),
+        Some(Command::Jockey(args)) => jockey_cmd::run(args),
         None => run(cli.run),
     }
 }

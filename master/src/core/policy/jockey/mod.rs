@@ -214,10 +214,12 @@ impl Jockey {
             .smooth(slo.smoothed, raw, finish_previous, deadline.0 as i64)
             .clamp(1.0, f64::from(total));
         let guarantee = smoothed.ceil() as u32;
-        let finish = now.0 as f64 + control.slack * remaining(guarantee);
         let model_based = model.is_some() || self.config.predictor != Predictor::Simulator;
+        let finish = now.0 as f64 + control.slack * remaining(guarantee);
         *slo = SloState {
-            smoothed: Some(smoothed),
+            // A guess made while the simulated model is being built is not a history to
+            // smooth from: the first model-based step starts afresh.
+            smoothed: model_based.then_some(smoothed),
             guarantee,
             progress,
             predicted_finish: Some(Timestamp(finish.max(0.0) as u64)),
