@@ -467,6 +467,22 @@ pub struct JobStatus {
     pub stages: Vec<StageStatus>,
     /// Why it failed or was cancelled.
     pub message: Option<String>,
+    /// For a deadline job under the `jockey` policy: its controller's view.
+    #[serde(default)]
+    pub slo: Option<SloStatus>,
+}
+
+/// What the `jockey` policy's control loop knows of a deadline job.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct SloStatus {
+    /// Progress by the configured indicator, in thousandths.
+    pub progress_permille: u32,
+    /// When it is predicted to finish under its guarantee, slack included.
+    pub predicted_finish: Option<Timestamp>,
+    /// Slots guaranteed to it now.
+    pub guaranteed: u32,
+    /// The largest guarantee it has had.
+    pub peak_guaranteed: u32,
 }
 
 /// A stage's task counts.

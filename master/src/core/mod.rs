@@ -209,7 +209,7 @@ impl Core {
 
     /// Read-only queries for status, listings and the console.
     pub fn view(&self) -> CoreView<'_> {
-        CoreView::new(&self.state)
+        CoreView::new(&self.state, Some(self.policy.as_ref()))
     }
 
     /// The SLO controller's view of `job` (progress, predicted finish, guaranteed slots)

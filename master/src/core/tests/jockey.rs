@@ -114,6 +114,10 @@ fn the_simulator_model_is_asked_for_once_and_used_once_built() {
     let slo = env.jockey_state(etl);
     assert_eq!(slo.guarantee, 4);
     assert_eq!(slo.predicted_finish, Some(Timestamp(env.now.0 + 360_000)));
+    // `status` shows the controller's view.
+    let shown = env.status(etl).slo.expect("a deadline job under jockey");
+    assert_eq!((shown.guaranteed, shown.progress_permille), (4, 0));
+    assert_eq!(shown.predicted_finish, slo.predicted_finish);
     assert!(env.take_all_launches().is_empty());
 }
 
