@@ -2,12 +2,12 @@
 //! without the simulator (Amdahl), max allocation and plain FIFO — printed as a Markdown
 //! table per deadline.
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 use clap::Args;
 use slotmarket_master::config::PolicyTable;
 use slotmarket_master::core::{CoreConfig, PolicySettings};
 use slotmarket_master::sim::SimConfig;
-use slotmarket_master::sim::jockey_experiment::{Row, Variant, markdown, run_one, trace_of};
+use slotmarket_master::sim::jockey_experiment::{Outcome, Row, Variant, markdown, run_one, trace_of};
 use slotmarket_master::sim::jockey_gen::JockeyMix;
 
 /// Flags of `jockey`.
@@ -80,47 +80,20 @@ pub(crate) fn run(args: JockeyArgs) -> Result<()> {
     for &deadline_slots in &args.deadline_slots {
         let mut rows: Vec<Row> =
             variants.iter().map(|v| Row { label: v.label.clone(), outcomes: Vec::new() }).collect();
-        // Two workers: the machine's cores, each taking every other seed.
-        let results: Vec<Result<Vec<(usize, slotmarket_master::sim::jockey_experiment::Outcome)>>> =
-            std::thread::scope(|scope| {
-                let workers: Vec<_> = (0..2u64)
-                    .map(|w| {
-                        let (args, variants) = (&args, &variants);
-                        scope.spawn(move || -> Result<Vec<_>> {
-                            let mut out = Vec::new();
-                            for seed in (1..=args.seeds).filter(|s| s % 2 == w) {
-                                let mix = JockeyMix {
-                                    seed,
-                                    slots: args.nodes * args.map_slots,
-                                    deadline_slots,
-                                    max_work_factor: args.max_work_factor,
-                                    background_interarrival_s: args.background_interarrival,
-                                    deadline_move: args.move_deadline,
-                                };
-                                let trace = trace_of(&mix)?;
-                                let cluster = SimConfig {
-                                    core: CoreConfig::default(),
-                                    nodes: args.nodes,
-                                    map_slots: args.map_slots,
-                                    reduce_slots: 0,
-                                    seed,
-                                    noise: args.noise,
-                                    fail_prob: args.fail_prob,
-                                    ..SimConfig::default()
-                                };
-                                for (i, variant) in variants.iter().enumerate() {
-                                    out.push((i, run_one(&trace, &cluster, variant)?));
-                                }
-                            }
-                            Ok(out)
-                        })
-                    })
-                    .collect();
-                workers
-                    .into_iter()
-                    .map(|w| w.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a worker panicked"))))
-                    .collect()
-            });
+        // Two workers (the machine's cores), each taking every other seed.
+        let results: Vec<Result<Vec<(usize, Outcome)>>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..2u64)
+                .map(|w| {
+                    let (args, variants) = (&args, &variants);
+                    let seeds: Vec<u64> = (1..=args.seeds).filter(|s| s % 2 == w).collect();
+                    scope.spawn(move || run_seeds(args, variants, deadline_slots, &seeds))
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().unwrap_or_else(|_| Err(anyhow!("a worker panicked"))))
+                .collect()
+        });
         for result in results {
             for (i, outcome) in result? {
                 if args.runs {
@@ -133,4 +106,41 @@ pub(crate) fn run(args: JockeyArgs) -> Result<()> {
         println!("{}", markdown(&rows));
     }
     Ok(())
+}
+
+/// Every variant on each of `seeds`: (variant index, outcome) pairs.
+fn run_seeds(
+    args: &JockeyArgs,
+    variants: &[Variant],
+    deadline_slots: u32,
+    seeds: &[u64],
+) -> Result<Vec<(usize, Outcome)>> {
+    let mut out = Vec::new();
+    for &seed in seeds {
+        let mix = JockeyMix {
+            seed,
+            slots: args.nodes * args.map_slots,
+            deadline_slots,
+            max_work_factor: args.max_work_factor,
+            background_interarrival_s: args.background_interarrival,
+            deadline_move: args.move_deadline,
+        };
+        let trace = trace_of(&mix).with_context(|| format!("seed {seed}: the trace"))?;
+        let cluster = SimConfig {
+            core: CoreConfig::default(),
+            nodes: args.nodes,
+            map_slots: args.map_slots,
+            reduce_slots: 0,
+            seed,
+            noise: args.noise,
+            fail_prob: args.fail_prob,
+            ..SimConfig::default()
+        };
+        for (i, variant) in variants.iter().enumerate() {
+            let outcome = run_one(&trace, &cluster, variant)
+                .with_context(|| format!("seed {seed}, {}", variant.label))?;
+            out.push((i, outcome));
+        }
+    }
+    Ok(out)
 }
