@@ -109,5 +109,6 @@ pub(crate) fn status(job: JobId, name: &str, state: JobState) -> JobStatus {
         },
         stages: vec![],
         message: None,
+        slo: None,
     }
 }

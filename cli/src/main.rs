@@ -21,6 +21,7 @@ mod account;
 mod budget;
 mod cancel;
 mod connection;
+mod deadline;
 mod demo;
 #[cfg(test)]
 mod fake_master;
@@ -102,6 +103,9 @@ enum Command {
     /// Set your account's spending rate under the `proportional` policy.
     #[command(subcommand)]
     Rate(rate::RateCommand),
+    /// Move a running job's deadline (`set JOB +20m`) or drop it (`clear JOB`).
+    #[command(subcommand)]
+    Deadline(deadline::DeadlineCommand),
 }
 
 fn main() -> ExitCode {
@@ -145,6 +149,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Node(command) => node::run(&cli.connection, command, json).await,
         Command::Rate(command) => rate::run(&cli.connection, command, json).await,
         Command::Price => price::run(&cli.connection, json).await,
+        Command::Deadline(command) => deadline::run(&cli.connection, command, json).await,
     }
 }
 

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use slotmarket_common::protocol::{JobStatus, JobSummary, NodeSummary, StageStatus};
+use slotmarket_common::protocol::{JobStatus, JobSummary, NodeSummary, SloStatus, StageStatus};
 use slotmarket_common::time::Timestamp;
 
 /// How a column's cells line up.
@@ -229,6 +229,10 @@ pub(crate) struct JobStatusJson {
     pub(crate) stages: Vec<StageStatus>,
     /// Why it failed or was cancelled, or null.
     pub(crate) message: Option<String>,
+    /// Under `jockey`, a deadline job's progress, predicted finish and guaranteed slots
+    /// (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) slo: Option<SloStatus>,
 }
 
 impl From<&JobStatus> for JobStatusJson {
@@ -237,6 +241,7 @@ impl From<&JobStatus> for JobStatusJson {
             job: JobJson::from(&status.summary),
             stages: status.stages.clone(),
             message: status.message.clone(),
+            slo: status.slo.clone(),
         }
     }
 }
@@ -380,6 +385,7 @@ pub(crate) mod tests {
                 failed_attempts: 0,
             }],
             message: None,
+            slo: None,
         };
         let value = serde_json::to_value(JobStatusJson::from(&status)).unwrap();
         let expected = serde_json::json!({

@@ -46,6 +46,18 @@ fn render(status: &JobStatus) -> String {
         ("owner", job.owner.to_string()),
         ("tasks", format!("{}/{} done, {} running", job.tasks_completed, job.tasks_total, job.tasks_running)),
     ];
+    if let Some(slo) = &status.slo {
+        let finish = slo.predicted_finish.map_or_else(|| "-".into(), slotmarket_common::spec::format_rfc3339);
+        head.push(("progress", format!("{:.1} %", f64::from(slo.progress_permille) / 10.0)));
+        head.push(("predicted", format!("{finish} (with slack)")));
+        head.push((
+            "slots",
+            format!(
+                "{} guaranteed (peak {}), {} running",
+                slo.guaranteed, slo.peak_guaranteed, job.tasks_running
+            ),
+        ));
+    }
     if let Some(message) = &status.message {
         head.push(("message", message.clone()));
     }
@@ -107,6 +119,7 @@ mod tests {
             summary: summary(7, JobState::Failed),
             stages: vec![stage("map", SlotKind::Map, 6, 6), stage("reduce", SlotKind::Reduce, 2, 0)],
             message: Some("task j7.s1.t0 failed 4 times".into()),
+            slo: None,
         };
         let text = render(&status);
         assert!(text.contains("job        j7\n"), "{text}");
@@ -118,12 +131,29 @@ mod tests {
 
     #[test]
     fn status_shows_escape_sequences_in_names_and_messages_as_text() {
-        let mut status = JobStatus { summary: summary(7, JobState::Failed), stages: vec![], message: None };
+        let mut status =
+            JobStatus { summary: summary(7, JobState::Failed), stages: vec![], message: None, slo: None };
         status.summary.name = "\x1b]0;pwned\x07name\nstate      completed".into();
         status.message = Some("bad\x1b[2Jthing".into());
         let text = render(&status);
         assert!(text.contains("name       \\x1b]0;pwned\\x07name\\nstate      completed\n"), "{text}");
         assert!(text.contains("message    bad\\x1b[2Jthing\n"), "{text}");
         assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+    }
+
+    #[test]
+    fn a_deadline_job_under_jockey_shows_progress_prediction_and_guarantee() {
+        let mut status =
+            JobStatus { summary: summary(7, JobState::Running), stages: vec![], message: None, slo: None };
+        status.slo = Some(slotmarket_common::protocol::SloStatus {
+            progress_permille: 425,
+            predicted_finish: Some(slotmarket_common::time::Timestamp(1_800_000_000_000)),
+            guaranteed: 12,
+            peak_guaranteed: 20,
+        });
+        let text = render(&status);
+        assert!(text.contains("progress   42.5 %\n"), "{text}");
+        assert!(text.contains("predicted  2027-01-15T08:00:00Z (with slack)\n"), "{text}");
+        assert!(text.contains("slots      12 guaranteed (peak 20), 3 running\n"), "{text}");
     }
 }

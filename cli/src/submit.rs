@@ -216,7 +216,8 @@ mod tests {
 
     #[test]
     fn progress_lines_count_tasks() {
-        let status = JobStatus { summary: summary(7, JobState::Running), stages: vec![], message: None };
+        let status =
+            JobStatus { summary: summary(7, JobState::Running), stages: vec![], message: None, slo: None };
         let line = progress_line(&status, Timestamp(12_500));
         assert_eq!(line, "j7 running: 4/11 tasks done, 3 running (+2.5s after submit)");
     }

@@ -18,6 +18,7 @@ use crate::protocol::{
     ReservationView, Response,
 };
 use crate::spec::JobSpec;
+use crate::time::Timestamp;
 use crate::transport::{self, StreamError, TransportError, read_frame, write_frame};
 
 /// How long [`Client::connect`] waits for the QUIC handshake.
@@ -164,6 +165,19 @@ impl Client {
     pub async fn cancel(&self, job: JobId) -> Result<JobState, ClientError> {
         self.expect(Request::Cancel { job }, |response| match response {
             Response::Cancelled { state, .. } => Some(state),
+            _ => None,
+        })
+        .await
+    }
+
+    /// Moves a job's deadline (`None` drops it); returns the deadline now in force.
+    pub async fn set_deadline(
+        &self,
+        job: JobId,
+        deadline: Option<Timestamp>,
+    ) -> Result<Option<Timestamp>, ClientError> {
+        self.expect(Request::SetDeadline { job, deadline }, |response| match response {
+            Response::DeadlineSet { deadline, .. } => Some(deadline),
             _ => None,
         })
         .await
@@ -338,5 +352,6 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::Reservation(_) => "Reservation",
         Response::RateSet { .. } => "RateSet",
         Response::Price(_) => "Price",
+        Response::DeadlineSet { .. } => "DeadlineSet",
     }
 }

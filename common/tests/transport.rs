@@ -112,6 +112,7 @@ fn status(job: JobId, state: JobState) -> JobStatus {
         },
         stages: vec![],
         message: None,
+        slo: None,
     }
 }
 

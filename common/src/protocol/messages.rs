@@ -237,6 +237,14 @@ pub enum Request {
     },
     /// The DP price and the accounts' shares; answered `Price`.
     Price,
+    /// Move a running job's deadline (or drop it with `None`); answered `DeadlineSet`.
+    /// The `jockey` policy re-sizes the job's allocation to follow it.
+    SetDeadline {
+        /// The job.
+        job: JobId,
+        /// The new deadline.
+        deadline: Option<Timestamp>,
+    },
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -342,6 +350,13 @@ pub enum Response {
     },
     /// The DP market: price and shares.
     Price(MarketInfo),
+    /// The job's deadline after a `SetDeadline`.
+    DeadlineSet {
+        /// The job.
+        job: JobId,
+        /// Its deadline now.
+        deadline: Option<Timestamp>,
+    },
 }
 
 impl Response {
@@ -476,6 +491,22 @@ pub struct JobStatus {
     pub stages: Vec<StageStatus>,
     /// Why it failed or was cancelled.
     pub message: Option<String>,
+    /// For a deadline job under the `jockey` policy: its controller's view.
+    #[serde(default)]
+    pub slo: Option<SloStatus>,
+}
+
+/// What the `jockey` policy's control loop knows of a deadline job.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct SloStatus {
+    /// Progress by the configured indicator, in thousandths.
+    pub progress_permille: u32,
+    /// When it is predicted to finish under its guarantee, slack included.
+    pub predicted_finish: Option<Timestamp>,
+    /// Slots guaranteed to it now.
+    pub guaranteed: u32,
+    /// The largest guarantee it has had.
+    pub peak_guaranteed: u32,
 }
 
 /// A stage's task counts.

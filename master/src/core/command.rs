@@ -56,6 +56,10 @@ pub enum Command {
         /// Why, sent to the agent as `Refused`.
         reason: String,
     },
+    /// Build a Jockey completion model (simulating a job profile many times) and feed
+    /// it back as `Event::CompletionModelBuilt`. It takes a while: a server builds it
+    /// off its actor so that scheduling does not stall.
+    BuildCompletionModel(Box<super::policy::jockey::ModelRequest>),
 }
 
 /// Why the core kills a container. Drivers that count outcomes (the simulator) match on
@@ -167,6 +171,13 @@ pub enum Persist {
     /// A ledger entry. The ledger is append-only: entries are never changed or removed,
     /// and balances are derived from them.
     Ledger(LedgerEntry),
+    /// A job's deadline was moved (or dropped, `None`) while it runs.
+    Deadline {
+        /// The job.
+        job: JobId,
+        /// Its new deadline.
+        deadline: Option<Timestamp>,
+    },
 }
 
 #[cfg(test)]

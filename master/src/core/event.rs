@@ -132,6 +132,19 @@ pub enum Event {
         /// Credits per slot-hour.
         rate: Credits,
     },
+    /// A completion model the core asked for (`Command::BuildCompletionModel`), built.
+    CompletionModelBuilt(Box<crate::core::policy::jockey::CompletionModel>),
+    /// A client (or a trace) asked to move a job's deadline, or to drop it (`None`).
+    DeadlineSetRequested {
+        /// Where the reply goes.
+        request: RequestId,
+        /// Who asked.
+        caller: Caller,
+        /// The job.
+        job: JobId,
+        /// The new deadline.
+        deadline: Option<slotmarket_common::time::Timestamp>,
+    },
 }
 
 /// The store's state outside the active jobs, as read back after a restart.

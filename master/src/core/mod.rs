@@ -199,7 +199,10 @@ impl Core {
     #[must_use]
     pub fn handle(&mut self, now: Timestamp, event: Event) -> Vec<Command> {
         let mut cx = self.begin(now);
-        reactor::dispatch(&mut self.state, &mut cx, event);
+        match event {
+            Event::CompletionModelBuilt(model) => self.policy.completion_model_built(*model),
+            event => reactor::dispatch(&mut self.state, &mut cx, event),
+        }
         self.schedule(&mut cx, Trigger::Event);
         cx.finish(&self.state, &mut self.changed)
     }
@@ -250,7 +253,13 @@ impl Core {
 
     /// Read-only queries for status, listings and the console.
     pub fn view(&self) -> CoreView<'_> {
-        CoreView::new(&self.state)
+        CoreView::new(&self.state, Some(self.policy.as_ref()))
+    }
+
+    /// The SLO controller's view of `job` (progress, predicted finish, guaranteed slots)
+    /// when the policy has one (`jockey`) and controls that job.
+    pub fn slo_state(&self, job: JobId) -> Option<policy::jockey::SloState> {
+        self.policy.slo_state(job)
     }
 
     /// The policy's slot reservations, δ and predicted releases, listing only the
@@ -291,5 +300,8 @@ impl Core {
     fn schedule(&mut self, cx: &mut Ctx, trigger: Trigger) {
         let decisions = self.policy.schedule(cx.now, &SchedView::new(&self.state), trigger);
         reactor::apply_decisions(&mut self.state, cx, decisions);
+        for request in self.policy.take_model_requests() {
+            cx.push(Command::BuildCompletionModel(Box::new(request)));
+        }
     }
 }

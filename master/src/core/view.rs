@@ -10,13 +10,13 @@ use std::ops::Bound;
 
 use slotmarket_common::protocol::{
     AccountSummary, ErrorKind, ErrorReply, JobHistory, JobStatus, JobSummary, JobsQuery, LedgerPage,
-    NodeSummary, ReservationView, ReservedKind, StageStatus,
+    NodeSummary, ReservationView, ReservedKind, SloStatus, StageStatus,
 };
 use std::collections::BTreeSet;
 
 use super::Caller;
 use super::accounting::AccountError;
-use super::policy::{DressReport, PolicyName};
+use super::policy::{DressReport, Policy, PolicyName};
 use super::reactor::may_see;
 use super::reactor::reserve;
 use super::state::{Agent, Job, State, kind_ix};
@@ -26,18 +26,27 @@ use slotmarket_common::spec::SlotKind;
 #[derive(Clone, Copy, Debug)]
 pub struct CoreView<'a> {
     state: &'a State,
+    /// The running policy, for what its controller knows of deadline jobs (Jockey).
+    policy: Option<&'a dyn Policy>,
 }
 
 impl<'a> CoreView<'a> {
-    pub(crate) fn new(state: &'a State) -> CoreView<'a> {
-        CoreView { state }
+    pub(crate) fn new(state: &'a State, policy: Option<&'a dyn Policy>) -> CoreView<'a> {
+        CoreView { state, policy }
     }
 
     /// One job in detail, or [`no_such_job`] if there is no such job or the caller may
     /// not act for its owner.
     pub fn job_status(&self, job: JobId, caller: &Caller) -> Result<JobStatus, ErrorReply> {
         let j = self.state.jobs.get(&job).filter(|j| may_see(caller, j));
-        j.map(status).ok_or_else(|| no_such_job(job))
+        let mut status = j.map(status).ok_or_else(|| no_such_job(job))?;
+        status.slo = self.policy.and_then(|p| p.slo_state(job)).map(|s| SloStatus {
+            progress_permille: (s.progress * 1000.0).round() as u32,
+            predicted_finish: s.predicted_finish,
+            guaranteed: s.guarantee,
+            peak_guaranteed: s.peak_guarantee,
+        });
+        Ok(status)
     }
 
     /// Whether the core still holds `job` (ended jobs leave after their retention).
@@ -208,7 +217,7 @@ fn status(j: &Job) -> JobStatus {
             }
         })
         .collect();
-    JobStatus { summary: summary(j), stages, message: j.message.clone() }
+    JobStatus { summary: summary(j), stages, message: j.message.clone(), slo: None }
 }
 
 /// The reservation view: the partitions the policy stated last, per kind, with the

@@ -14,6 +14,7 @@ use tracing::{debug, error, info, warn};
 
 use super::launches::pack_launches;
 use super::{ServerError, reads};
+use crate::core::policy::jockey::{CompletionModel, ModelRequest, build_completion_model};
 use crate::core::{Command, Core, Event, KillReason, Persist, RequestId};
 use crate::store::{Store, StoreError};
 
@@ -61,6 +62,7 @@ enum Action {
     Reply { request: RequestId, response: Response },
     JobChanged { job: JobId },
     DropAgent { agent: AgentId, reason: String },
+    BuildModel(Box<ModelRequest>),
 }
 
 /// Splits `commands` into the store writes and the rest, each in the order given.
@@ -78,6 +80,7 @@ fn split(commands: Vec<Command>) -> (Vec<Persist>, Vec<Action>) {
             Command::Reply { request, response } => Action::Reply { request, response },
             Command::JobChanged { job } => Action::JobChanged { job },
             Command::DropAgent { agent, reason } => Action::DropAgent { agent, reason },
+            Command::BuildCompletionModel(request) => Action::BuildModel(request),
         };
         actions.push(action);
     }
@@ -100,10 +103,14 @@ pub(super) struct Actor {
     replies: HashMap<RequestId, oneshot::Sender<Response>>,
     next_request: u64,
     watchers: BTreeMap<JobId, Vec<Watcher>>,
+    /// Completion models built off the actor come back here (see `build_model`).
+    models_built: mpsc::UnboundedReceiver<CompletionModel>,
+    models_to_actor: mpsc::UnboundedSender<CompletionModel>,
 }
 
 impl Actor {
     pub(super) fn new(core: Core, store: Store, heartbeat_interval: Duration, launch_budget: usize) -> Actor {
+        let (models_to_actor, models_built) = mpsc::unbounded_channel();
         Actor {
             core,
             store,
@@ -116,6 +123,8 @@ impl Actor {
             replies: HashMap::new(),
             next_request: 1,
             watchers: BTreeMap::new(),
+            models_built,
+            models_to_actor,
         }
     }
 
@@ -163,6 +172,10 @@ impl Actor {
                         let Ok(input) = inbox.try_recv() else { break };
                         commands.extend(self.on_input(input));
                     }
+                }
+                Some(model) = self.models_built.recv() => {
+                    info!(job = %model.name, allocations = model.allocations.len(), "completion model built");
+                    commands = self.core.handle(self.clock.now(), Event::CompletionModelBuilt(Box::new(model)));
                 }
                 () = sleep_until(wakeup) => commands = self.core.tick(self.clock.now()),
             }
@@ -255,6 +268,9 @@ impl Actor {
             Request::RateSet { account, rate } => {
                 Event::RateSetRequested { request: id, caller, account, rate }
             }
+            Request::SetDeadline { job, deadline } => {
+                Event::DeadlineSetRequested { request: id, caller, job, deadline }
+            }
         };
         self.next_request += 1;
         self.replies.insert(id, reply);
@@ -280,6 +296,21 @@ impl Actor {
                 let _ = updates.send(Some(Response::Error(reply)));
             }
         }
+    }
+
+    /// Builds a completion model on tokio's blocking pool (it simulates a job profile many
+    /// times: seconds of CPU that must not stall scheduling) and sends it back to the
+    /// actor's loop, which hands it to the core.
+    fn build_model(&self, request: ModelRequest) {
+        let back = self.models_to_actor.clone();
+        tokio::spawn(async move {
+            match tokio::task::spawn_blocking(move || build_completion_model(&request)).await {
+                Ok(model) => {
+                    let _ = back.send(model);
+                }
+                Err(err) => error!(%err, "building a completion model failed"),
+            }
+        });
     }
 
     /// Carries out `commands` (see [`execute_once`](Actor::execute_once)), then feeds the
@@ -336,6 +367,7 @@ impl Actor {
                     // Dropping the queue ends the session's writer, which closes the connection.
                     self.agents.remove(&agent);
                 }
+                Action::BuildModel(request) => self.build_model(*request),
             }
         }
         for (agent, batch) in launches {

@@ -27,6 +27,8 @@
 pub mod accounts;
 mod agents;
 pub mod generate;
+pub mod jockey_experiment;
+pub mod jockey_gen;
 pub mod market;
 pub mod plot;
 pub mod report;
@@ -40,6 +42,8 @@ use std::hash::BuildHasherDefault;
 use std::time::Duration;
 
 use slotmarket_common::identity::{Identity, Role};
+
+use crate::core::policy::jockey::{CompletionModel, build_completion_model};
 use slotmarket_common::ids::{AgentId, ContainerId, JobId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, JobState, Response};
 use slotmarket_common::spec::DeadlineSpec;
@@ -52,7 +56,7 @@ use crate::core::{
 use agents::Agents;
 use report::{JobResult, Outcome, SlotUsage};
 use wakeup::Wakeup;
-use workload::Trace;
+use workload::{Trace, secs_to_ms};
 
 pub use accounts::AccountEvent;
 
@@ -166,6 +170,8 @@ pub struct RunStats {
     pub stopped_at: Timestamp,
     /// Whether the horizon cut the run short.
     pub hit_horizon: bool,
+    /// Jockey completion models built for the core.
+    pub models_built: u64,
 }
 
 /// Everything a run produced.
@@ -192,7 +198,12 @@ enum SimEvent {
     Arrive(u32),
     /// Account event `i` of the config happens.
     Account(u32),
+    /// Trace job `ix` asks for its `n`th deadline move.
+    MoveDeadline(u32, u32),
 }
+
+/// Request ids at and above this are deadline moves, not submits (whose id is the trace index).
+const MOVE_REQUESTS: u64 = 1 << 41;
 
 /// Runs `trace` under `config`.
 pub fn run(trace: &Trace, config: &SimConfig) -> Result<SimRun, SimError> {
@@ -225,6 +236,8 @@ struct Simulation<'t> {
     /// hands to the core.
     work: VecDeque<Vec<Command>>,
     batches: Vec<(AgentId, Vec<ContainerReport>)>,
+    /// Completion models built for the core this step, handed back as events.
+    models: Vec<CompletionModel>,
     stats: RunStats,
     purchases: Vec<Option<market::Purchase>>,
 }
@@ -278,6 +291,7 @@ impl<'t> Simulation<'t> {
             queued_arrivals: 0,
             work: VecDeque::new(),
             batches: Vec::new(),
+            models: Vec::new(),
             stats: RunStats::default(),
             purchases: vec![None; if config.market.is_some() { trace.len() } else { 0 }],
         })
@@ -353,6 +367,7 @@ impl<'t> Simulation<'t> {
                 self.submit(ix)
             }
             SimEvent::Account(i) => self.account_event(i),
+            SimEvent::MoveDeadline(ix, n) => self.move_deadline(ix, n),
         }
     }
 
@@ -411,6 +426,26 @@ impl<'t> Simulation<'t> {
             self.carry_out(out)?;
         }
         Ok(())
+    }
+
+    /// Trace job `ix` asks, as its user, for its `n`th deadline move (if it still runs).
+    fn move_deadline(&mut self, ix: u32, n: u32) -> Result<(), SimError> {
+        let trace_job = &self.trace.jobs[ix as usize];
+        let (Some(job), Some(submitted), Some(step)) = (
+            self.jobs[ix as usize].job,
+            self.jobs[ix as usize].submitted,
+            trace_job.deadline_moves.get(n as usize),
+        ) else {
+            return Ok(());
+        };
+        if self.jobs[ix as usize].ended.is_some() {
+            return Ok(());
+        }
+        let deadline = Some(submitted + Duration::from_millis(secs_to_ms(step.deadline_after_s)));
+        let caller = Identity { role: Role::User, principal: trace_job.user.clone() };
+        let request = RequestId(MOVE_REQUESTS + u64::from(ix));
+        let out = self.call(Event::DeadlineSetRequested { request, caller, job, deadline })?;
+        self.carry_out(out)
     }
 
     /// Submits trace job `ix` as its user.
@@ -490,6 +525,9 @@ impl<'t> Simulation<'t> {
             for (agent, reports) in batches.drain(..) {
                 work.push_back(self.call(Event::ContainerReports { agent, reports })?);
             }
+            for model in std::mem::take(&mut self.models) {
+                work.push_back(self.call(Event::CompletionModelBuilt(Box::new(model)))?);
+            }
         }
         Ok(())
     }
@@ -515,6 +553,12 @@ impl<'t> Simulation<'t> {
             }
             Command::Persist(Persist::JobState { job, state, at, .. }) => self.job_state(job, state, at),
             Command::Reply { request, response } => self.reply(request, response),
+            Command::BuildCompletionModel(request) => {
+                // Jockey's offline simulator, run at once: the virtual clock stands still.
+                let model = build_completion_model(&request);
+                self.stats.models_built += 1;
+                self.models.push(model);
+            }
             Command::Persist(_) | Command::JobChanged { .. } | Command::DropAgent { .. } => {}
         }
     }
@@ -531,7 +575,8 @@ impl<'t> Simulation<'t> {
 
     fn reply(&mut self, request: RequestId, response: Response) {
         if request.0 >= ACCOUNT_REQUESTS {
-            // An account event's answer; a refusal leaves the account as it was.
+            // An account event's or a deadline move's answer: nothing to record (a
+            // refusal leaves things as they were).
             return;
         }
         let ix = request.0 as u32;
@@ -539,6 +584,10 @@ impl<'t> Simulation<'t> {
             Response::Submitted { job } => {
                 self.job_of.insert(job, ix);
                 self.jobs[ix as usize].job = Some(job);
+                for (n, step) in self.trace.jobs[ix as usize].deadline_moves.iter().enumerate() {
+                    let at = self.now + Duration::from_millis(secs_to_ms(step.after_s));
+                    self.push(at, SimEvent::MoveDeadline(ix, n as u32));
+                }
             }
             _ => {
                 self.jobs[ix as usize].outcome = Outcome::Rejected;
@@ -555,6 +604,12 @@ impl<'t> Simulation<'t> {
             JobState::Running => result.started = result.started.or(Some(at)),
             JobState::Completed | JobState::Failed | JobState::Cancelled => {
                 result.outcome = state.into();
+                // The policy moves a job's controller state aside once it sees the job
+                // ended, which is after this command; the state now is up to the last step.
+                result.guaranteed = self.core.slo_state(job).map(|s| {
+                    let since = s.accounted_to.map_or(0, |t| at.0.saturating_sub(t.0));
+                    (s.guaranteed_slot_ms + u64::from(s.guarantee) * since, s.peak_guarantee)
+                });
                 self.end(ix, at);
             }
         }

@@ -44,6 +44,9 @@ pub struct JobResult {
     pub kills: u32,
     /// Slot time its attempts held, lost work included, in milliseconds.
     pub slot_ms: u64,
+    /// Under `jockey`, for a deadline job: the guaranteed slot time (the guarantee
+    /// integrated over its run) in milliseconds and the largest guarantee.
+    pub guaranteed: Option<(u64, u32)>,
 }
 
 impl JobResult {
@@ -59,6 +62,7 @@ impl JobResult {
             attempts: 0,
             kills: 0,
             slot_ms: 0,
+            guaranteed: None,
         }
     }
 }

@@ -88,6 +88,24 @@ pub struct TraceJob {
     pub max_attempts: Option<u32>,
     /// The stages.
     pub stages: Vec<TraceStage>,
+    /// The spec's name, when it differs from `id`: runs sharing a name share a history
+    /// (Jockey profiles a job from its earlier runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Deadline changes while the job runs, as a client would ask for them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deadline_moves: Vec<DeadlineMove>,
+}
+
+/// A deadline change in a trace: `after_s` after the job's submission, its deadline
+/// becomes submission + `deadline_after_s`.
+#[derive(Clone, Copy, PartialEq, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeadlineMove {
+    /// When, in seconds after submission.
+    pub after_s: f64,
+    /// The new deadline, in seconds after submission.
+    pub deadline_after_s: f64,
 }
 
 fn default_user() -> String {
@@ -349,13 +367,15 @@ impl TraceJob {
             think_s: None,
             max_attempts: None,
             stages,
+            name: None,
+            deadline_moves: Vec::new(),
         }
     }
 
     /// The spec the simulator submits for this job.
     pub fn spec(&self) -> JobSpec {
         JobSpec {
-            name: self.id.clone(),
+            name: self.name.clone().unwrap_or_else(|| self.id.clone()),
             input: None,
             max_attempts: self.max_attempts,
             stages: self

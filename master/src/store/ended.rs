@@ -86,7 +86,7 @@ impl Store {
                 }
             })
             .collect();
-        Ok(Some(JobStatus { summary, stages, message }))
+        Ok(Some(JobStatus { summary, stages, message, slo: None }))
     }
 
     /// Per stage of `job`: (tasks completed, attempts failed, killed or lost).

@@ -139,6 +139,12 @@ fn apply_one(tx: &Transaction<'_>, op: &Persist) -> Result<(), StoreError> {
             ledger::insert_account(tx, account, members, *created)?
         }
         Persist::Ledger(entry) => ledger::insert_entry(tx, entry)?,
+        Persist::Deadline { job, deadline } => {
+            tx.execute(
+                "UPDATE jobs SET deadline_ms = ?2 WHERE id = ?1",
+                rusqlite::params![to_i64(job.0), deadline.map(|d| to_i64(d.0))],
+            )?;
+        }
         Persist::Container { node, report } => {
             let r = report;
             tx.prepare_cached(

@@ -6,6 +6,7 @@ mod accounts;
 mod cancel;
 mod containment;
 mod data_dirs;
+mod deadlines;
 mod demo;
 mod dp;
 mod failover;

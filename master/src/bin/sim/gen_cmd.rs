@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use slotmarket_master::sim::generate::{Dp, Dress, Mrm};
+use slotmarket_master::sim::jockey_gen::JockeyMix;
 use slotmarket_master::sim::workload::{TraceError, TraceJob, write_job};
 
 /// Which workload to generate.
@@ -18,6 +19,8 @@ pub(crate) enum Kind {
     Dress,
     /// DP-style users each submitting a continuous stream of cluster-filling jobs.
     Dp,
+    /// Jockey §5: a DAG job profiled alone, then run under a deadline amid best-effort work.
+    Jockey,
 }
 
 /// Flags of `gen`. Defaults in brackets are per kind (mrm / dress / dp).
@@ -25,8 +28,9 @@ pub(crate) enum Kind {
 pub(crate) struct GenArgs {
     /// The workload.
     kind: Kind,
-    /// Jobs to generate (over all users for dp).
-    #[arg(long)]
+    /// Jobs to generate (over all users for dp); jockey generates one deadline run and as
+    /// much background work as its deadline spans, and ignores it.
+    #[arg(long, default_value_t = 100)]
     jobs: u64,
     /// Mean time between arrivals in seconds (Poisson for mrm, fixed for dress; for dp the
     /// pause between a user's jobs) [50 / 5 / 0].
@@ -75,6 +79,23 @@ pub(crate) struct GenArgs {
     /// dp: reduce tasks per job.
     #[arg(long, default_value_t = 1)]
     reduces: u32,
+    /// jockey: the deadline gives the job its profiled work over this many slots, plus its
+    /// critical path (× 1.5).
+    #[arg(long, default_value_t = 25)]
+    deadline_slots: u32,
+    /// jockey: largest factor of the profiled work the deadline run needs (drawn in [0.7, this]).
+    #[arg(long, default_value_t = 2.0)]
+    max_work_factor: f64,
+    /// jockey: move the deadline to FACTOR × the original, AFTER seconds into the run.
+    #[arg(long, value_name = "AFTER:FACTOR", value_parser = parse_move)]
+    move_deadline: Option<(f64, f64)>,
+}
+
+/// Parses `AFTER:FACTOR` of `--move-deadline`.
+fn parse_move(text: &str) -> Result<(f64, f64), String> {
+    let (after, factor) = text.split_once(':').ok_or("write AFTER:FACTOR, e.g. 600:0.5")?;
+    let number = |t: &str| t.trim().parse::<f64>().map_err(|e| format!("\"{t}\": {e}"));
+    Ok((number(after)?, number(factor)?))
 }
 
 pub(crate) fn run(args: GenArgs) -> Result<()> {
@@ -97,6 +118,20 @@ fn generate(args: &GenArgs, emit: impl FnMut(TraceJob) -> Result<(), TraceError>
         Kind::Mrm => mrm(args).generate(emit),
         Kind::Dress => dress(args).generate(emit),
         Kind::Dp => dp(args).generate(emit),
+        Kind::Jockey => jockey(args).generate(emit),
+    }
+}
+
+fn jockey(args: &GenArgs) -> JockeyMix {
+    JockeyMix {
+        seed: args.seed,
+        deadline_slots: args.deadline_slots,
+        max_work_factor: args.max_work_factor,
+        background_interarrival_s: args
+            .interarrival
+            .unwrap_or(JockeyMix::default().background_interarrival_s),
+        deadline_move: args.move_deadline,
+        ..JockeyMix::default()
     }
 }
 

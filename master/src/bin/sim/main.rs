@@ -16,6 +16,7 @@
 //! seed print the same bytes; `--timing` adds speed and memory figures on standard error.
 
 mod gen_cmd;
+mod jockey_cmd;
 mod quote_cmd;
 mod report_cmd;
 
@@ -58,6 +59,8 @@ enum Command {
     Report(report_cmd::ReportArgs),
     /// Time one MRM quote against N admitted deadline jobs (scripts/bench/quote.sh).
     BenchQuote(quote_cmd::QuoteArgs),
+    /// Jockey's §5 comparison over seeds, as Markdown tables.
+    Jockey(jockey_cmd::JockeyArgs),
 }
 
 /// Flags of `run`.
@@ -186,6 +189,7 @@ fn main() -> Result<()> {
         Some(Command::Run(args)) => run(args),
         Some(Command::Report(args)) => report_cmd::run(args),
         Some(Command::BenchQuote(args)) => quote_cmd::run(args),
+        Some(Command::Jockey(args)) => jockey_cmd::run(args),
         None => run(cli.run),
     }
 }

@@ -13,6 +13,7 @@ mod dress;
 mod edf;
 mod fair;
 mod fifo;
+pub mod jockey;
 mod preempt;
 mod priority;
 mod proportional;
@@ -68,11 +69,14 @@ pub enum PolicyName {
     /// DP: every allocation interval each account with work gets slots in proportion to
     /// its spending rate, and pays its rate per slot used out of its budget.
     Proportional,
+    /// Per-job SLO control: each deadline job is guaranteed the slots its completion
+    /// model says it needs, re-sized every control interval; the rest is shared.
+    Jockey,
 }
 
 impl PolicyName {
     /// Every policy, in the order they are documented.
-    pub const ALL: [PolicyName; 8] = [
+    pub const ALL: [PolicyName; 9] = [
         PolicyName::Fifo,
         PolicyName::Fair,
         PolicyName::Priority,
@@ -81,6 +85,7 @@ impl PolicyName {
         PolicyName::Dress,
         PolicyName::Edf,
         PolicyName::Proportional,
+        PolicyName::Jockey,
     ];
 
     /// The name used in configuration files and tables.
@@ -94,6 +99,7 @@ impl PolicyName {
             PolicyName::Dress => "dress",
             PolicyName::Edf => "edf",
             PolicyName::Proportional => "proportional",
+            PolicyName::Jockey => "jockey",
         }
     }
 }
@@ -156,6 +162,21 @@ pub trait Policy: fmt::Debug + Send {
     /// for policies that allot no shares to accounts.
     fn account_shares(&self) -> Vec<(AccountId, Credits, [u32; 2])> {
         Vec::new()
+    }
+
+    /// Completion models the policy wants built (Jockey); the core hands each to its
+    /// driver as a `Command::BuildCompletionModel`. Drained by the call.
+    fn take_model_requests(&mut self) -> Vec<jockey::ModelRequest> {
+        Vec::new()
+    }
+
+    /// A completion model the driver built, as asked.
+    fn completion_model_built(&mut self, _model: jockey::CompletionModel) {}
+
+    /// What the policy's SLO controller knows of `job` (Jockey): progress, predicted
+    /// finish, guaranteed slots. `None` for policies without one and jobs it does not control.
+    fn slo_state(&self, _job: JobId) -> Option<jockey::SloState> {
+        None
     }
 }
 
@@ -277,6 +298,15 @@ impl<'a> SchedView<'a> {
         self.state.jobs.get(&id).map(|job| JobInfo { job })
     }
 
+    /// The kept runs of the job name `name`, oldest first (for profiles).
+    pub fn history(
+        &self,
+        name: &str,
+    ) -> impl Iterator<Item = &'a slotmarket_common::protocol::JobHistory> + use<'a> {
+        let runs: Vec<&'a slotmarket_common::protocol::JobHistory> = self.state.history.runs(name).collect();
+        runs.into_iter()
+    }
+
     /// Agents that take work (connected, neither draining nor quarantined: the only ones
     /// that can take launches), by id.
     pub fn agents(&self) -> impl Iterator<Item = AgentSlots> + use<'a> {
@@ -379,6 +409,11 @@ impl<'a> JobInfo<'a> {
     /// Its spec's name (the key of its history).
     pub fn name(&self) -> &'a str {
         &self.job.spec.name
+    }
+
+    /// Its spec (stages and their barriers).
+    pub fn spec(&self) -> &'a slotmarket_common::spec::JobSpec {
+        &self.job.spec
     }
 
     /// The account it runs on.
@@ -514,7 +549,7 @@ mod tests {
         let err = "lifo".parse::<PolicyName>().unwrap_err();
         assert_eq!(
             err,
-            "unknown policy \"lifo\"; known policies: fifo, fair, priority, capacity, gang-fifo, dress, edf, proportional"
+            "unknown policy \"lifo\"; known policies: fifo, fair, priority, capacity, gang-fifo, dress, edf, proportional, jockey"
         );
         for name in PolicyName::ALL {
             assert_eq!(name.name().parse::<PolicyName>(), Ok(name));

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use super::jockey::{Control, Indicator, Jockey, JockeyConfig, Predictor, Utility};
 use super::{
     Capacity, Dress, DressSettings, Edf, Fair, Fifo, GangFifo, Policy, PolicyName, Priority, Proportional,
     ProportionalSettings,
@@ -86,6 +87,43 @@ pub enum PolicySettings {
     /// (`interval_s`, `preemption`, `grace_s`, `default_rate`, `[policy.rates]`,
     /// `[policy.income]`).
     Proportional(ProportionalSettings),
+    /// Jockey: deadline jobs guaranteed the slots a completion model says they need.
+    Jockey {
+        /// Seconds between control steps (default 60, the paper's; a few on a dev cluster).
+        #[serde(default = "jockey_defaults::interval_s")]
+        interval_s: f64,
+        /// Predictions are multiplied by this (default 1.2).
+        #[serde(default = "jockey_defaults::slack")]
+        slack: f64,
+        /// Share of the gap to the raw allocation closed per step, in (0, 1] (default 0.2).
+        #[serde(default = "jockey_defaults::hysteresis")]
+        hysteresis: f64,
+        /// Dead zone in seconds (default 180).
+        #[serde(default = "jockey_defaults::dead_zone_s")]
+        dead_zone_s: f64,
+        /// Progress indicator: totalworkwithq (default), totalwork, vertexfrac, cp, minstage.
+        #[serde(default)]
+        indicator: Indicator,
+        /// simulator (default), amdahl, or max (every deadline job gets the whole cluster).
+        #[serde(default)]
+        predictor: Predictor,
+        /// Re-size allocations as jobs run (default true); false keeps the first one.
+        #[serde(default = "jockey_defaults::yes")]
+        adapt: bool,
+        /// Simulated runs per allocation when a completion model is built (default 20).
+        #[serde(default = "jockey_defaults::model_runs")]
+        model_runs: u32,
+        /// Quantile of the simulated remaining times the model keeps (default 0.9).
+        #[serde(default = "jockey_defaults::quantile")]
+        quantile: f64,
+        /// Kill other jobs' tasks to hand deadline jobs their guaranteed slots (default true).
+        #[serde(default = "jockey_defaults::yes")]
+        preemption: bool,
+        /// Utility curve as `[minutes after the deadline, utility]` points sorted by time;
+        /// empty (default): 1 until the deadline, −1 ten minutes late, −1000 at 1000.
+        #[serde(default)]
+        utility: Vec<(f64, f64)>,
+    },
 }
 
 fn dress_theta() -> f64 {
@@ -102,6 +140,31 @@ fn dress_window() -> f64 {
 }
 fn dress_heading() -> u32 {
     2
+}
+
+/// Serde defaults of the `jockey` settings (the paper's values, §5).
+mod jockey_defaults {
+    pub(super) fn interval_s() -> f64 {
+        60.0
+    }
+    pub(super) fn slack() -> f64 {
+        1.2
+    }
+    pub(super) fn hysteresis() -> f64 {
+        0.2
+    }
+    pub(super) fn dead_zone_s() -> f64 {
+        180.0
+    }
+    pub(super) fn yes() -> bool {
+        true
+    }
+    pub(super) fn model_runs() -> u32 {
+        20
+    }
+    pub(super) fn quantile() -> f64 {
+        0.9
+    }
 }
 
 impl Default for PolicySettings {
@@ -146,6 +209,19 @@ pub enum PolicySettingsError {
         /// What is wrong with it.
         problem: String,
     },
+    /// A `jockey` setting is outside the values it can take.
+    #[error("{field}: must be {range}, got {value}")]
+    JockeyOutOfRange {
+        /// The setting.
+        field: &'static str,
+        /// The values it takes.
+        range: &'static str,
+        /// The value given.
+        value: f64,
+    },
+    /// The `jockey` utility points are not sorted by time.
+    #[error("utility: points must be sorted by their minutes after the deadline")]
+    UtilityUnsorted,
 }
 
 impl PolicySettings {
@@ -160,6 +236,7 @@ impl PolicySettings {
             PolicySettings::Dress { .. } => PolicyName::Dress,
             PolicySettings::Edf {} => PolicyName::Edf,
             PolicySettings::Proportional(_) => PolicyName::Proportional,
+            PolicySettings::Jockey { .. } => PolicyName::Jockey,
         }
     }
 
@@ -177,6 +254,7 @@ impl PolicySettings {
                 check_range("interval_secs", *interval_secs, "(0, 86400]", |v| v > 0.0 && v <= 86_400.0)?;
                 check_range("window_secs", *window_secs, "(0, 86400]", |v| v > 0.0 && v <= 86_400.0)
             }
+            PolicySettings::Jockey { .. } => self.jockey_config().map(|_| ()),
             PolicySettings::Fifo {}
             | PolicySettings::Fair { .. }
             | PolicySettings::Priority {}
@@ -208,7 +286,61 @@ impl PolicySettings {
             }
             PolicySettings::Edf {} => Box::new(Edf),
             PolicySettings::Proportional(dp) => Box::new(Proportional::new(dp)),
+            PolicySettings::Jockey { .. } => Box::new(Jockey::new(self.jockey_config().unwrap_or_default())),
         }
+    }
+
+    /// The `jockey` settings as the policy takes them, checked; the defaults for any
+    /// other policy.
+    pub fn jockey_config(&self) -> Result<JockeyConfig, PolicySettingsError> {
+        let PolicySettings::Jockey {
+            interval_s,
+            slack,
+            hysteresis,
+            dead_zone_s,
+            indicator,
+            predictor,
+            adapt,
+            model_runs,
+            quantile,
+            preemption,
+            utility,
+        } = self
+        else {
+            return Ok(JockeyConfig::default());
+        };
+        let within = |field, range, value: f64, ok: bool| {
+            if ok { Ok(()) } else { Err(PolicySettingsError::JockeyOutOfRange { field, range, value }) }
+        };
+        within("interval_s", "above 0", *interval_s, *interval_s > 0.0)?;
+        within("slack", "at least 0.1", *slack, *slack >= 0.1)?;
+        within("hysteresis", "in (0, 1]", *hysteresis, *hysteresis > 0.0 && *hysteresis <= 1.0)?;
+        within("dead_zone_s", "at least 0", *dead_zone_s, *dead_zone_s >= 0.0)?;
+        within("model_runs", "at least 1", f64::from(*model_runs), *model_runs >= 1)?;
+        within("quantile", "in [0, 1]", *quantile, (0.0..=1.0).contains(quantile))?;
+        if utility.windows(2).any(|w| w[0].0.partial_cmp(&w[1].0).is_none_or(|o| o.is_gt())) {
+            return Err(PolicySettingsError::UtilityUnsorted);
+        }
+        let utility = if utility.is_empty() {
+            Utility::default()
+        } else {
+            Utility { points: utility.iter().map(|&(min, u)| ((min * 60_000.0).round() as i64, u)).collect() }
+        };
+        Ok(JockeyConfig {
+            interval_ms: (interval_s * 1000.0).round() as u64,
+            control: Control {
+                slack: *slack,
+                hysteresis: *hysteresis,
+                dead_zone_ms: (dead_zone_s * 1000.0).round() as i64,
+                utility,
+            },
+            indicator: *indicator,
+            predictor: *predictor,
+            adapt: *adapt,
+            model_runs: *model_runs,
+            quantile: *quantile,
+            preemption: *preemption,
+        })
     }
 }
 
@@ -318,5 +450,33 @@ mod tests {
         assert_eq!(zero.to_string(), "queues.a: share must be in (0, 1], got 0");
         let nan = capacity(&[("a", f64::NAN)]).check();
         assert!(matches!(nan, Err(PolicySettingsError::ShareOutOfRange { .. })));
+    }
+
+    #[test]
+    fn jockey_settings_default_to_the_papers_and_refuse_what_cannot_work() {
+        let parse =
+            |text: &str| toml::from_str::<PolicySettings>(&format!("name = \"jockey\"\n{text}")).unwrap();
+        let config = parse("").jockey_config().unwrap();
+        assert_eq!(config, JockeyConfig::default());
+        assert_eq!(config.interval_ms, 60_000);
+        assert_eq!(
+            (config.control.slack, config.control.hysteresis, config.control.dead_zone_ms),
+            (1.2, 0.2, 180_000)
+        );
+        let custom = parse(
+            "interval_s = 5\nslack = 1.5\npredictor = \"amdahl\"\nindicator = \"cp\"\nadapt = false\nutility = [[0, 2.0], [1, -1.0]]",
+        );
+        let config = custom.jockey_config().unwrap();
+        assert_eq!((config.interval_ms, config.control.slack), (5_000, 1.5));
+        assert_eq!(
+            (config.predictor, config.indicator, config.adapt),
+            (Predictor::Amdahl, Indicator::Cp, false)
+        );
+        assert_eq!(config.control.utility.points, vec![(0, 2.0), (60_000, -1.0)]);
+        let err = parse("hysteresis = 0").check().unwrap_err();
+        assert_eq!(err.to_string(), "hysteresis: must be in (0, 1], got 0");
+        let err = parse("utility = [[5, 1.0], [1, 0.0]]").check().unwrap_err();
+        assert_eq!(err, PolicySettingsError::UtilityUnsorted);
+        assert!(toml::from_str::<PolicySettings>("name = \"jockey\"\npredictor = \"psychic\"").is_err());
     }
 }

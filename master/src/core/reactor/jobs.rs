@@ -86,6 +86,32 @@ pub(super) fn on_job_cancel_requested(
     cx.push(Command::Reply { request, response: Response::Cancelled { job, state: now_state } });
 }
 
+/// Moves (or drops) a job's deadline: only for a job that has not ended, and only by
+/// someone who may see it. Durable before it is acknowledged.
+pub(super) fn on_deadline_set_requested(
+    state: &mut State,
+    cx: &mut Ctx,
+    request: RequestId,
+    caller: &Caller,
+    job: JobId,
+    deadline: Option<Timestamp>,
+) {
+    let Some(j) = state.jobs.get_mut(&job).filter(|j| may_see(caller, j)) else {
+        let response = Response::Error(no_such_job(job));
+        return cx.push(Command::Reply { request, response });
+    };
+    if j.state.is_terminal() {
+        let message = format!("job {job} has ended ({}); its deadline can no longer change", j.state.name());
+        let response =
+            Response::Error(slotmarket_common::protocol::ErrorReply::new(ErrorKind::BadRequest, message));
+        return cx.push(Command::Reply { request, response });
+    }
+    j.deadline = deadline;
+    cx.persist(Persist::Deadline { job, deadline });
+    cx.changed(job);
+    cx.push(Command::Reply { request, response: Response::DeadlineSet { job, deadline } });
+}
+
 /// Refuses a job that would pass the master's task limits, naming the limit: its tasks
 /// cost memory until it ends, so neither one job nor one account may take without bound.
 fn check_task_limits(state: &State, cx: &Ctx, account: &AccountId, spec: &JobSpec) -> Result<(), String> {

@@ -167,5 +167,10 @@ pub(crate) fn dispatch(state: &mut State, cx: &mut Ctx, event: Event) {
         Event::RateSetRequested { request, caller, account, rate } => {
             accounts::on_rate_set_requested(state, cx, request, &caller, account, rate);
         }
+        // The core hands these to the policy before dispatch; nothing in the state changes.
+        Event::CompletionModelBuilt(_) => {}
+        Event::DeadlineSetRequested { request, caller, job, deadline } => {
+            jobs::on_deadline_set_requested(state, cx, request, &caller, job, deadline);
+        }
     }
 }

@@ -277,6 +277,11 @@ impl TestEnv {
         self.core.view().job_status(job, &root()).expect("job exists")
     }
 
+    /// The Jockey controller's state of `job`.
+    pub(super) fn jockey_state(&self, job: JobId) -> crate::core::policy::jockey::SloState {
+        self.core.slo_state(job).expect("the policy controls the job")
+    }
+
     // ----- taking commands -----
 
     /// Takes every pending launch; there must be exactly `n`.
@@ -349,6 +354,15 @@ impl TestEnv {
         taken
     }
 
+    /// Takes every pending request for a completion model (Jockey).
+    pub(super) fn take_model_requests(&mut self) -> Vec<crate::core::policy::jockey::ModelRequest> {
+        let n = self.pending.iter().filter(|c| matches!(c, Command::BuildCompletionModel(_))).count();
+        self.take(n, "model requests", |c| match c {
+            Command::BuildCompletionModel(request) => Some((**request).clone()),
+            _ => None,
+        })
+    }
+
     /// Nothing the test has not taken: no launch, kill, reply or drop is left.
     pub(super) fn assert_no_commands(&self) {
         assert!(self.pending.is_empty(), "unexpected commands: {:#?}", self.pending);
@@ -373,8 +387,9 @@ fn round_trip_command(command: &Command) {
             assert_eq!(&serde_json::from_str::<JobHistory>(&json).expect("decodes from JSON"), record);
         }
         Command::Persist(Persist::Ledger(entry)) => round_trip(entry),
-        Command::Persist(Persist::JobState { .. } | Persist::Account { .. }) | Command::JobChanged { .. } => {
-        }
+        Command::Persist(Persist::JobState { .. } | Persist::Account { .. } | Persist::Deadline { .. })
+        | Command::JobChanged { .. }
+        | Command::BuildCompletionModel(_) => {}
     }
 }
 

@@ -10,6 +10,7 @@ mod clients;
 mod dress;
 mod edf;
 mod failures;
+mod jockey;
 mod lifetimes;
 mod limits;
 mod market;

@@ -1,0 +1,146 @@
+//! `slotmarket-sim jockey`: Jockey's §5 comparison over seeds — Jockey, without adaptation,
+//! without the simulator (Amdahl), max allocation and plain FIFO — printed as a Markdown
+//! table per deadline.
+
+use anyhow::{Context, Result, anyhow};
+use clap::Args;
+use slotmarket_master::config::PolicyTable;
+use slotmarket_master::core::{CoreConfig, PolicySettings};
+use slotmarket_master::sim::SimConfig;
+use slotmarket_master::sim::jockey_experiment::{Outcome, Row, Variant, markdown, run_one, trace_of};
+use slotmarket_master::sim::jockey_gen::JockeyMix;
+
+/// Flags of `jockey`.
+#[derive(Args, Debug)]
+pub(crate) struct JockeyArgs {
+    /// Seeds 1..=N (each its own DAG, work factor and background).
+    #[arg(long, default_value_t = 10)]
+    seeds: u64,
+    /// Deadlines, each as the slots the profiled work is spread over (plus the critical path).
+    #[arg(long, value_delimiter = ',', default_value = "20,40")]
+    deadline_slots: Vec<u32>,
+    /// Simulated nodes (map slots only).
+    #[arg(long, default_value_t = 25)]
+    nodes: u32,
+    /// Map slots per node.
+    #[arg(long, default_value_t = 4)]
+    map_slots: u32,
+    /// Relative standard deviation of per-attempt noise on task times.
+    #[arg(long, default_value_t = 0.2)]
+    noise: f64,
+    /// Probability that an attempt fails part-way.
+    #[arg(long, default_value_t = 0.01)]
+    fail_prob: f64,
+    /// Mean seconds between best-effort jobs.
+    #[arg(long, default_value_t = 15.0)]
+    background_interarrival: f64,
+    /// Largest work factor of the deadline run.
+    #[arg(long, default_value_t = 2.0)]
+    max_work_factor: f64,
+    /// Move the deadline to FACTOR × the original AFTER seconds in (Fig. 7).
+    #[arg(long, value_name = "AFTER:FACTOR", value_parser = parse_move)]
+    move_deadline: Option<(f64, f64)>,
+    /// A `[policy]` key for every Jockey variant, e.g. `--set slack=1.0 --set interval_s=30`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Also print every run's outcome.
+    #[arg(long)]
+    runs: bool,
+    /// Only these variants (jockey, no-adapt, amdahl, max, fifo).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
+fn parse_move(text: &str) -> Result<(f64, f64), String> {
+    let (after, factor) = text.split_once(':').ok_or("write AFTER:FACTOR, e.g. 600:0.5")?;
+    let number = |t: &str| t.trim().parse::<f64>().map_err(|e| format!("\"{t}\": {e}"));
+    Ok((number(after)?, number(factor)?))
+}
+
+fn variants(args: &JockeyArgs) -> Result<Vec<Variant>> {
+    let jockey = |label: &str, extra: &[&str]| -> Result<Variant> {
+        let mut keys: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        keys.extend(args.set.iter().cloned());
+        let policy =
+            PolicyTable::layered(None, Some("jockey"), &keys).with_context(|| format!("{label}: --set"))?;
+        Ok(Variant { label: label.into(), policy })
+    };
+    let all = vec![
+        jockey("jockey", &[])?,
+        jockey("no-adapt", &["adapt=false"])?,
+        jockey("amdahl", &["predictor=\"amdahl\""])?,
+        jockey("max", &["predictor=\"max\""])?,
+        Variant { label: "fifo".into(), policy: PolicySettings::Fifo {} },
+    ];
+    Ok(all.into_iter().filter(|v| args.only.is_empty() || args.only.contains(&v.label)).collect())
+}
+
+pub(crate) fn run(args: JockeyArgs) -> Result<()> {
+    let variants = variants(&args)?;
+    for &deadline_slots in &args.deadline_slots {
+        let mut rows: Vec<Row> =
+            variants.iter().map(|v| Row { label: v.label.clone(), outcomes: Vec::new() }).collect();
+        // Two workers (the machine's cores), each taking every other seed.
+        let results: Vec<Result<Vec<(usize, Outcome)>>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..2u64)
+                .map(|w| {
+                    let (args, variants) = (&args, &variants);
+                    let seeds: Vec<u64> = (1..=args.seeds).filter(|s| s % 2 == w).collect();
+                    scope.spawn(move || run_seeds(args, variants, deadline_slots, &seeds))
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().unwrap_or_else(|_| Err(anyhow!("a worker panicked"))))
+                .collect()
+        });
+        for result in results {
+            for (i, outcome) in result? {
+                if args.runs {
+                    eprintln!("{deadline_slots} {} {outcome:?}", rows[i].label);
+                }
+                rows[i].outcomes.push(outcome);
+            }
+        }
+        println!("deadline: profiled work over {deadline_slots} slots, plus 1.5 × the critical path\n");
+        println!("{}", markdown(&rows));
+    }
+    Ok(())
+}
+
+/// Every variant on each of `seeds`: (variant index, outcome) pairs.
+fn run_seeds(
+    args: &JockeyArgs,
+    variants: &[Variant],
+    deadline_slots: u32,
+    seeds: &[u64],
+) -> Result<Vec<(usize, Outcome)>> {
+    let mut out = Vec::new();
+    for &seed in seeds {
+        let mix = JockeyMix {
+            seed,
+            slots: args.nodes * args.map_slots,
+            deadline_slots,
+            max_work_factor: args.max_work_factor,
+            background_interarrival_s: args.background_interarrival,
+            deadline_move: args.move_deadline,
+        };
+        let trace = trace_of(&mix).with_context(|| format!("seed {seed}: the trace"))?;
+        let cluster = SimConfig {
+            core: CoreConfig::default(),
+            nodes: args.nodes,
+            map_slots: args.map_slots,
+            reduce_slots: 0,
+            seed,
+            noise: args.noise,
+            fail_prob: args.fail_prob,
+            ..SimConfig::default()
+        };
+        for (i, variant) in variants.iter().enumerate() {
+            let outcome = run_one(&trace, &cluster, variant)
+                .with_context(|| format!("seed {seed}, {}", variant.label))?;
+            out.push((i, outcome));
+        }
+    }
+    Ok(out)
+}

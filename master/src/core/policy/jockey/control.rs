@@ -1,0 +1,190 @@
+//! Jockey's control step (§4.3): a piecewise-linear utility of the finish time, the raw
+//! allocation (the smallest allocation that maximises the utility of the predicted
+//! finish with slack), then the dead zone and hysteresis that keep the guaranteed
+//! allocation from chasing noise.
+
+use serde::{Deserialize, Serialize};
+
+/// Milliseconds in a minute, for the default utility.
+const MINUTE_MS: i64 = 60_000;
+
+/// A piecewise-linear utility of the finish time, given as points `(ms after the
+/// deadline, utility)` sorted by time; flat before the first point and after the last.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub struct Utility {
+    /// The breakpoints, by time after the deadline (negative: before it).
+    pub points: Vec<(i64, f64)>,
+}
+
+impl Default for Utility {
+    /// The paper's: 1 up to the deadline, −1 ten minutes late, −1000 a thousand minutes late.
+    fn default() -> Utility {
+        Utility { points: vec![(0, 1.0), (10 * MINUTE_MS, -1.0), (1_000 * MINUTE_MS, -1_000.0)] }
+    }
+}
+
+impl Utility {
+    /// The utility of finishing `late_ms` after the deadline.
+    pub fn at(&self, late_ms: i64) -> f64 {
+        let Some(&(first_t, first_u)) = self.points.first() else { return 0.0 };
+        if late_ms <= first_t {
+            return first_u;
+        }
+        for pair in self.points.windows(2) {
+            let ((t0, u0), (t1, u1)) = (pair[0], pair[1]);
+            if late_ms <= t1 {
+                if t1 == t0 {
+                    return u1;
+                }
+                return u0 + (u1 - u0) * (late_ms - t0) as f64 / (t1 - t0) as f64;
+            }
+        }
+        self.points.last().map_or(0.0, |p| p.1)
+    }
+}
+
+/// The control loop's settings (§4.3 and §5.5).
+#[derive(Clone, PartialEq, Debug)]
+pub struct Control {
+    /// Predictions are multiplied by this (`S`, default 1.2).
+    pub slack: f64,
+    /// Share of the gap to the raw allocation closed per step (`α`, default 0.2).
+    pub hysteresis: f64,
+    /// The utility is shifted this much earlier, and the allocation is raised only when
+    /// the job is predicted to finish past the real deadline (`D`, default 3 min).
+    pub dead_zone_ms: i64,
+    /// The utility curve.
+    pub utility: Utility,
+}
+
+impl Default for Control {
+    fn default() -> Control {
+        Control { slack: 1.2, hysteresis: 0.2, dead_zone_ms: 3 * MINUTE_MS, utility: Utility::default() }
+    }
+}
+
+impl Control {
+    /// The raw allocation: the smallest of `allocations` (ascending) whose predicted
+    /// finish, `now + slack × remaining(a)`, has the highest utility against the
+    /// deadline moved `dead_zone_ms` earlier. `None` when `allocations` is empty.
+    pub fn raw_allocation(
+        &self,
+        now_ms: i64,
+        deadline_ms: i64,
+        allocations: &[u32],
+        remaining_ms: impl Fn(u32) -> f64,
+    ) -> Option<u32> {
+        let target = deadline_ms - self.dead_zone_ms;
+        let mut best: Option<(u32, f64)> = None;
+        for &a in allocations {
+            let finish = now_ms as f64 + self.slack * remaining_ms(a);
+            let utility = self.utility.at((finish - target as f64).round() as i64);
+            // Strictly better only: among equals the smallest (first) allocation stays.
+            if best.is_none_or(|(_, u)| utility > u + 1e-9) {
+                best = Some((a, utility));
+            }
+        }
+        best.map(|(a, _)| a)
+    }
+
+    /// One control step: the next smoothed allocation from the previous one (`None` on
+    /// the first step, which jumps to the raw allocation), the raw allocation, and the
+    /// predicted finish under the previous allocation (with slack).
+    pub fn smooth(
+        &self,
+        previous: Option<f64>,
+        raw: u32,
+        finish_at_previous_ms: f64,
+        deadline_ms: i64,
+    ) -> f64 {
+        let Some(previous) = previous else { return f64::from(raw) };
+        let raw = f64::from(raw);
+        // Dead zone: predicted to finish between d − D and d, leave the allocation be;
+        // a job is only sped up once it is predicted past the deadline itself.
+        let in_dead_zone = finish_at_previous_ms <= deadline_ms as f64
+            && finish_at_previous_ms >= (deadline_ms - self.dead_zone_ms) as f64;
+        if in_dead_zone || (raw > previous && finish_at_previous_ms <= deadline_ms as f64) {
+            return previous;
+        }
+        previous + self.hysteresis * (raw - previous)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_utility_is_flat_until_the_deadline_then_falls() {
+        let u = Utility::default();
+        assert_eq!(u.at(-3_600_000), 1.0);
+        assert_eq!(u.at(0), 1.0);
+        assert_eq!(u.at(5 * MINUTE_MS), 0.0);
+        assert_eq!(u.at(10 * MINUTE_MS), -1.0);
+        assert!((u.at(505 * MINUTE_MS) - (-500.5)).abs() < 1e-9);
+        assert_eq!(u.at(5_000 * MINUTE_MS), -1_000.0);
+        // A step: 10 before the deadline, 0 after.
+        let step = Utility { points: vec![(0, 10.0), (0, 0.0)] };
+        assert_eq!(step.at(-1), 10.0);
+        assert_eq!(step.at(1), 0.0);
+        assert_eq!(Utility { points: vec![] }.at(0), 0.0);
+    }
+
+    /// A job of 100 slot-minutes: remaining = 100 min / a.
+    fn hundred_slot_minutes(a: u32) -> f64 {
+        100.0 * MINUTE_MS as f64 / f64::from(a)
+    }
+
+    #[test]
+    fn the_raw_allocation_is_the_smallest_that_maximises_utility() {
+        let control = Control { slack: 1.0, dead_zone_ms: 0, ..Control::default() };
+        let allocations: Vec<u32> = (1..=40).collect();
+        // 20 minutes to go: 5 slots just make it; 6 and more make it too, but are not smaller.
+        let raw = control.raw_allocation(0, 20 * MINUTE_MS, &allocations, hundred_slot_minutes);
+        assert_eq!(raw, Some(5));
+        // Slack 1.2 asks for 20 % more time: 6 slots (120 / 6 = 20 minutes).
+        let slack = Control { slack: 1.2, ..control.clone() };
+        assert_eq!(slack.raw_allocation(0, 20 * MINUTE_MS, &allocations, hundred_slot_minutes), Some(6));
+        // The dead zone moves the deadline 3 minutes earlier: 100 / 17 needs 6 slots.
+        let dead = Control { dead_zone_ms: 3 * MINUTE_MS, ..control.clone() };
+        assert_eq!(dead.raw_allocation(0, 20 * MINUTE_MS, &allocations, hundred_slot_minutes), Some(6));
+        // Hopeless (1 minute left): the most slots lose the least utility.
+        assert_eq!(control.raw_allocation(0, MINUTE_MS, &allocations, hundred_slot_minutes), Some(40));
+        assert_eq!(control.raw_allocation(0, MINUTE_MS, &[], hundred_slot_minutes), None);
+    }
+
+    #[test]
+    fn hysteresis_closes_a_share_of_the_gap_each_step() {
+        let control = Control { dead_zone_ms: 0, ..Control::default() };
+        let deadline = 60 * MINUTE_MS;
+        let late = (deadline + MINUTE_MS) as f64;
+        assert_eq!(control.smooth(None, 30, late, deadline), 30.0);
+        let first = control.smooth(Some(10.0), 30, late, deadline);
+        assert!((first - 14.0).abs() < 1e-9, "{first}");
+        let second = control.smooth(Some(first), 30, late, deadline);
+        assert!((second - 17.2).abs() < 1e-9, "{second}");
+        // Ahead of schedule, it comes down by the same share.
+        let early = (deadline - 30 * MINUTE_MS) as f64;
+        assert!((control.smooth(Some(30.0), 10, early, deadline) - 26.0).abs() < 1e-9);
+        let jump = Control { hysteresis: 1.0, ..control };
+        assert_eq!(jump.smooth(Some(10.0), 30, late, deadline), 30.0);
+    }
+
+    #[test]
+    fn the_dead_zone_holds_the_allocation_near_the_deadline() {
+        let control = Control::default();
+        let deadline = 60 * MINUTE_MS;
+        // Predicted 2 minutes before the deadline: inside [d − 3 min, d], nothing moves,
+        // neither up nor down.
+        let near = (deadline - 2 * MINUTE_MS) as f64;
+        assert_eq!(control.smooth(Some(10.0), 30, near, deadline), 10.0);
+        assert_eq!(control.smooth(Some(10.0), 2, near, deadline), 10.0);
+        // Predicted before d − D: a raise is not needed, a cut goes ahead.
+        let early = (deadline - 10 * MINUTE_MS) as f64;
+        assert_eq!(control.smooth(Some(10.0), 30, early, deadline), 10.0);
+        assert!(control.smooth(Some(10.0), 2, early, deadline) < 10.0);
+        // Predicted past the deadline itself: it acts.
+        let late = (deadline + 1) as f64;
+        assert!(control.smooth(Some(10.0), 30, late, deadline) > 10.0);
+    }
+}

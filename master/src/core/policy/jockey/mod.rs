@@ -1,0 +1,369 @@
+//! `jockey`: per-job SLO control (Jockey, §3–4). Every control interval each running job
+//! with a deadline gets a guaranteed number of slots: its progress (an indicator over its
+//! profile from history) indexes a completion-time model C(p, a), the raw allocation is
+//! the smallest that maximises the utility of the predicted finish (with slack, less the
+//! dead zone), and hysteresis smooths it. Guaranteed slots go first to their jobs (taken
+//! back by preemption when they are held by others); every slot a guarantee leaves
+//! unused goes to the other jobs in admission order, so the cluster stays work-conserving.
+//!
+//! Variants for the paper's comparison: without adaptation (the first model-based
+//! allocation, kept), without the simulator (Amdahl's model) and max allocation.
+
+mod control;
+mod model;
+mod profile;
+mod progress;
+
+use std::collections::BTreeMap;
+
+use slotmarket_common::ids::JobId;
+use slotmarket_common::spec::SlotKind;
+use slotmarket_common::time::Timestamp;
+
+use super::preempt::{kills_in_flight, newest_of};
+use super::slots::FreeSlots;
+use super::{Assignment, Decisions, JobInfo, KillReason, Policy, PolicyName, SchedView, Trigger};
+
+pub use control::{Control, Utility};
+pub use model::{Amdahl, BUCKETS, CompletionModel, ModelRequest, allocation_grid, build_completion_model};
+pub use profile::{JobProfile, StageProfile};
+pub use progress::Indicator;
+
+/// How a job's remaining time is predicted.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Predictor {
+    /// C(p, a) from simulating the profile (the paper's Jockey).
+    #[default]
+    Simulator,
+    /// Amdahl's law over the profile (Jockey w/o simulator).
+    Amdahl,
+    /// No prediction: every SLO job is guaranteed the whole cluster (max allocation).
+    Max,
+}
+
+/// Everything the `jockey` policy is configured with.
+#[derive(Clone, PartialEq, Debug)]
+pub struct JockeyConfig {
+    /// Milliseconds between control steps.
+    pub interval_ms: u64,
+    /// Slack, hysteresis, dead zone and utility.
+    pub control: Control,
+    /// The progress indicator.
+    pub indicator: Indicator,
+    /// How remaining time is predicted.
+    pub predictor: Predictor,
+    /// Re-size allocations at run time; `false` keeps the first model-based one.
+    pub adapt: bool,
+    /// Simulated runs per allocation when a model is built.
+    pub model_runs: u32,
+    /// The quantile of simulated remaining times a model keeps.
+    pub quantile: f64,
+    /// Kill other jobs' tasks to hand a job its guaranteed slots at once.
+    pub preemption: bool,
+}
+
+impl Default for JockeyConfig {
+    fn default() -> JockeyConfig {
+        JockeyConfig {
+            interval_ms: 60_000,
+            control: Control::default(),
+            indicator: Indicator::default(),
+            predictor: Predictor::default(),
+            adapt: true,
+            model_runs: 20,
+            quantile: 0.9,
+            preemption: true,
+        }
+    }
+}
+
+/// What the controller knows of one SLO job.
+#[derive(Clone, Copy, PartialEq, Debug, Default)]
+pub struct SloState {
+    /// The smoothed allocation `A_t^s`; `None` before the first step.
+    pub smoothed: Option<f64>,
+    /// The guaranteed slots now.
+    pub guarantee: u32,
+    /// Progress at the last step.
+    pub progress: f64,
+    /// Predicted finish at the last step, with slack, under the guarantee.
+    pub predicted_finish: Option<Timestamp>,
+    /// The allocation is kept as it is (no adaptation, once model-based).
+    pub frozen: bool,
+    /// Guaranteed slot-milliseconds so far: the guarantee integrated over time.
+    pub guaranteed_slot_ms: u64,
+    /// The largest guarantee so far.
+    pub peak_guarantee: u32,
+    /// When `guaranteed_slot_ms` was last brought up to date.
+    pub accounted_to: Option<Timestamp>,
+}
+
+impl SloState {
+    /// Adds the guarantee held since the last account up to `now`.
+    fn account(&mut self, now: Timestamp) {
+        if let Some(since) = self.accounted_to {
+            self.guaranteed_slot_ms += u64::from(self.guarantee) * now.0.saturating_sub(since.0);
+        }
+        self.accounted_to = Some(now);
+        self.peak_guarantee = self.peak_guarantee.max(self.guarantee);
+    }
+}
+
+/// Ended SLO jobs whose final controller state is kept for reports, newest last.
+const ENDED_KEPT: usize = 10_000;
+
+/// The Jockey policy.
+#[derive(Debug)]
+pub struct Jockey {
+    config: JockeyConfig,
+    next_control: Timestamp,
+    jobs: BTreeMap<JobId, SloState>,
+    models: BTreeMap<String, CompletionModel>,
+    /// Newest profiled run each name's model was asked for, so it is asked for once.
+    requested: BTreeMap<String, u64>,
+    requests: Vec<ModelRequest>,
+    /// The final state of recently ended SLO jobs (at most [`ENDED_KEPT`]).
+    ended: BTreeMap<JobId, SloState>,
+}
+
+impl Jockey {
+    /// A Jockey policy with `config`.
+    pub fn new(config: JockeyConfig) -> Jockey {
+        Jockey {
+            config,
+            next_control: Timestamp::ZERO,
+            jobs: BTreeMap::new(),
+            models: BTreeMap::new(),
+            requested: BTreeMap::new(),
+            requests: Vec::new(),
+            ended: BTreeMap::new(),
+        }
+    }
+
+    /// The controller's view of each SLO job, by id.
+    pub fn slo_jobs(&self) -> &BTreeMap<JobId, SloState> {
+        &self.jobs
+    }
+
+    /// Runs the control step for every SLO job (`all`), or only for those not seen yet.
+    fn control(&mut self, now: Timestamp, view: &SchedView<'_>, all: bool) {
+        let total = SlotKind::ALL.iter().map(|&k| view.total_slots(k)).sum::<u32>().max(1);
+        let mut live = BTreeMap::new();
+        for job in view.active_jobs() {
+            let Some(deadline) = job.deadline() else { continue };
+            let mut slo = self.jobs.remove(&job.id()).unwrap_or_default();
+            slo.account(now);
+            if (all || slo.smoothed.is_none()) && !slo.frozen {
+                self.step(now, view, job, deadline, total, &mut slo);
+            }
+            slo.peak_guarantee = slo.peak_guarantee.max(slo.guarantee);
+            live.insert(job.id(), slo);
+        }
+        // What is left ended (or lost its deadline): keep its final state for reports.
+        for (job, mut slo) in std::mem::replace(&mut self.jobs, live) {
+            slo.account(now);
+            self.ended.insert(job, slo);
+        }
+        while self.ended.len() > ENDED_KEPT {
+            self.ended.pop_first();
+        }
+    }
+
+    /// One control step for one job.
+    fn step(
+        &mut self,
+        now: Timestamp,
+        view: &SchedView<'_>,
+        job: JobInfo<'_>,
+        deadline: Timestamp,
+        total: u32,
+        slo: &mut SloState,
+    ) {
+        let profile = JobProfile::from_history(job.spec(), view.history(job.name()));
+        let (Some(mut profile), false) = (profile, self.config.predictor == Predictor::Max) else {
+            // Nothing to predict from (or max allocation): the whole cluster.
+            *slo = SloState {
+                smoothed: Some(f64::from(total)),
+                guarantee: total,
+                frozen: !self.config.adapt,
+                ..*slo
+            };
+            return;
+        };
+        let model = self.model_for(&profile, total).cloned();
+        if let Some(model) = &model {
+            for (stage, &q) in profile.stages.iter_mut().zip(&model.queue_ms) {
+                stage.queue_ms = q;
+            }
+        }
+        let done: Vec<f64> =
+            job.stages().map(|s| f64::from(s.completed) / f64::from(s.tasks.max(1))).collect();
+        let progress = self.config.indicator.progress(&profile, &done);
+        let amdahl = Amdahl::of(&profile, &done);
+        let remaining = |a: u32| match &model {
+            Some(m) => m.remaining(progress, a),
+            None => amdahl.remaining(a),
+        };
+        let grid = allocation_grid(total);
+        let control = &self.config.control;
+        let raw = control.raw_allocation(now.0 as i64, deadline.0 as i64, &grid, remaining).unwrap_or(total);
+        let previous = slo.smoothed.map(|s| s.ceil().max(1.0) as u32).unwrap_or(raw);
+        let finish_previous = now.0 as f64 + control.slack * remaining(previous);
+        let smoothed = control
+            .smooth(slo.smoothed, raw, finish_previous, deadline.0 as i64)
+            .clamp(1.0, f64::from(total));
+        let guarantee = smoothed.ceil() as u32;
+        let model_based = model.is_some() || self.config.predictor != Predictor::Simulator;
+        let finish = now.0 as f64 + control.slack * remaining(guarantee);
+        *slo = SloState {
+            // A guess made while the simulated model is being built is not a history to
+            // smooth from: the first model-based step starts afresh.
+            smoothed: model_based.then_some(smoothed),
+            guarantee,
+            progress,
+            predicted_finish: Some(Timestamp(finish.max(0.0) as u64)),
+            frozen: !self.config.adapt && model_based,
+            ..*slo
+        };
+    }
+
+    /// The simulated model of `profile`'s job if it is built for this profile; asks for
+    /// one (once per profile) when the predictor is the simulator.
+    fn model_for(&mut self, profile: &JobProfile, total: u32) -> Option<&CompletionModel> {
+        if self.config.predictor != Predictor::Simulator {
+            return None;
+        }
+        let fresh = self.models.get(&profile.name).is_some_and(|m| m.newest_run == profile.newest_run);
+        if !fresh && self.requested.get(&profile.name) != Some(&profile.newest_run) {
+            self.requested.insert(profile.name.clone(), profile.newest_run);
+            self.requests.push(ModelRequest {
+                profile: profile.clone(),
+                indicator: self.config.indicator,
+                allocations: allocation_grid(total),
+                runs: self.config.model_runs,
+                quantile: self.config.quantile,
+                seed: profile.newest_run,
+            });
+        }
+        // A stale model still beats none while the new one is built.
+        self.models.get(&profile.name)
+    }
+
+    /// Free slots of `kind`: first to SLO jobs below their guarantee (earliest deadline
+    /// first), then to every other job with ready tasks in admission order.
+    fn assign(
+        &self,
+        view: &SchedView<'_>,
+        kind: SlotKind,
+        given: &mut BTreeMap<JobId, u32>,
+        out: &mut Vec<Assignment>,
+    ) {
+        let mut free = FreeSlots::new(view.agents_with_free(kind), kind);
+        let mut slo: Vec<(Timestamp, JobInfo<'_>)> = view
+            .jobs_with_ready(kind)
+            .filter_map(|j| self.jobs.get(&j.id()).map(|_| (j.deadline().unwrap_or(Timestamp::ZERO), j)))
+            .collect();
+        slo.sort_by_key(|(d, j)| (*d, j.id()));
+        for (_, job) in slo {
+            let owed = self.owed(&job, given);
+            for _ in 0..owed.min(job.ready(kind)) {
+                let Some(agent) = free.take() else { return };
+                out.push(Assignment { agent, job: job.id(), kind });
+                *given.entry(job.id()).or_default() += 1;
+            }
+        }
+        for job in view.jobs_with_ready(kind).filter(|j| !self.jobs.contains_key(&j.id())) {
+            for _ in 0..job.ready(kind) {
+                let Some(agent) = free.take() else { return };
+                out.push(Assignment { agent, job: job.id(), kind });
+            }
+        }
+    }
+
+    /// Slots `job` is still owed: its guarantee less what it runs and was given this step.
+    fn owed(&self, job: &JobInfo<'_>, given: &BTreeMap<JobId, u32>) -> u32 {
+        let guarantee = self.jobs.get(&job.id()).map_or(0, |s| s.guarantee);
+        let held = SlotKind::ALL.iter().map(|&k| job.running(k)).sum::<u32>()
+            + given.get(&job.id()).copied().unwrap_or(0);
+        guarantee.saturating_sub(held)
+    }
+
+    /// Kills enough tasks of `kind` of jobs without a guarantee (youngest job first), or
+    /// above theirs, to hand SLO jobs their guaranteed slots.
+    fn take_back(
+        &self,
+        view: &SchedView<'_>,
+        kind: SlotKind,
+        given: &BTreeMap<JobId, u32>,
+    ) -> Vec<super::Preemption> {
+        let owed: u32 = view
+            .jobs_with_ready(kind)
+            .filter(|j| self.jobs.contains_key(&j.id()))
+            .map(|j| self.owed(&j, given).min(j.ready(kind)))
+            .sum();
+        let budget = owed.saturating_sub(kills_in_flight(view, kind));
+        if budget == 0 {
+            return Vec::new();
+        }
+        let mut victims: Vec<(JobId, u32)> = view
+            .active_jobs()
+            .filter_map(|j| {
+                let over = match self.jobs.get(&j.id()) {
+                    Some(slo) => {
+                        SlotKind::ALL.iter().map(|&k| j.running(k)).sum::<u32>().saturating_sub(slo.guarantee)
+                    }
+                    None => j.running(kind),
+                };
+                (over > 0).then(|| (j.id(), over.min(j.running(kind))))
+            })
+            .collect();
+        // Jobs without a guarantee first, youngest first: the least sunk work.
+        victims.sort_by_key(|&(id, _)| (self.jobs.contains_key(&id), std::cmp::Reverse(id)));
+        let reason = KillReason::Preempted {
+            policy: PolicyName::Jockey,
+            why: "a deadline job needs its guaranteed slots",
+        };
+        newest_of(view, kind, &victims, Some, budget, reason)
+    }
+}
+
+impl Policy for Jockey {
+    fn name(&self) -> PolicyName {
+        PolicyName::Jockey
+    }
+
+    fn schedule(&mut self, now: Timestamp, view: &SchedView<'_>, trigger: Trigger) -> Decisions {
+        let due = trigger == Trigger::Tick && now >= self.next_control;
+        if due {
+            self.next_control = Timestamp(now.0 + self.config.interval_ms.max(1));
+        }
+        self.control(now, view, due);
+        let mut decisions = Decisions::default();
+        let mut given = BTreeMap::new();
+        for kind in SlotKind::ALL {
+            if view.has_free(kind) {
+                self.assign(view, kind, &mut given, &mut decisions.assignments);
+            } else if self.config.preemption {
+                decisions.preemptions.extend(self.take_back(view, kind, &given));
+            }
+        }
+        decisions
+    }
+
+    fn next_wakeup(&self) -> Option<Timestamp> {
+        (!self.jobs.is_empty()).then_some(self.next_control)
+    }
+
+    fn take_model_requests(&mut self) -> Vec<ModelRequest> {
+        std::mem::take(&mut self.requests)
+    }
+
+    fn slo_state(&self, job: JobId) -> Option<SloState> {
+        self.jobs.get(&job).or_else(|| self.ended.get(&job)).copied()
+    }
+
+    fn completion_model_built(&mut self, model: CompletionModel) {
+        self.models.insert(model.name.clone(), model);
+    }
+}

@@ -1,0 +1,304 @@
+//! Jockey's completion-time model C(p, a) (§4.1): the remaining time of a job at
+//! progress `p` under an allocation of `a` slots, built by simulating the job's profile
+//! many times at each allocation and sampling every step; and the Amdahl alternative
+//! `S_t + P_t / a`.
+//!
+//! The builder is pure and deterministic (a seeded generator) but costs many simulated
+//! runs, so the core never calls it: the `jockey` policy asks for a model with
+//! [`Command::BuildCompletionModel`](crate::core::Command), and the driver builds it — the
+//! simulator at once, the server off its actor — and hands it back as
+//! [`Event::CompletionModelBuilt`](crate::core::Event).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use slotmarket_common::rng::SplitMix64;
+
+use super::profile::JobProfile;
+use super::progress::Indicator;
+
+/// Progress buckets a model keeps per allocation.
+pub const BUCKETS: usize = 50;
+
+/// What the policy asks a driver to build.
+#[derive(Clone, PartialEq, Debug)]
+pub struct ModelRequest {
+    /// The profile to simulate.
+    pub profile: JobProfile,
+    /// The indicator the model is indexed by.
+    pub indicator: Indicator,
+    /// The allocations to model, ascending.
+    pub allocations: Vec<u32>,
+    /// Simulated runs per allocation.
+    pub runs: u32,
+    /// Which quantile of the sampled remaining times the model keeps (e.g. 0.9: a time
+    /// the job beats nine times in ten).
+    pub quantile: f64,
+    /// Seed of the simulated draws.
+    pub seed: u64,
+}
+
+/// A built C(p, a): for each modelled allocation, the quantile of the remaining time per
+/// progress bucket.
+#[derive(Clone, PartialEq, Debug)]
+pub struct CompletionModel {
+    /// The job name.
+    pub name: String,
+    /// The newest run of the profile it was built from.
+    pub newest_run: u64,
+    /// The modelled allocations, ascending.
+    pub allocations: Vec<u32>,
+    /// `remaining_ms[i][b]`: remaining time in milliseconds under `allocations[i]` at
+    /// progress in bucket `b` (`b / BUCKETS ..= (b + 1) / BUCKETS`).
+    pub remaining_ms: Vec<Vec<f64>>,
+    /// Each stage's total queueing time (`Q_s`) measured at the middle allocation, for
+    /// the `totalworkWithQ` indicator.
+    pub queue_ms: Vec<f64>,
+}
+
+impl CompletionModel {
+    /// C(p, a): the remaining time at progress `p` under the largest modelled allocation
+    /// not above `a` (the smallest when `a` is below them all).
+    pub fn remaining(&self, p: f64, a: u32) -> f64 {
+        let i = self.allocations.iter().rposition(|&m| m <= a).unwrap_or(0);
+        let b = ((p.clamp(0.0, 1.0) * BUCKETS as f64) as usize).min(BUCKETS - 1);
+        self.remaining_ms.get(i).and_then(|row| row.get(b)).copied().unwrap_or(0.0)
+    }
+}
+
+/// The allocations worth modelling up to `max`: every one to 8, then steps of about 15 %.
+pub fn allocation_grid(max: u32) -> Vec<u32> {
+    let mut grid = Vec::new();
+    let mut a = 1u32;
+    while a <= max {
+        grid.push(a);
+        a = if a < 8 { a + 1 } else { (f64::from(a) * 1.15).ceil() as u32 };
+    }
+    if grid.last() != Some(&max) && max > 0 {
+        grid.push(max);
+    }
+    grid
+}
+
+/// Builds C(p, a) by simulating `request.profile` `runs` times at each allocation.
+pub fn build_completion_model(request: &ModelRequest) -> CompletionModel {
+    let mut profile = request.profile.clone();
+    let middle = request.allocations.get(request.allocations.len() / 2).copied().unwrap_or(1);
+    let mut rng = SplitMix64::for_stream(request.seed, profile.newest_run);
+    let queue_ms = simulate(&profile, middle, &mut rng, &mut |_, _| {}).1;
+    for (stage, &q) in profile.stages.iter_mut().zip(&queue_ms) {
+        stage.queue_ms = q;
+    }
+    let remaining_ms = request
+        .allocations
+        .iter()
+        .map(|&a| {
+            let mut buckets: Vec<Vec<f64>> = vec![Vec::new(); BUCKETS];
+            for _ in 0..request.runs.max(1) {
+                let mut seen: Vec<(f64, u64)> = Vec::new();
+                let (end, _) = simulate(&profile, a, &mut rng, &mut |done, at| {
+                    seen.push((request.indicator.progress(&profile, done), at));
+                });
+                for (p, at) in seen {
+                    let b = ((p * BUCKETS as f64) as usize).min(BUCKETS - 1);
+                    buckets[b].push(end.saturating_sub(at) as f64);
+                }
+            }
+            quantiles(buckets, request.quantile)
+        })
+        .collect();
+    CompletionModel {
+        name: profile.name.clone(),
+        newest_run: profile.newest_run,
+        allocations: request.allocations.clone(),
+        remaining_ms,
+        queue_ms,
+    }
+}
+
+/// Each bucket's quantile; an empty bucket takes the value of the nearest bucket below
+/// it that has one (less progress: more time left, the safe side), or above it.
+fn quantiles(buckets: Vec<Vec<f64>>, q: f64) -> Vec<f64> {
+    let mut out: Vec<Option<f64>> = buckets
+        .into_iter()
+        .map(|mut samples| {
+            if samples.is_empty() {
+                return None;
+            }
+            samples.sort_by(f64::total_cmp);
+            let ix = ((samples.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
+            Some(samples[ix])
+        })
+        .collect();
+    let mut last = None;
+    for v in out.iter_mut() {
+        if v.is_none() {
+            *v = last;
+        }
+        last = *v;
+    }
+    let first = out.iter().flatten().next().copied().unwrap_or(0.0);
+    out.into_iter().map(|v| v.unwrap_or(first)).collect()
+}
+
+/// One simulated run of `profile` on `slots` slots (of any kind: Jockey's tokens): ready
+/// tasks start in stage order as slots free up, each draws its run time from its stage's
+/// samples and fails (and runs again) with the stage's failure probability. Calls
+/// `step(done, at)` at the start and after every task completion with each stage's
+/// completed fraction. Returns the finish time and each stage's total queueing.
+fn simulate(
+    profile: &JobProfile,
+    slots: u32,
+    rng: &mut SplitMix64,
+    step: &mut dyn FnMut(&[f64], u64),
+) -> (u64, Vec<f64>) {
+    let n = profile.stages.len();
+    let mut completed = vec![0u32; n];
+    let mut released = vec![false; n];
+    let mut queue_ms = vec![0.0; n];
+    let mut ready: VecDeque<(usize, u64)> = VecDeque::new();
+    let mut running: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+    let mut now = 0u64;
+    let mut done = vec![0.0; n];
+    release(profile, &completed, &mut released, &mut ready, now);
+    step(&done, now);
+    loop {
+        while running.len() < slots.max(1) as usize {
+            let Some((s, since)) = ready.pop_front() else { break };
+            queue_ms[s] += (now - since) as f64;
+            let stage = &profile.stages[s];
+            let ms = stage.run_ms[rng.below(stage.run_ms.len() as u64) as usize];
+            running.push(Reverse((now + ms.max(1), s)));
+        }
+        let Some(Reverse((end, s))) = running.pop() else { break };
+        now = end;
+        if rng.unit() < profile.stages[s].failure.min(0.9) {
+            ready.push_back((s, now));
+            continue;
+        }
+        completed[s] += 1;
+        done[s] = f64::from(completed[s]) / f64::from(profile.stages[s].tasks.max(1));
+        release(profile, &completed, &mut released, &mut ready, now);
+        step(&done, now);
+    }
+    (now, queue_ms)
+}
+
+/// Queues the tasks of every stage whose dependencies have all completed.
+fn release(
+    profile: &JobProfile,
+    completed: &[u32],
+    released: &mut [bool],
+    ready: &mut VecDeque<(usize, u64)>,
+    now: u64,
+) {
+    for (s, stage) in profile.stages.iter().enumerate() {
+        let deps_done =
+            stage.after.iter().all(|&d| completed.get(d).is_some_and(|&c| c >= profile.stages[d].tasks));
+        if !released[s] && deps_done {
+            released[s] = true;
+            ready.extend((0..stage.tasks).map(|_| (s, now)));
+        }
+    }
+}
+
+/// The Amdahl alternative (§4.1): remaining time `S_t + P_t / a`, with `S_t` the
+/// remaining critical path and `P_t` the remaining work off it.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub struct Amdahl {
+    /// Remaining critical path, in milliseconds.
+    pub serial_ms: f64,
+    /// Remaining total work, in slot-milliseconds.
+    pub work_ms: f64,
+}
+
+impl Amdahl {
+    /// `S_t` and `P_t` of `profile` with each stage's completed fraction `done`.
+    pub fn of(profile: &JobProfile, done: &[f64]) -> Amdahl {
+        let after = profile.path_after_ms();
+        let f = |s: usize| done.get(s).copied().unwrap_or(0.0).clamp(0.0, 1.0);
+        let open = || (0..profile.stages.len()).filter(|&s| f(s) < 1.0);
+        let serial_ms = open()
+            .map(|s| (1.0 - f(s)) * profile.stages[s].longest_ms() as f64 + after[s] as f64)
+            .fold(0.0, f64::max);
+        let work_ms: f64 = open().map(|s| (1.0 - f(s)) * profile.stages[s].work_ms()).sum();
+        Amdahl { serial_ms, work_ms: (work_ms - serial_ms).max(0.0) }
+    }
+
+    /// The remaining time under `a` slots.
+    pub fn remaining(&self, a: u32) -> f64 {
+        self.serial_ms + self.work_ms / f64::from(a.max(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::profile::tests::{run, spec};
+    use super::*;
+
+    /// One stage of 12 tasks of exactly 1 s, then one of 1 task of 3 s.
+    fn profile() -> JobProfile {
+        let spec = spec("two", &[("map", 12, &[]), ("reduce", 1, &["map"])]);
+        let runs = [run(5, "two", &[("map", &[1_000; 12], &[1; 12]), ("reduce", &[3_000], &[1])])];
+        JobProfile::from_history(&spec, &runs).unwrap()
+    }
+
+    fn request(allocations: Vec<u32>) -> ModelRequest {
+        ModelRequest {
+            profile: profile(),
+            indicator: Indicator::TotalWork,
+            allocations,
+            runs: 3,
+            quantile: 0.9,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn a_deterministic_profile_gives_the_exact_remaining_times() {
+        let model = build_completion_model(&request(vec![1, 4, 12]));
+        // At the start: 12 s + 3 s on one slot, 3 s + 3 s on four, 1 s + 3 s on twelve.
+        assert_eq!(model.remaining(0.0, 1), 15_000.0);
+        assert_eq!(model.remaining(0.0, 4), 6_000.0);
+        assert_eq!(model.remaining(0.0, 12), 4_000.0);
+        // Between modelled allocations the one below answers (the safe side).
+        assert_eq!(model.remaining(0.0, 11), 6_000.0);
+        // Maps done (12 of 15 s of work): only the reducer's 3 s remain.
+        assert_eq!(model.remaining(0.8, 4), 3_000.0);
+        // On four slots the maps start in waves at 0, 1 and 2 s: 4 × (0 + 1 + 2) s queued.
+        assert_eq!(model.queue_ms, vec![12_000.0, 0.0]);
+        // Same request, same model.
+        assert_eq!(model, build_completion_model(&request(vec![1, 4, 12])));
+    }
+
+    #[test]
+    fn failures_lengthen_the_modelled_time() {
+        let mut failing = request(vec![4]);
+        failing.profile.stages[0].failure = 0.5;
+        failing.runs = 20;
+        let model = build_completion_model(&failing);
+        assert!(model.remaining(0.0, 4) > 6_000.0, "{}", model.remaining(0.0, 4));
+    }
+
+    #[test]
+    fn amdahl_is_critical_path_plus_the_rest_over_the_slots() {
+        let p = profile();
+        let start = Amdahl::of(&p, &[0.0, 0.0]);
+        // Critical path 1 s + 3 s; total work 15 s, 11 s of it off the path.
+        assert_eq!(start, Amdahl { serial_ms: 4_000.0, work_ms: 11_000.0 });
+        assert_eq!(start.remaining(11), 5_000.0);
+        let maps_done = Amdahl::of(&p, &[1.0, 0.0]);
+        assert_eq!(maps_done.remaining(4), 3_000.0);
+    }
+
+    #[test]
+    fn the_allocation_grid_is_dense_low_and_ends_at_the_maximum() {
+        assert_eq!(allocation_grid(5), vec![1, 2, 3, 4, 5]);
+        let grid = allocation_grid(100);
+        assert_eq!(&grid[..9], &[1, 2, 3, 4, 5, 6, 7, 8, 10]);
+        assert_eq!(grid.last(), Some(&100));
+        assert!(grid.windows(2).all(|w| w[0] < w[1]));
+        assert!(grid.len() < 30, "{}", grid.len());
+        assert!(allocation_grid(0).is_empty());
+    }
+}

@@ -1,0 +1,256 @@
+//! Jockey's job profile (§4.1): what past runs of a job name say about each stage — its
+//! task count, task run times, failure probability and the stage DAG with its barriers.
+//! Built from the core's job history and the running job's own spec, so a stage whose
+//! task count changed keeps its per-task times and takes the new count.
+
+use slotmarket_common::protocol::JobHistory;
+use slotmarket_common::spec::{JobSpec, SlotKind};
+
+/// One stage of a profile.
+#[derive(Clone, PartialEq, Debug)]
+pub struct StageProfile {
+    /// The stage's name in the spec.
+    pub name: String,
+    /// Its slot kind.
+    pub kind: SlotKind,
+    /// Tasks in the running job's spec.
+    pub tasks: u32,
+    /// Run times of completed tasks over the kept runs, in milliseconds, ascending.
+    /// Never empty: a stage no run completed borrows the job's overall mean.
+    pub run_ms: Vec<u64>,
+    /// Share of attempts that failed (`(attempts - 1) / attempts` over the kept runs).
+    pub failure: f64,
+    /// Stages (by index) that must complete before this one starts.
+    pub after: Vec<usize>,
+    /// Total time the stage's tasks wait for a slot once ready (`Q_s`), in milliseconds.
+    /// History does not record waits, so this starts at 0 and the completion-model
+    /// builder fills it from its simulation of the profile at the a-priori allocation.
+    pub queue_ms: f64,
+}
+
+impl StageProfile {
+    /// Mean task run time in milliseconds.
+    pub fn mean_ms(&self) -> f64 {
+        self.run_ms.iter().sum::<u64>() as f64 / self.run_ms.len().max(1) as f64
+    }
+
+    /// Longest task run time seen (`l_s` of §4.1).
+    pub fn longest_ms(&self) -> u64 {
+        self.run_ms.last().copied().unwrap_or(0)
+    }
+
+    /// Total work of the stage (`T_s`): tasks × mean run time, inflated by retries.
+    pub fn work_ms(&self) -> f64 {
+        f64::from(self.tasks) * self.mean_ms() / (1.0 - self.failure.min(0.9))
+    }
+}
+
+/// A job's profile: its stages in spec order.
+#[derive(Clone, PartialEq, Debug)]
+pub struct JobProfile {
+    /// The job name the profile is for.
+    pub name: String,
+    /// The newest run it was built from: a newer one means the profile may have changed.
+    pub newest_run: u64,
+    /// Runs it was built from.
+    pub runs: usize,
+    /// Stages in spec order.
+    pub stages: Vec<StageProfile>,
+}
+
+/// Time assumed for a task of a stage when no kept run completed any task at all.
+const UNKNOWN_TASK_MS: u64 = 60_000;
+
+impl JobProfile {
+    /// The profile of `spec` from its kept `runs` (any order); `None` without a
+    /// completed run to learn from.
+    pub fn from_history<'a>(
+        spec: &JobSpec,
+        runs: impl IntoIterator<Item = &'a JobHistory>,
+    ) -> Option<JobProfile> {
+        let runs: Vec<&JobHistory> = runs.into_iter().filter(|r| r.name == spec.name).collect();
+        let newest_run = runs.iter().map(|r| r.job.0).max()?;
+        let all_ms: Vec<u64> = runs
+            .iter()
+            .flat_map(|r| r.stages.iter().flat_map(|s| s.run_ms.iter().flatten().copied()))
+            .collect();
+        let overall = if all_ms.is_empty() {
+            UNKNOWN_TASK_MS
+        } else {
+            all_ms.iter().sum::<u64>() / all_ms.len() as u64
+        };
+        let stages = spec
+            .stages
+            .iter()
+            .map(|stage| {
+                let past = runs.iter().flat_map(|r| r.stages.iter().filter(|s| s.name == stage.name));
+                let (mut run_ms, mut attempts, mut completed) = (Vec::new(), 0u64, 0u64);
+                for s in past {
+                    run_ms.extend(s.run_ms.iter().flatten().copied());
+                    attempts += s.attempts.iter().map(|&a| u64::from(a)).sum::<u64>();
+                    completed += s.run_ms.iter().flatten().count() as u64;
+                }
+                if run_ms.is_empty() {
+                    run_ms.push(overall);
+                }
+                run_ms.sort_unstable();
+                let failure = if attempts == 0 {
+                    0.0
+                } else {
+                    attempts.saturating_sub(completed) as f64 / attempts as f64
+                };
+                let after = stage.after.iter().filter_map(|dep| spec.stage_index(dep)).collect();
+                StageProfile {
+                    name: stage.name.clone(),
+                    kind: stage.slot,
+                    tasks: stage.tasks,
+                    run_ms,
+                    failure,
+                    after,
+                    queue_ms: 0.0,
+                }
+            })
+            .collect();
+        Some(JobProfile { name: spec.name.clone(), newest_run, runs: runs.len(), stages })
+    }
+
+    /// Total work of the job in slot-milliseconds (`Σ T_s`).
+    pub fn work_ms(&self) -> f64 {
+        self.stages.iter().map(StageProfile::work_ms).sum()
+    }
+
+    /// `L_s` of §4.1 for every stage: the longest chain of longest tasks from the end of
+    /// stage `s` to the end of the job (0 for a stage nothing waits on).
+    pub fn path_after_ms(&self) -> Vec<u64> {
+        let n = self.stages.len();
+        let mut after = vec![0u64; n];
+        // Stages only wait on earlier-validated names; iterate to a fixed point so the
+        // order of stages in the spec does not matter (at most n rounds on a DAG).
+        for _ in 0..n {
+            let mut moved = false;
+            for (s, stage) in self.stages.iter().enumerate() {
+                for &dep in &stage.after {
+                    let through = stage.longest_ms() + after[s];
+                    if dep < n && after[dep] < through {
+                        after[dep] = through;
+                        moved = true;
+                    }
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+        after
+    }
+
+    /// When each stage starts and ends, relative to the job's start, with unlimited slots:
+    /// a stage starts when its last dependency ends and lasts its longest task. The
+    /// `minstage` indicator reads its typical stage times from here.
+    pub fn unconstrained_times(&self) -> Vec<(u64, u64)> {
+        let n = self.stages.len();
+        let mut times = vec![(0u64, 0u64); n];
+        for _ in 0..n.max(1) {
+            for (s, stage) in self.stages.iter().enumerate() {
+                let begin = stage.after.iter().filter(|&&d| d < n).map(|&d| times[d].1).max().unwrap_or(0);
+                times[s] = (begin, begin + stage.longest_ms());
+            }
+        }
+        times
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use slotmarket_common::ids::{AccountId, JobId};
+    use slotmarket_common::protocol::{JobState, StageHistory};
+    use slotmarket_common::spec::StageSpec;
+    use slotmarket_common::time::Timestamp;
+
+    use super::*;
+
+    /// A spec of stages `(name, tasks, after)`, all map slots.
+    pub(crate) fn spec(name: &str, stages: &[(&str, u32, &[&str])]) -> JobSpec {
+        let stages = stages
+            .iter()
+            .map(|&(n, tasks, after)| StageSpec {
+                name: n.into(),
+                tasks,
+                slot: SlotKind::Map,
+                command: "true".into(),
+                after: after.iter().map(|a| a.to_string()).collect(),
+            })
+            .collect();
+        JobSpec {
+            name: name.into(),
+            input: None,
+            max_attempts: None,
+            stages,
+            class: None,
+            queue: None,
+            deadline: None,
+            account: None,
+            input_bytes: None,
+            estimate: None,
+        }
+    }
+
+    /// A completed run with per-stage `(name, run_ms per task, attempts per task)`.
+    pub(crate) fn run(job: u64, name: &str, stages: &[(&str, &[u64], &[u32])]) -> JobHistory {
+        JobHistory {
+            job: JobId(job),
+            name: name.into(),
+            account: AccountId("alice".into()),
+            class: None,
+            state: JobState::Completed,
+            submitted: Timestamp(0),
+            started: None,
+            finished: Timestamp(1),
+            deadline: None,
+            input_bytes: None,
+            slot_ms: [0, 0],
+            stages: stages
+                .iter()
+                .map(|&(n, ms, attempts)| StageHistory {
+                    name: n.into(),
+                    slot: SlotKind::Map,
+                    run_ms: ms.iter().map(|&m| Some(m)).collect(),
+                    attempts: attempts.to_vec(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_profile_pools_runs_per_stage_and_takes_the_specs_task_counts() {
+        let spec = spec("etl", &[("extract", 4, &[]), ("load", 1, &["extract"])]);
+        let runs = [
+            run(3, "etl", &[("extract", &[1_000, 3_000], &[1, 1]), ("load", &[5_000], &[2])]),
+            run(7, "etl", &[("extract", &[2_000], &[1]), ("load", &[5_000], &[2])]),
+            run(9, "other", &[("extract", &[99_000], &[1])]),
+        ];
+        let profile = JobProfile::from_history(&spec, &runs).unwrap();
+        assert_eq!(profile.newest_run, 7);
+        assert_eq!(profile.runs, 2);
+        let extract = &profile.stages[0];
+        assert_eq!(extract.run_ms, vec![1_000, 2_000, 3_000]);
+        assert_eq!(extract.tasks, 4);
+        assert_eq!(extract.work_ms(), 8_000.0);
+        let load = &profile.stages[1];
+        assert_eq!(load.after, vec![0]);
+        assert!((load.failure - 0.5).abs() < 1e-9, "{}", load.failure);
+        // One task of 5 s, every other attempt failing: 10 s of work expected.
+        assert!((load.work_ms() - 10_000.0).abs() < 1e-6);
+        assert_eq!(profile.path_after_ms(), vec![5_000, 0]);
+        assert_eq!(profile.unconstrained_times(), vec![(0, 3_000), (3_000, 8_000)]);
+    }
+
+    #[test]
+    fn no_history_no_profile_and_unseen_stages_borrow_the_mean() {
+        let spec = spec("etl", &[("extract", 2, &[]), ("new", 1, &[])]);
+        assert_eq!(JobProfile::from_history(&spec, &[]), None);
+        let runs = [run(1, "etl", &[("extract", &[2_000, 4_000], &[1, 1])])];
+        let profile = JobProfile::from_history(&spec, &runs).unwrap();
+        assert_eq!(profile.stages[1].run_ms, vec![3_000]);
+    }
+}

@@ -1,0 +1,149 @@
+//! The `jockey` policy in the core: a deadline job is guaranteed the slots its model
+//! asks for (taken back from best-effort work by preemption), the model is asked for by
+//! command and arrives as an event, the guarantee caps the job while spare slots go to
+//! others, and a moved deadline re-sizes the allocation.
+
+use std::time::Duration;
+
+use slotmarket_common::container::ContainerState;
+use slotmarket_common::ids::{AccountId, ContainerId, JobId};
+use slotmarket_common::protocol::{JobHistory, JobState, Response, StageHistory};
+use slotmarket_common::spec::{DeadlineSpec, SlotKind};
+use slotmarket_common::time::Timestamp;
+
+use super::builders::JobBuilder;
+use super::env::{TestEnv, alice, bob};
+use crate::core::policy::jockey::build_completion_model;
+use crate::core::{CoreConfig, Event, Persist, PolicySettings, StoreRecovery};
+
+/// A past run of "etl": 20 map tasks of 60 s each.
+fn etl_run(job: u64) -> JobHistory {
+    JobHistory {
+        job: JobId(job),
+        name: "etl".into(),
+        account: AccountId("alice".into()),
+        class: None,
+        state: JobState::Completed,
+        submitted: Timestamp(0),
+        started: None,
+        finished: Timestamp(1),
+        deadline: None,
+        input_bytes: None,
+        slot_ms: [1_200_000, 0],
+        stages: vec![StageHistory {
+            name: "map".into(),
+            slot: SlotKind::Map,
+            run_ms: vec![Some(60_000); 20],
+            attempts: vec![1; 20],
+        }],
+    }
+}
+
+fn jockey_settings(predictor: &str) -> PolicySettings {
+    let toml = format!("name = \"jockey\"\npredictor = \"{predictor}\"\ninterval_s = 60\n");
+    toml::from_str(&toml).expect("jockey settings parse")
+}
+
+/// A core running `jockey` with the etl history and one agent of 10 map slots.
+fn env_with_history(predictor: &str) -> TestEnv {
+    let config = CoreConfig { policy: jockey_settings(predictor), ..CoreConfig::default() };
+    let mut env = TestEnv::with_config(config);
+    let recovery = StoreRecovery {
+        next_job: JobId(100),
+        next_container: ContainerId(1),
+        history: vec![etl_run(7), etl_run(8)],
+    };
+    env.handle(Event::StoreRecovered(recovery));
+    env.join_agent("n1", 10, 0);
+    env
+}
+
+fn etl_due_in(minutes: u64) -> slotmarket_common::spec::JobSpec {
+    let mut spec = JobBuilder::maps(20).name("etl").build();
+    spec.deadline = Some(DeadlineSpec::In(Duration::from_secs(minutes * 60)));
+    spec
+}
+
+#[test]
+fn a_deadline_job_takes_its_guarantee_back_from_best_effort_work() {
+    let mut env = env_with_history("amdahl");
+    let filler = env.submit(JobBuilder::maps(30).name("filler").build());
+    let filler_launches = env.take_launches(10);
+    let etl = env.submit(etl_due_in(10));
+    // Amdahl before anything ran: 1.2 × (60 s + 1140 s / a) by 7 minutes (the deadline
+    // less the 3-minute dead zone) needs a = 4.
+    let kills = env.take_kills(4);
+    assert!(
+        kills
+            .iter()
+            .all(|(_, _, why)| why == "preempted by jockey: a deadline job needs its guaranteed slots")
+    );
+    for (_, container, _) in &kills {
+        env.report(*container, ContainerState::Killed);
+    }
+    let launches = env.take_launches(4);
+    assert!(launches.iter().all(|l| l.task.job == etl), "{launches:?}");
+    // The guarantee caps the deadline job: a freed slot goes to the best-effort job.
+    // The oldest filler task was not preempted (the newest go first).
+    env.finish(filler_launches[0].container);
+    let next = env.take_launches(1);
+    assert_eq!(next[0].task.job, filler);
+    assert!(env.take_model_requests().is_empty(), "amdahl builds no model");
+}
+
+#[test]
+fn the_simulator_model_is_asked_for_once_and_used_once_built() {
+    let mut env = env_with_history("simulator");
+    let etl = env.submit(etl_due_in(10));
+    let requests = env.take_model_requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].profile.newest_run, 8);
+    assert_eq!(requests[0].allocations, crate::core::policy::jockey::allocation_grid(10));
+    // Meanwhile Amdahl sizes the job: 4 slots.
+    assert_eq!(env.take_launches(4).len(), 4);
+    let model = build_completion_model(&requests[0]);
+    env.handle(Event::CompletionModelBuilt(Box::new(model)));
+    env.advance(5);
+    env.heartbeat("n1");
+    env.advance(55);
+    env.heartbeat("n1");
+    env.tick();
+    assert!(env.take_model_requests().is_empty(), "the same profile is not modelled twice");
+    // Simulated: 20 tasks of 60 s in waves of 4 end 1 + 1.2 × 5 = 7 minutes in, right at
+    // d − 3 min: the raw allocation is 4 and the dead zone holds it. Nothing moves.
+    let slo = env.jockey_state(etl);
+    assert_eq!(slo.guarantee, 4);
+    assert_eq!(slo.predicted_finish, Some(Timestamp(env.now.0 + 360_000)));
+    // `status` shows the controller's view.
+    let shown = env.status(etl).slo.expect("a deadline job under jockey");
+    assert_eq!((shown.guaranteed, shown.progress_permille), (4, 0));
+    assert_eq!(shown.predicted_finish, slo.predicted_finish);
+    assert!(env.take_all_launches().is_empty());
+}
+
+#[test]
+fn a_moved_deadline_is_stored_answered_and_followed() {
+    let mut env = env_with_history("amdahl");
+    let etl = env.submit(etl_due_in(30));
+    // 30 minutes: 1.2 × (60 + 1140/a) s by 27 minutes needs one slot.
+    assert_eq!(env.take_launches(1).len(), 1);
+    env.take_persists();
+    let request = env.request();
+    let due = Timestamp(env.now.0 + 8 * 60_000);
+    env.handle(Event::DeadlineSetRequested { request, caller: alice(), job: etl, deadline: Some(due) });
+    assert_eq!(env.take_reply(request), Response::DeadlineSet { job: etl, deadline: Some(due) });
+    assert_eq!(env.take_persists(), vec![Persist::Deadline { job: etl, deadline: Some(due) }]);
+    assert_eq!(env.status(etl).summary.deadline, Some(due));
+    env.advance(5);
+    env.heartbeat("n1");
+    env.advance(55);
+    env.heartbeat("n1");
+    env.tick();
+    // Now behind: the allocation grows (by the hysteresis share of the gap).
+    // Amdahl: 1.2 × (60 + 1140/a) s by d − 3 min needs 10; 20 % of the way from 1 is 2.8.
+    assert_eq!(env.take_launches(2).len(), 2);
+    // Someone else's job is not theirs to move.
+    let request = env.request();
+    env.handle(Event::DeadlineSetRequested { request, caller: bob(), job: etl, deadline: None });
+    assert!(matches!(env.take_reply(request), Response::Error(_)));
+}
