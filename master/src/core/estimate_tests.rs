@@ -1,11 +1,9 @@
 //! Tests of the estimator: the normal quantile, each method on known data, the choice
 //! between them, and PI coverage on held-out runs.
 
-use slotmarket_common::ids::{AccountId, JobId};
-use slotmarket_common::protocol::{JobHistory, JobState, StageHistory};
+use slotmarket_common::protocol::{JobHistory, StageHistory};
 use slotmarket_common::rng::SplitMix64;
 use slotmarket_common::spec::{EstimateSpec, JobSpec, StageSpec};
-use slotmarket_common::time::Timestamp;
 
 use super::*;
 
@@ -38,23 +36,14 @@ fn spec(maps: u32, reduces: u32, input_bytes: Option<u64>) -> JobSpec {
 /// A run of `wc` whose map tasks took `map_ms` each (None: never completed).
 fn run(map_ms: &[Option<u64>], input_bytes: Option<u64>) -> JobHistory {
     JobHistory {
-        job: JobId(1),
-        name: "wc".into(),
-        account: AccountId("alice".into()),
-        class: None,
-        state: JobState::Completed,
-        submitted: Timestamp(0),
-        started: None,
-        finished: Timestamp(1),
-        deadline: None,
         input_bytes,
-        slot_ms: [0, 0],
         stages: vec![StageHistory {
             name: "map".into(),
             slot: SlotKind::Map,
             run_ms: map_ms.to_vec(),
             attempts: vec![1; map_ms.len()],
         }],
+        ..crate::core::completed_run(1, "wc")
     }
 }
 

@@ -110,28 +110,34 @@ pub(crate) fn record_of(job: &Job, finished: Timestamp) -> JobHistory {
     }
 }
 
+/// For tests: a completed run of job `job` named `name`, alice's, submitted at 0 and
+/// finished at 1 ms, with no stages; tests override the fields they are about.
 #[cfg(test)]
-mod tests {
+pub(crate) fn completed_run(job: u64, name: &str) -> JobHistory {
     use slotmarket_common::ids::{AccountId, JobId};
     use slotmarket_common::protocol::JobState;
+    JobHistory {
+        job: JobId(job),
+        name: name.into(),
+        account: AccountId("alice".into()),
+        class: None,
+        state: JobState::Completed,
+        submitted: Timestamp(0),
+        started: None,
+        finished: Timestamp(1),
+        deadline: None,
+        input_bytes: None,
+        slot_ms: [0, 0],
+        stages: Vec::new(),
+    }
+}
 
+#[cfg(test)]
+mod tests {
     use super::*;
 
     fn run(job: u64, name: &str) -> JobHistory {
-        JobHistory {
-            job: JobId(job),
-            name: name.into(),
-            account: AccountId("alice".into()),
-            class: None,
-            state: JobState::Completed,
-            submitted: Timestamp(0),
-            started: None,
-            finished: Timestamp(job),
-            deadline: None,
-            input_bytes: None,
-            slot_ms: [0, 0],
-            stages: Vec::new(),
-        }
+        JobHistory { finished: Timestamp(job), ..completed_run(job, name) }
     }
 
     fn jobs_of(history: &History, name: &str) -> Vec<u64> {

@@ -51,6 +51,8 @@ pub use accounting::StoredAccount;
 pub use command::{Command, KillReason, Persist};
 pub use event::{Event, RecoveredJob, StoreRecovery};
 pub use history::HistoryLimits;
+#[cfg(test)]
+pub(crate) use history::completed_run;
 pub use policy::{PolicyName, PolicySettings};
 pub use quote::{AdmissionMode, AdmissionSettings, Choice, Offer, Quote, QuoteError};
 pub use reactor::NodeHealth;

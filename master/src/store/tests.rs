@@ -239,15 +239,9 @@ fn ended(job: u64, state: JobState) -> Persist {
 
 fn run(job: u64, name: &str) -> JobHistory {
     JobHistory {
-        job: JobId(job),
-        name: name.into(),
-        account: AccountId("alice".into()),
-        class: None,
-        state: JobState::Completed,
         submitted: Timestamp(job),
         started: Some(Timestamp(job + 1)),
         finished: Timestamp(job + 5),
-        deadline: None,
         input_bytes: Some(1024),
         slot_ms: [3, 1],
         stages: vec![StageHistory {
@@ -256,6 +250,7 @@ fn run(job: u64, name: &str) -> JobHistory {
             run_ms: vec![Some(3)],
             attempts: vec![1],
         }],
+        ..crate::core::completed_run(job, name)
     }
 }
 

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use slotmarket_common::container::ContainerState;
-use slotmarket_common::ids::{AccountId, ContainerId, JobId};
-use slotmarket_common::protocol::{JobHistory, JobState, Response, StageHistory};
+use slotmarket_common::ids::{ContainerId, JobId};
+use slotmarket_common::protocol::{JobHistory, Response, StageHistory};
 use slotmarket_common::spec::{DeadlineSpec, SlotKind};
 use slotmarket_common::time::Timestamp;
 
@@ -19,16 +19,6 @@ use crate::core::{CoreConfig, Event, Persist, PolicySettings, StoreRecovery};
 /// A past run of "etl": 20 map tasks of 60 s each.
 fn etl_run(job: u64) -> JobHistory {
     JobHistory {
-        job: JobId(job),
-        name: "etl".into(),
-        account: AccountId("alice".into()),
-        class: None,
-        state: JobState::Completed,
-        submitted: Timestamp(0),
-        started: None,
-        finished: Timestamp(1),
-        deadline: None,
-        input_bytes: None,
         slot_ms: [1_200_000, 0],
         stages: vec![StageHistory {
             name: "map".into(),
@@ -36,6 +26,7 @@ fn etl_run(job: u64) -> JobHistory {
             run_ms: vec![Some(60_000); 20],
             attempts: vec![1; 20],
         }],
+        ..crate::core::completed_run(job, "etl")
     }
 }
 

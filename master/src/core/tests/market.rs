@@ -219,18 +219,6 @@ fn ended_jobs_leave_memory_after_their_retention() {
 }
 
 fn sample_run(job: u64) -> slotmarket_common::protocol::JobHistory {
-    slotmarket_common::protocol::JobHistory {
-        job: JobId(job),
-        name: "wc".into(),
-        account: AccountId("alice".into()),
-        class: None,
-        state: JobState::Completed,
-        submitted: Timestamp(1),
-        started: None,
-        finished: Timestamp(job),
-        deadline: None,
-        input_bytes: None,
-        slot_ms: [0, 0],
-        stages: Vec::new(),
-    }
+    let run = crate::core::completed_run(job, "wc");
+    slotmarket_common::protocol::JobHistory { submitted: Timestamp(1), finished: Timestamp(job), ..run }
 }

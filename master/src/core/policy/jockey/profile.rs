@@ -162,10 +162,8 @@ impl JobProfile {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use slotmarket_common::ids::{AccountId, JobId};
-    use slotmarket_common::protocol::{JobState, StageHistory};
+    use slotmarket_common::protocol::StageHistory;
     use slotmarket_common::spec::StageSpec;
-    use slotmarket_common::time::Timestamp;
 
     use super::*;
 
@@ -198,17 +196,6 @@ pub(crate) mod tests {
     /// A completed run with per-stage `(name, run_ms per task, attempts per task)`.
     pub(crate) fn run(job: u64, name: &str, stages: &[(&str, &[u64], &[u32])]) -> JobHistory {
         JobHistory {
-            job: JobId(job),
-            name: name.into(),
-            account: AccountId("alice".into()),
-            class: None,
-            state: JobState::Completed,
-            submitted: Timestamp(0),
-            started: None,
-            finished: Timestamp(1),
-            deadline: None,
-            input_bytes: None,
-            slot_ms: [0, 0],
             stages: stages
                 .iter()
                 .map(|&(n, ms, attempts)| StageHistory {
@@ -218,6 +205,7 @@ pub(crate) mod tests {
                     attempts: attempts.to_vec(),
                 })
                 .collect(),
+            ..crate::core::completed_run(job, name)
         }
     }
 
