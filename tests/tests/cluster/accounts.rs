@@ -3,28 +3,13 @@
 //! master is SIGKILLed and restarted on the same data directory every balance still
 //! equals its grants minus its charges and the ledger is intact.
 
-use std::process::Output;
-
 use serde_json::Value;
 
-use crate::support::{TestCluster, WAIT, binary};
-
-/// Runs `slotmarket --json ARGS` as `identity` against the cluster's master.
-async fn slotmarket(cluster: &TestCluster, identity: &str, args: &[&str]) -> Output {
-    let mut command = tokio::process::Command::new(binary("slotmarket"));
-    command
-        .args(["--json", "--master", &cluster.addr.to_string(), "--identity", identity])
-        .arg("--cert-dir")
-        .arg(cluster.dir.path().join("pki"))
-        .args(args)
-        .env_remove("SLOTMARKET_CONFIG")
-        .kill_on_drop(true);
-    tokio::time::timeout(WAIT, command.output()).await.expect("slotmarket timed out").expect("run slotmarket")
-}
+use crate::support::TestCluster;
 
 /// Runs a command that must succeed and parses its JSON.
 async fn ok(cluster: &TestCluster, identity: &str, args: &[&str]) -> Value {
-    let out = slotmarket(cluster, identity, args).await;
+    let out = cluster.cli(identity, args).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{identity}: slotmarket {args:?} failed: {stderr}");
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {stderr}"))
@@ -32,7 +17,7 @@ async fn ok(cluster: &TestCluster, identity: &str, args: &[&str]) -> Value {
 
 /// Runs a command that must fail with exit code 1 and returns its error text.
 async fn refused(cluster: &TestCluster, identity: &str, args: &[&str]) -> String {
-    let out = slotmarket(cluster, identity, args).await;
+    let out = cluster.cli(identity, args).await;
     assert_eq!(out.status.code(), Some(1), "{identity}: slotmarket {args:?} should fail: {out:?}");
     assert!(out.stdout.is_empty(), "{out:?}");
     String::from_utf8_lossy(&out.stderr).into_owned()

@@ -8,19 +8,11 @@ use std::time::Duration;
 use serde_json::Value;
 use slotmarket_common::protocol::JobState;
 
-use crate::support::{TestCluster, WAIT, agent, binary, sleepers, submit, wait_finished};
+use crate::support::{TestCluster, agent, sleepers, submit, wait_finished};
 
 /// Runs `slotmarket --json ARGS` as `identity`; returns success, stdout JSON (or null) and stderr.
 async fn slotmarket(cluster: &TestCluster, identity: &str, args: &[&str]) -> (bool, Value, String) {
-    let mut command = tokio::process::Command::new(binary("slotmarket"));
-    command
-        .args(["--json", "--master", &cluster.addr.to_string(), "--identity", identity])
-        .arg("--cert-dir")
-        .arg(cluster.dir.path().join("pki"))
-        .args(args)
-        .env_remove("SLOTMARKET_CONFIG")
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(WAIT, command.output()).await.expect("slotmarket timed out").expect("run");
+    let out = cluster.cli(identity, args).await;
     let json = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     (out.status.success(), json, String::from_utf8_lossy(&out.stderr).into_owned())
 }

@@ -258,6 +258,23 @@ impl TestCluster {
         }
     }
 
+    /// Runs `slotmarket --json ARGS` as `identity` against the cluster's master, bounded by
+    /// [`WAIT`], ignoring any client config the environment names.
+    pub(crate) async fn cli(&self, identity: &str, args: &[&str]) -> std::process::Output {
+        let mut command = tokio::process::Command::new(binary("slotmarket"));
+        command
+            .args(["--json", "--master", &self.addr.to_string(), "--identity", identity])
+            .arg("--cert-dir")
+            .arg(self.dir.path().join("pki"))
+            .args(args)
+            .env_remove("SLOTMARKET_CONFIG")
+            .kill_on_drop(true);
+        tokio::time::timeout(WAIT, command.output())
+            .await
+            .expect("slotmarket timed out")
+            .expect("run slotmarket")
+    }
+
     /// `slotmarket nodes --json` as the admin, parsed.
     pub(crate) fn nodes_json(&self) -> serde_json::Value {
         let output = Command::new(binary("slotmarket"))
