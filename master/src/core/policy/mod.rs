@@ -453,9 +453,11 @@ impl<'a> JobInfo<'a> {
 
     /// Its stages, in spec order.
     pub fn stages(&self) -> impl Iterator<Item = StageInfo> + use<'a> {
-        self.job.stages.iter().map(|s| StageInfo {
+        let job = self.job;
+        // The spec's task counts: an ended job has already freed its per-task records.
+        job.stages.iter().enumerate().map(|(ix, s)| StageInfo {
             kind: s.kind,
-            tasks: s.tasks.len() as u32,
+            tasks: job.stage_size(ix),
             completed: s.completed,
             running: s.live,
             released: s.released,

@@ -222,3 +222,24 @@ fn sample_run(job: u64) -> slotmarket_common::protocol::JobHistory {
     let run = crate::core::completed_run(job, "wc");
     slotmarket_common::protocol::JobHistory { submitted: Timestamp(1), finished: Timestamp(job), ..run }
 }
+
+#[test]
+fn the_policy_view_of_a_retained_ended_job_keeps_its_task_counts() {
+    let mut env = TestEnv::new();
+    env.join_agent("n1", 2, 1);
+    let job = env.submit(JobBuilder::maps(2).build());
+    for launch in env.take_launches(2) {
+        env.finish(launch.container);
+    }
+    assert!(env.core.view().has_job(job), "kept for its retention");
+    let view = SchedView::new(env.core.state());
+    let info = view.job(job).expect("retained");
+    // Its per-task records are freed; the counts come from the spec.
+    assert_eq!(
+        (info.tasks(SlotKind::Map), info.completed(SlotKind::Map), info.pending(SlotKind::Map)),
+        (2, 2, 0)
+    );
+    env.take_persists();
+    env.take_changed();
+    env.assert_no_commands();
+}
