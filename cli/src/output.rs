@@ -325,6 +325,9 @@ pub(crate) mod tests {
             tasks_running: 3,
             owner: AccountId("demo".into()),
             deadline: Some(Timestamp(70_000)),
+            predicted_finish: None,
+            price: None,
+            paid: None,
         }
     }
 
