@@ -563,3 +563,7 @@ fn millis(duration: Duration) -> u64 {
 #[cfg(test)]
 #[path = "actor_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "actor_mrm_tests.rs"]
+mod mrm_tests;
