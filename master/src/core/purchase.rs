@@ -91,7 +91,7 @@ impl Core {
         let balance = self.state.accounts.get(&account).map_or(Credits::ZERO, |a| a.balance());
         let offer = match self.priced_choice(cx.now, &spec, choice, &account, balance) {
             Ok(offer) => offer,
-            Err(response) => return reply(cx, response),
+            Err(response) => return reply(cx, *response),
         };
         let price = price_credits(offer.price_ms);
         let job = JobId(self.state.next_job);
@@ -120,7 +120,7 @@ impl Core {
         choice: DeadlineChoice,
         account: &AccountId,
         balance: Credits,
-    ) -> Result<Offer, Response> {
+    ) -> Result<Offer, Box<Response>> {
         let settings = self.config.admission;
         let asked = match choice {
             DeadlineChoice::Earliest => Choice::Earliest,
@@ -128,11 +128,11 @@ impl Core {
             DeadlineChoice::MaxPrice(max) => Choice::MaxPrice(credits_slot_ms(max.min(balance))),
         };
         let result = self.market.quote(now, &self.state, &settings, spec, asked);
-        let (quote, offer) = match result {
+        let (_, offer) = match result {
             Ok(found) => found,
             Err(QuoteError::Infeasible { asked, .. }) => {
                 let reason = format!("deadline {} is not feasible now", format_rfc3339(asked));
-                return Err(self.refusal(now, spec, reason, balance));
+                return Err(Box::new(self.refusal(now, spec, reason, balance)));
             }
             Err(QuoteError::Unaffordable { max_ms, floor_ms }) => {
                 let (max, floor) = (price_credits(max_ms), price_credits(floor_ms));
@@ -140,9 +140,9 @@ impl Core {
                     "no deadline costs at most {max} (the maximum asked or account {account}'s balance of \
                      {balance}); the cheapest costs {floor}"
                 );
-                return Err(self.refusal(now, spec, reason, balance));
+                return Err(Box::new(self.refusal(now, spec, reason, balance)));
             }
-            Err(e) => return Err(Response::error(ErrorKind::BadRequest, e.to_string())),
+            Err(e) => return Err(Box::new(Response::error(ErrorKind::BadRequest, e.to_string()))),
         };
         let price = price_credits(offer.price_ms);
         if price > balance {
@@ -150,8 +150,7 @@ impl Core {
                 "the deadline {} costs {price} but account {account} holds {balance}",
                 format_rfc3339(offer.deadline)
             );
-            drop(quote);
-            return Err(self.refusal(now, spec, reason, balance));
+            return Err(Box::new(self.refusal(now, spec, reason, balance)));
         }
         Ok(offer)
     }
