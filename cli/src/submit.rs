@@ -409,6 +409,18 @@ mod tests {
     }
 
     #[test]
+    fn progress_lines_of_a_bought_deadline_show_the_predicted_finish() {
+        let mut status =
+            JobStatus { summary: summary(7, JobState::Running), stages: vec![], message: None, slo: None };
+        status.summary.predicted_finish = Some(Timestamp(72_500));
+        let line = progress_line(&status, Timestamp(12_500));
+        assert_eq!(
+            line,
+            "j7 running: 4/11 tasks done, 3 running (+2.5s after submit); predicted finish +62.5s (deadline +60.0s)"
+        );
+    }
+
+    #[test]
     fn submit_json_omits_status_without_wait() {
         let value =
             serde_json::to_value(SubmitJson { job: "j3".into(), purchase: None, status: None }).unwrap();
