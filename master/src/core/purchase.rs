@@ -36,6 +36,11 @@ const ADMISSION_OFF: &str = "MRM admission is off on this master ([admission] mo
      without --earliest/--deadline/--max-price, or ask the administrator to set mode = \"mrm\"";
 
 impl Core {
+    /// The `[admission]` settings this core runs with.
+    pub fn admission(&self) -> &super::AdmissionSettings {
+        &self.config.admission
+    }
+
     /// The quote for `spec` at `now` as a client sees it (prices in credits), or why
     /// there is none: admission off, a job that cannot be estimated, a cluster without
     /// slots of a kind it needs.

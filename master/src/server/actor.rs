@@ -17,7 +17,7 @@ use tracing::{debug, error, info, warn};
 use super::launches::pack_launches;
 use super::{ServerError, reads};
 use crate::core::policy::jockey::{CompletionModel, ModelRequest, build_completion_model};
-use crate::core::{Command, Core, Event, KillReason, Persist, RequestId};
+use crate::core::{AdmissionMode, Command, Core, Event, KillReason, Persist, RequestId};
 use crate::store::{Store, StoreError};
 
 /// What sessions tell the actor.
@@ -254,6 +254,17 @@ impl Actor {
             Request::Watch { .. } => {
                 let response = Response::error(ErrorKind::BadRequest, "watch is a streaming request");
                 return answer(reply, response);
+            }
+            Request::Submit { spec }
+                if spec.deadline.is_some() && self.core.admission().mode == AdmissionMode::Mrm =>
+            {
+                // Under MRM a deadline is bought, so that it is priced and kept feasible; a
+                // spec's own deadline would bypass both. (The simulator's buyers submit
+                // the deadline they were offered straight into the core.)
+                let message = "this master sells deadlines ([admission] mode = \"mrm\"): remove `deadline` \
+                               from the spec and buy one with `slotmarket submit --deadline T` (or --earliest, \
+                               --max-price P), or submit without one to run best-effort";
+                return answer(reply, Response::error(ErrorKind::BadRequest, message));
             }
             Request::Submit { spec } => Event::JobSubmitted { request: id, caller, spec },
             Request::Cancel { job } => Event::JobCancelRequested { request: id, caller, job },

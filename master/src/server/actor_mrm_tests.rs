@@ -141,3 +141,21 @@ fn with_admission_off_a_quote_is_an_error_saying_so() {
     };
     assert!(err.message.contains("admission is off"), "{}", err.message);
 }
+
+#[test]
+fn under_mrm_a_spec_deadline_must_be_bought_and_a_plain_job_runs_best_effort() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut actor, _agent) = market(dir.path(), "1");
+    let alice = who(Role::User, "alice");
+    let mut with_deadline = spec();
+    with_deadline.deadline = Some(slotmarket_common::spec::DeadlineSpec::In(Duration::from_secs(60)));
+    let Response::Error(err) = ask(&mut actor, alice.clone(), Request::Submit { spec: with_deadline }) else {
+        panic!("a deadline was taken without being bought")
+    };
+    assert!(err.message.contains("slotmarket submit --deadline"), "{}", err.message);
+    let Response::Submitted { job } = ask(&mut actor, alice.clone(), Request::Submit { spec: spec() }) else {
+        panic!("a best-effort job was refused")
+    };
+    let Response::Job(status) = ask(&mut actor, alice, Request::Status { job }) else { panic!("no status") };
+    assert_eq!((status.summary.deadline, status.summary.price), (None, None));
+}
