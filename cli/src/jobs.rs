@@ -74,9 +74,12 @@ fn parse_state(text: &str) -> Result<JobState, String> {
     })
 }
 
-/// One row per job; start, end and deadline are shown relative to submission.
+/// One row per job; start, end and deadline are shown relative to submission. When a
+/// job in the list bought a deadline (MRM), three more columns: the predicted finish
+/// (also relative), the price and what was paid.
 fn table(jobs: &[JobSummary]) -> Table {
-    let mut table = Table::new(&[
+    let market = jobs.iter().any(|j| j.price.is_some() || j.predicted_finish.is_some());
+    let mut columns = vec![
         ("job", Align::Left),
         ("name", Align::Left),
         ("account", Align::Left),
@@ -87,9 +90,13 @@ fn table(jobs: &[JobSummary]) -> Table {
         ("deadline", Align::Right),
         ("tasks", Align::Right),
         ("running", Align::Right),
-    ]);
+    ];
+    if market {
+        columns.extend([("predicted", Align::Right), ("price", Align::Right), ("paid", Align::Right)]);
+    }
+    let mut table = Table::new(&columns);
     for job in jobs {
-        table.row(vec![
+        let mut row = vec![
             job.id.to_string(),
             job.name.clone(),
             job.account.to_string(),
@@ -100,9 +107,24 @@ fn table(jobs: &[JobSummary]) -> Table {
             deadline_cell(job),
             format!("{}/{}", job.tasks_completed, job.tasks_total),
             job.tasks_running.to_string(),
-        ]);
+        ];
+        if market {
+            row.extend(market_cells(job));
+        }
+        table.row(row);
     }
     table
+}
+
+/// Predicted finish (relative to submission), price and paid, `-` where there is none.
+pub(crate) fn market_cells(job: &JobSummary) -> [String; 3] {
+    let credits =
+        |c: Option<slotmarket_common::money::Credits>| c.map_or_else(|| "-".into(), |c| c.to_string());
+    let predicted = match job.predicted_finish {
+        Some(at) => output::relative(Some(at), job.submitted),
+        None => "-".into(),
+    };
+    [predicted, credits(job.price), credits(job.paid)]
 }
 
 /// The deadline relative to submission, like the other times, with `met` or `missed`
@@ -135,6 +157,18 @@ mod tests {
         assert!(lines[0].starts_with("job  name       account  state    submitted"), "{text}");
         assert!(lines[1].starts_with("j1   wordcount  demo     running  "), "{text}");
         assert!(lines[2].ends_with("+0.4s         -    +60.0s   4/11        3"), "{text}");
+    }
+
+    #[test]
+    fn a_job_that_bought_a_deadline_adds_predicted_price_and_paid_columns() {
+        let mut bought = summary(2, JobState::Running);
+        bought.predicted_finish = Some(Timestamp(65_000));
+        (bought.price, bought.paid) = (Some("0.5".parse().unwrap()), Some("0.5".parse().unwrap()));
+        let text = table(&[summary(1, JobState::Running), bought]).render();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].ends_with("running  predicted  price  paid"), "{text}");
+        assert!(lines[1].ends_with("3          -      -     -"), "{text}");
+        assert!(lines[2].ends_with("3     +55.0s   0.50  0.50"), "{text}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use slotmarket_common::client::Client;
 use slotmarket_common::ids::AccountId;
 use slotmarket_common::money::Credits;
 use slotmarket_common::protocol::{EntryKind, LedgerEntry, MAX_LEDGER_PAGE};
+use slotmarket_common::spec::format_rfc3339;
 
 use crate::connection::{self, ConnectionArgs};
 use crate::output::{self, Align, Table};
@@ -57,6 +58,9 @@ impl From<&LedgerEntry> for EntryJson {
             EntryKind::Grant { by } => (None, by.clone()),
             EntryKind::Charge { job, reason } => (job.map(|j| j.to_string()), reason.clone()),
             EntryKind::Income { reason } => (None, reason.clone()),
+            EntryKind::DeadlinePurchase { job, deadline } => {
+                (Some(job.to_string()), format!("deadline {}", format_rfc3339(*deadline)))
+            }
         };
         EntryJson {
             seq: e.seq,

@@ -33,6 +33,7 @@ mod nodes;
 mod output;
 mod pki;
 mod price;
+mod quote;
 mod rate;
 mod reservation;
 mod status;
@@ -106,6 +107,9 @@ enum Command {
     /// Move a running job's deadline (`set JOB +20m`) or drop it (`clear JOB`).
     #[command(subcommand)]
     Deadline(deadline::DeadlineCommand),
+    /// MRM: the estimate, earliest feasible finish and price–deadline curve of a job,
+    /// without submitting it (then `submit --earliest | --deadline T | --max-price P`).
+    Quote(quote::QuoteArgs),
 }
 
 fn main() -> ExitCode {
@@ -150,6 +154,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Rate(command) => rate::run(&cli.connection, command, json).await,
         Command::Price => price::run(&cli.connection, json).await,
         Command::Deadline(command) => deadline::run(&cli.connection, command, json).await,
+        Command::Quote(args) => quote::run(&cli.connection, args, json).await,
     }
 }
 
@@ -170,6 +175,30 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn submit_takes_at_most_one_deadline_choice() {
+        let parse = |extra: &[&str]| {
+            let args = [&["slotmarket", "submit", "job.toml"][..], extra].concat();
+            Cli::try_parse_from(args)
+        };
+        for ok in [&[][..], &["--earliest"], &["--deadline", "+20m"], &["--max-price", "0.5"]] {
+            let Command::Submit(_) = parse(ok).unwrap().command else { panic!("not submit") };
+        }
+        let Command::Submit(args) = parse(&["--max-price", "0.5", "--wait"]).unwrap().command else {
+            panic!("not submit")
+        };
+        assert_eq!(args.max_price, Some("0.5".parse::<Credits>().unwrap()));
+        for clash in [
+            &["--earliest", "--max-price", "1"][..],
+            &["--deadline", "+1m", "--max-price", "1"],
+            &["--earliest", "--deadline", "+1m"],
+        ] {
+            let err = parse(clash).unwrap_err();
+            assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict, "{clash:?}");
+        }
+        assert!(parse(&["--max-price", "lots"]).is_err());
     }
 
     #[test]

@@ -197,6 +197,15 @@ pub(crate) struct JobJson {
     pub(crate) tasks_running: u64,
     /// Its deadline in milliseconds since the Unix epoch, or null.
     pub(crate) deadline_ms: Option<u64>,
+    /// Under MRM admission: when the master now expects it to finish (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) predicted_finish_ms: Option<u64>,
+    /// The price of the deadline it bought, in credits (absent if it bought none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) price: Option<String>,
+    /// What its account was charged for it, in credits (absent if it bought none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) paid: Option<String>,
 }
 
 impl From<&JobSummary> for JobJson {
@@ -214,6 +223,9 @@ impl From<&JobSummary> for JobJson {
             tasks_completed: job.tasks_completed,
             tasks_running: job.tasks_running,
             deadline_ms: job.deadline.map(Timestamp::as_millis),
+            predicted_finish_ms: job.predicted_finish.map(Timestamp::as_millis),
+            price: job.price.map(|c| c.to_string()),
+            paid: job.paid.map(|c| c.to_string()),
         }
     }
 }
@@ -325,6 +337,9 @@ pub(crate) mod tests {
             tasks_running: 3,
             owner: AccountId("demo".into()),
             deadline: Some(Timestamp(70_000)),
+            predicted_finish: None,
+            price: None,
+            paid: None,
         }
     }
 

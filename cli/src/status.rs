@@ -46,6 +46,12 @@ fn render(status: &JobStatus) -> String {
         ("owner", job.owner.to_string()),
         ("tasks", format!("{}/{} done, {} running", job.tasks_completed, job.tasks_total, job.tasks_running)),
     ];
+    if job.price.is_some() || job.predicted_finish.is_some() {
+        // MRM: the deadline was bought; the master's model says when it will finish.
+        head.push(("predicted", crate::jobs::deadline_at(job.predicted_finish)));
+        head.push(("price", job.price.map_or_else(|| "-".into(), |p| p.to_string())));
+        head.push(("paid", job.paid.map_or_else(|| "-".into(), |p| p.to_string())));
+    }
     if let Some(slo) = &status.slo {
         let finish = slo.predicted_finish.map_or_else(|| "-".into(), slotmarket_common::spec::format_rfc3339);
         head.push(("progress", format!("{:.1} %", f64::from(slo.progress_permille) / 10.0)));
@@ -139,6 +145,19 @@ mod tests {
         assert!(text.contains("name       \\x1b]0;pwned\\x07name\\nstate      completed\n"), "{text}");
         assert!(text.contains("message    bad\\x1b[2Jthing\n"), "{text}");
         assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+    }
+
+    #[test]
+    fn a_job_that_bought_a_deadline_shows_its_prediction_price_and_paid() {
+        let mut status =
+            JobStatus { summary: summary(7, JobState::Running), stages: vec![], message: None, slo: None };
+        status.summary.predicted_finish = Some(slotmarket_common::time::Timestamp(1_800_000_000_000));
+        status.summary.price = Some("0.022223".parse().unwrap());
+        status.summary.paid = status.summary.price;
+        let text = render(&status);
+        assert!(text.contains("predicted  2027-01-15T08:00:00Z\n"), "{text}");
+        assert!(text.contains("price      0.022223\n"), "{text}");
+        assert!(text.contains("paid       0.022223\n"), "{text}");
     }
 
     #[test]

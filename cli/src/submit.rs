@@ -1,6 +1,8 @@
-//! `slotmarket submit JOB.toml [--wait]`: validates the spec locally (so typos are caught
-//! before any connection is made), submits it and prints the job id; with `--wait`,
-//! follows the job until it ends.
+//! `slotmarket submit JOB.toml [--wait] [--earliest | --deadline T | --max-price P]`:
+//! validates the spec locally (so typos are caught before any connection is made),
+//! submits it and prints the job id; with a choice, buys that deadline under MRM
+//! admission (a refusal names the best alternative now); with `--wait`, follows the job
+//! until it ends.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,8 +12,9 @@ use clap::Args;
 use serde::Serialize;
 use slotmarket_common::client::Client;
 use slotmarket_common::ids::JobId;
-use slotmarket_common::protocol::{JobState, JobStatus};
-use slotmarket_common::spec::JobSpec;
+use slotmarket_common::money::Credits;
+use slotmarket_common::protocol::{ChoiceRefusal, DeadlineChoice, JobState, JobStatus, Purchase, QuotePoint};
+use slotmarket_common::spec::{DeadlineSpec, JobSpec, format_rfc3339};
 use slotmarket_common::time::Timestamp;
 
 use crate::connection::{self, ConnectionArgs};
@@ -29,13 +32,40 @@ pub(crate) struct SubmitArgs {
     /// Follow the job until it ends; exit 0 only if it completed.
     #[arg(long)]
     pub(crate) wait: bool,
+    /// Buy the earliest feasible deadline, whatever it costs (MRM admission).
+    #[arg(long, conflicts_with_all = ["deadline", "max_price"])]
+    pub(crate) earliest: bool,
+    /// Buy this deadline: `+20m` from now or an RFC 3339 time (refused if infeasible).
+    #[arg(long, value_name = "T", conflicts_with = "max_price")]
+    pub(crate) deadline: Option<DeadlineSpec>,
+    /// Buy the earliest deadline costing at most P credits.
+    #[arg(long, value_name = "P")]
+    pub(crate) max_price: Option<Credits>,
 }
+
+impl SubmitArgs {
+    /// The deadline to buy, if the user chose one.
+    fn choice(&self, now: Timestamp) -> Option<DeadlineChoice> {
+        match (self.earliest, self.deadline, self.max_price) {
+            (true, _, _) => Some(DeadlineChoice::Earliest),
+            (_, Some(at), _) => Some(DeadlineChoice::Deadline(at.resolve(now))),
+            (_, _, Some(max)) => Some(DeadlineChoice::MaxPrice(max)),
+            _ => None,
+        }
+    }
+}
+
+/// Exit code for a choice the master refused (nothing was admitted or charged).
+const EXIT_REFUSED: u8 = 3;
 
 /// The `--json` answer: the id, plus the final status with `--wait`.
 #[derive(Debug, Serialize)]
 struct SubmitJson {
     /// `j7`.
     job: String,
+    /// With a choice: the deadline bought (ms since the Unix epoch) and its price.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    purchase: Option<PurchaseJson>,
     /// The final status, with `--wait`.
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<JobStatusJson>,
@@ -54,22 +84,31 @@ pub(crate) async fn run(conn: &ConnectionArgs, args: SubmitArgs, json: bool) -> 
         }
     };
     let client = connection::connect_from_args(conn).await?;
-    let job = submit(&client, spec).await?;
+    let (job, purchase) = match args.choice(output::now()) {
+        None => (submit(&client, spec).await?, None),
+        Some(choice) => match buy(&client, spec, choice).await? {
+            Ok(bought) => (bought.job, Some(PurchaseJson::from(&bought))),
+            Err(refusal) => {
+                connection::close(client).await;
+                return refused(&refusal, json);
+            }
+        },
+    };
     if !args.wait {
         connection::close(client).await;
         if json {
-            output::print_json(&SubmitJson { job: job.to_string(), status: None })?;
+            output::print_json(&SubmitJson { job: job.to_string(), purchase, status: None })?;
         } else {
-            println!("{job}");
+            println!("{}", bought_line(job, purchase.as_ref()));
         }
         return Ok(ExitCode::SUCCESS);
     }
     if !json {
-        println!("{job}");
+        println!("{}", bought_line(job, purchase.as_ref()));
     }
     let status = wait_for_end(&client, job).await?;
     connection::close(client).await;
-    report_end(&status, json)?;
+    report_end(&status, purchase, json)?;
     Ok(if status.summary.state == JobState::Completed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
@@ -77,6 +116,83 @@ pub(crate) async fn run(conn: &ConnectionArgs, args: SubmitArgs, json: bool) -> 
 pub(crate) async fn submit(client: &Client, spec: JobSpec) -> Result<JobId> {
     let name = spec.name.clone();
     connection::bounded(client.submit(spec)).await.with_context(|| format!("submitting job \"{name}\""))
+}
+
+/// Sends the spec buying `choice`: the purchase, or the master's refusal.
+async fn buy(
+    client: &Client,
+    spec: JobSpec,
+    choice: DeadlineChoice,
+) -> Result<Result<Purchase, ChoiceRefusal>> {
+    let name = spec.name.clone();
+    connection::bounded(client.submit_choosing(spec, choice))
+        .await
+        .with_context(|| format!("submitting job \"{name}\" with a deadline choice"))
+}
+
+/// Prints a refusal (its reason names the alternatives) and answers [`EXIT_REFUSED`].
+fn refused(refusal: &ChoiceRefusal, json: bool) -> Result<ExitCode> {
+    if json {
+        let point =
+            |p: &QuotePoint| PointJson { deadline_ms: p.deadline.as_millis(), price: p.price.to_string() };
+        output::print_json(&RefusalJson {
+            refused: refusal.reason.clone(),
+            earliest: refusal.earliest.as_ref().map(point),
+            affordable: refusal.affordable.as_ref().map(point),
+        })?;
+    } else {
+        eprintln!("error: the master refused the choice: {}", output::sanitize(&refusal.reason));
+    }
+    Ok(ExitCode::from(EXIT_REFUSED))
+}
+
+/// `j7`, or `j7 deadline 2026-…Z price 0.02` after a purchase.
+fn bought_line(job: JobId, purchase: Option<&PurchaseJson>) -> String {
+    match purchase {
+        Some(p) => format!("{job} deadline {} price {}", format_rfc3339(Timestamp(p.deadline_ms)), p.price),
+        None => job.to_string(),
+    }
+}
+
+/// What a purchase bought, for JSON.
+#[derive(Debug, Serialize)]
+struct PurchaseJson {
+    /// The deadline, in milliseconds since the Unix epoch.
+    deadline_ms: u64,
+    /// Its price in credits, charged to the job's account.
+    price: String,
+    /// The earliest feasible finish at the time, in milliseconds since the Unix epoch.
+    earliest_ms: u64,
+}
+
+impl From<&Purchase> for PurchaseJson {
+    fn from(p: &Purchase) -> PurchaseJson {
+        PurchaseJson {
+            deadline_ms: p.deadline.as_millis(),
+            price: p.price.to_string(),
+            earliest_ms: p.earliest.as_millis(),
+        }
+    }
+}
+
+/// A deadline and its price, for JSON.
+#[derive(Debug, Serialize)]
+struct PointJson {
+    /// Milliseconds since the Unix epoch.
+    deadline_ms: u64,
+    /// Credits.
+    price: String,
+}
+
+/// A refused choice, for JSON.
+#[derive(Debug, Serialize)]
+struct RefusalJson {
+    /// Why, with the alternatives named.
+    refused: String,
+    /// The earliest feasible finish now and its price.
+    earliest: Option<PointJson>,
+    /// The earliest deadline the balance (or the maximum asked) buys.
+    affordable: Option<PointJson>,
 }
 
 /// Follows `job` over a watch stream, printing a progress line on stderr whenever it
@@ -106,11 +222,12 @@ async fn wait_for_end(client: &Client, job: JobId) -> Result<JobStatus> {
 }
 
 /// `j7 running: 4/11 tasks done, 2 running (+3.2s after submit)`; the time is when it
-/// ended, or `now` while it runs.
+/// ended, or `now` while it runs. A job that bought a deadline adds its predicted finish,
+/// which moves when its tasks run slower than estimated.
 fn progress_line(status: &JobStatus, now: Timestamp) -> String {
     let job = &status.summary;
     let since = job.finished.unwrap_or(now);
-    format!(
+    let mut line = format!(
         "{} {}: {}/{} tasks done, {} running ({} after submit)",
         job.id,
         job.state,
@@ -118,14 +235,23 @@ fn progress_line(status: &JobStatus, now: Timestamp) -> String {
         job.tasks_total,
         job.tasks_running,
         output::relative(Some(since), job.submitted)
-    )
+    );
+    if let (Some(predicted), Some(deadline)) = (job.predicted_finish, job.deadline) {
+        line.push_str(&format!(
+            "; predicted finish {} (deadline {})",
+            output::relative(Some(predicted), job.submitted),
+            output::relative(Some(deadline), job.submitted)
+        ));
+    }
+    line
 }
 
 /// Prints how the job ended.
-fn report_end(status: &JobStatus, json: bool) -> Result<()> {
+fn report_end(status: &JobStatus, purchase: Option<PurchaseJson>, json: bool) -> Result<()> {
     let job = &status.summary;
     if json {
-        return output::print_json(&SubmitJson { job: job.id.to_string(), status: Some(status.into()) });
+        let answer = SubmitJson { job: job.id.to_string(), purchase, status: Some(status.into()) };
+        return output::print_json(&answer);
     }
     let took = output::relative(job.finished, job.submitted);
     match &status.message {
@@ -198,9 +324,63 @@ mod tests {
                 identity: Some("alice".into()),
                 ..ConnectionArgs::default()
             };
-            let got = run(&conn, SubmitArgs { spec: file, wait: true }, true).await.unwrap();
+            let got = run(
+                &conn,
+                SubmitArgs { spec: file, wait: true, earliest: false, deadline: None, max_price: None },
+                true,
+            )
+            .await
+            .unwrap();
             assert_eq!(got, code, "{state}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_refused_choice_exits_three_and_a_bought_one_sends_the_choice() {
+        use slotmarket_common::protocol::{ChoiceRefusal, Purchase};
+        let fake = FakeMaster::start(|request| match request {
+            Request::SubmitChoosing { choice: DeadlineChoice::Earliest, .. } => {
+                vec![Response::Purchased(Purchase {
+                    job: JobId(4),
+                    deadline: Timestamp(9_000),
+                    price: Credits(5),
+                    earliest: Timestamp(9_000),
+                })]
+            }
+            Request::SubmitChoosing { .. } => vec![Response::ChoiceRefused(ChoiceRefusal {
+                reason: "too dear; the earliest feasible finish now is X".into(),
+                earliest: None,
+                affordable: None,
+            })],
+            _ => vec![],
+        });
+        let file = fake.certs.path().join("job.toml");
+        std::fs::write(&file, SPEC).unwrap();
+        let conn = ConnectionArgs {
+            master: Some(fake.addr.to_string()),
+            cert_dir: Some(fake.certs.path().to_path_buf()),
+            identity: Some("alice".into()),
+            ..ConnectionArgs::default()
+        };
+        let args = |earliest, max_price| SubmitArgs {
+            spec: file.clone(),
+            wait: false,
+            earliest,
+            deadline: None,
+            max_price,
+        };
+        assert_eq!(run(&conn, args(true, None), true).await.unwrap(), ExitCode::SUCCESS);
+        let refused = run(&conn, args(false, Some(Credits(1))), false).await.unwrap();
+        assert_eq!(refused, ExitCode::from(EXIT_REFUSED));
+        let sent: Vec<_> = fake
+            .requests()
+            .into_iter()
+            .filter_map(|r| match r {
+                Request::SubmitChoosing { choice, .. } => Some(choice),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sent, vec![DeadlineChoice::Earliest, DeadlineChoice::MaxPrice(Credits(1))]);
     }
 
     #[tokio::test]
@@ -210,7 +390,13 @@ mod tests {
         std::fs::write(&file, SPEC.replace("tasks = 2", "tasks = 0")).unwrap();
         // No master and no certificates: validation must fail first.
         let conn = ConnectionArgs { master: Some("127.0.0.1:1".into()), ..ConnectionArgs::default() };
-        let got = run(&conn, SubmitArgs { spec: file, wait: false }, false).await.unwrap();
+        let got = run(
+            &conn,
+            SubmitArgs { spec: file, wait: false, earliest: false, deadline: None, max_price: None },
+            false,
+        )
+        .await
+        .unwrap();
         assert_eq!(got, ExitCode::from(EXIT_INVALID_SPEC));
     }
 
@@ -223,8 +409,21 @@ mod tests {
     }
 
     #[test]
+    fn progress_lines_of_a_bought_deadline_show_the_predicted_finish() {
+        let mut status =
+            JobStatus { summary: summary(7, JobState::Running), stages: vec![], message: None, slo: None };
+        status.summary.predicted_finish = Some(Timestamp(72_500));
+        let line = progress_line(&status, Timestamp(12_500));
+        assert_eq!(
+            line,
+            "j7 running: 4/11 tasks done, 3 running (+2.5s after submit); predicted finish +62.5s (deadline +60.0s)"
+        );
+    }
+
+    #[test]
     fn submit_json_omits_status_without_wait() {
-        let value = serde_json::to_value(SubmitJson { job: "j3".into(), status: None }).unwrap();
+        let value =
+            serde_json::to_value(SubmitJson { job: "j3".into(), purchase: None, status: None }).unwrap();
         assert_eq!(value, serde_json::json!({"job": "j3"}));
     }
 }

@@ -13,9 +13,9 @@ use crate::ids::{AccountId, JobId};
 use crate::money::Credits;
 use crate::pki::{PkiError, TlsFiles};
 use crate::protocol::{
-    AccountSummary, ClientRequest, DEFAULT_MAX_FRAME, ErrorReply, HistoryQuery, JobHistory, JobState,
-    JobStatus, JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage, MarketInfo, NodeSummary, Request,
-    ReservationView, Response,
+    AccountSummary, ChoiceRefusal, ClientRequest, DEFAULT_MAX_FRAME, DeadlineChoice, ErrorReply,
+    HistoryQuery, JobHistory, JobState, JobStatus, JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage,
+    MarketInfo, NodeSummary, Purchase, QuoteInfo, Request, ReservationView, Response,
 };
 use crate::spec::JobSpec;
 use crate::time::Timestamp;
@@ -178,6 +178,31 @@ impl Client {
     ) -> Result<Option<Timestamp>, ClientError> {
         self.expect(Request::SetDeadline { job, deadline }, |response| match response {
             Response::DeadlineSet { deadline, .. } => Some(deadline),
+            _ => None,
+        })
+        .await
+    }
+
+    /// MRM: the quote for `spec` (estimate, earliest feasible finish, price–deadline curve).
+    pub async fn quote(&self, spec: JobSpec) -> Result<QuoteInfo, ClientError> {
+        self.expect(Request::Quote { spec }, |response| match response {
+            Response::Quote(info) => Some(info),
+            _ => None,
+        })
+        .await
+    }
+
+    /// MRM: submits `spec` buying the deadline `choice` names. `Ok(Err(refusal))` when the
+    /// choice cannot be had (nothing was admitted or charged); the refusal names the best
+    /// alternative now.
+    pub async fn submit_choosing(
+        &self,
+        spec: JobSpec,
+        choice: DeadlineChoice,
+    ) -> Result<Result<Purchase, ChoiceRefusal>, ClientError> {
+        self.expect(Request::SubmitChoosing { spec, choice }, |response| match response {
+            Response::Purchased(purchase) => Some(Ok(purchase)),
+            Response::ChoiceRefused(refusal) => Some(Err(refusal)),
             _ => None,
         })
         .await
@@ -353,5 +378,8 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::RateSet { .. } => "RateSet",
         Response::Price(_) => "Price",
         Response::DeadlineSet { .. } => "DeadlineSet",
+        Response::Quote(_) => "Quote",
+        Response::Purchased(_) => "Purchased",
+        Response::ChoiceRefused(_) => "ChoiceRefused",
     }
 }

@@ -210,6 +210,7 @@ impl TryFrom<MasterFile> for MasterConfig {
                 // The binary sets this lifetime's epoch when it starts.
                 container_epoch: defaults.container_epoch,
                 admission,
+                predict_from_progress: true,
             },
             heartbeat_interval,
             max_frame,

@@ -148,6 +148,10 @@ impl Cluster {
     /// Starts the master on a free loopback port and waits for it to say where.
     pub(crate) async fn start_master(&mut self) -> Result<SocketAddr> {
         let data = self.root.join("master");
+        // MRM admission in front of `edf`: the demo buys one job's deadline.
+        let config = self.root.join("master.toml");
+        std::fs::write(&config, super::purchase::MASTER_TOML)
+            .with_context(|| format!("writing {}", config.display()))?;
         let args: Vec<OsString> = vec![
             "--listen".into(),
             "127.0.0.1:0".into(),
@@ -155,6 +159,10 @@ impl Cluster {
             data.clone().into(),
             "--cert-dir".into(),
             self.pki_dir().into(),
+            "--policy".into(),
+            "edf".into(),
+            "--config".into(),
+            config.into(),
         ];
         let program = self.bins.master.clone();
         self.spawn("master", &program, &args)?;

@@ -4,10 +4,12 @@
 //! every process it started, also on Ctrl-C or SIGTERM.
 //!
 //! - `cluster` — the temporary directory, the processes and the guard that stops them;
+//! - `purchase` — the MRM step: a quote and a bought deadline before the workload;
 //! - `workload` — the embedded job specs, submission and progress;
 //! - `report` — progress lines, the final table and the JSON document.
 
 mod cluster;
+mod purchase;
 mod report;
 mod workload;
 
@@ -56,11 +58,12 @@ struct Ran {
 pub(crate) async fn run(args: DemoArgs, json: bool) -> Result<ExitCode> {
     // Everything that can fail without side effects goes first.
     let specs = workload::specs()?;
+    let deadline_job = purchase::deadline_spec()?;
     let bins = Binaries::locate()?;
     let mut cluster = Cluster::create(bins)?;
     eprintln!("demo directory: {}", cluster.root().display());
     let outcome = tokio::select! {
-        ran = drive(&mut cluster, &args, specs) => ran,
+        ran = drive(&mut cluster, &args, deadline_job, specs) => ran,
         reason = stop_signal() => {
             eprintln!("{reason}: stopping the cluster");
             cluster.shutdown();
@@ -92,8 +95,13 @@ pub(crate) async fn run(args: DemoArgs, json: bool) -> Result<ExitCode> {
     Ok(if ran.report.all_completed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-/// Starts the cluster, runs the workload and builds the report.
-async fn drive(cluster: &mut Cluster, args: &DemoArgs, specs: Vec<JobSpec>) -> Result<Ran> {
+/// Starts the cluster, buys one job's deadline, runs the workload and builds the report.
+async fn drive(
+    cluster: &mut Cluster,
+    args: &DemoArgs,
+    deadline_job: JobSpec,
+    specs: Vec<JobSpec>,
+) -> Result<Ran> {
     cluster.make_certificates(args.agents)?;
     let master = cluster.start_master().await?;
     eprintln!("master listening on {master}; starting {} agents", args.agents);
@@ -103,12 +111,18 @@ async fn drive(cluster: &mut Cluster, args: &DemoArgs, specs: Vec<JobSpec>) -> R
     // Listing nodes is an admin's view; the workload runs as an ordinary user.
     let admin = connect(cluster, master, ADMIN_NAME).await?;
     workload::wait_for_agents(&admin, cluster, args.agents).await?;
+    purchase::fund(&admin).await?;
     connection::close(admin).await;
-    eprintln!("{} agents registered; submitting {} jobs as user \"{DEMO_USER}\"", args.agents, specs.len());
+    eprintln!(
+        "{} agents registered; submitting {} jobs as user \"{DEMO_USER}\"",
+        args.agents,
+        specs.len() + 1
+    );
 
     let client = connect(cluster, master, DEMO_USER).await?;
     let (start, started) = (output::now(), Instant::now());
-    let ids = workload::submit_all(&client, specs, started).await?;
+    let mut ids = vec![purchase::quote_and_buy(&client, deadline_job, started).await?];
+    ids.extend(workload::submit_all(&client, specs, started).await?);
     let timeout = Duration::from_secs(args.timeout);
     let jobs = workload::follow(&client, cluster, &ids, started, timeout).await?;
     connection::close(client).await;

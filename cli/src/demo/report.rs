@@ -31,6 +31,15 @@ pub(crate) struct DemoJob {
     pub(crate) tasks: u64,
     /// Tasks completed.
     pub(crate) tasks_completed: u64,
+    /// The deadline it bought (MRM), or absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) deadline_s: Option<f64>,
+    /// Whether it completed by its deadline, or absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) met: Option<bool>,
+    /// The credits it paid for its deadline, or absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) paid: Option<String>,
 }
 
 /// The demo's JSON document (and the data behind its table).
@@ -60,6 +69,11 @@ pub(crate) fn build(jobs: &[JobSummary], expected: usize, start: Timestamp, elap
             wait_s: job.started.map(|s| round_ms(secs_between(s, job.submitted))),
             tasks: job.tasks_total,
             tasks_completed: job.tasks_completed,
+            deadline_s: job.deadline.map(since_start),
+            met: job
+                .deadline
+                .map(|d| job.state == JobState::Completed && job.finished.is_some_and(|f| f <= d)),
+            paid: job.paid.map(|p| p.to_string()),
         })
         .collect();
     let all_completed = jobs.len() == expected && jobs.iter().all(|j| j.state == JobState::Completed);
@@ -82,6 +96,9 @@ pub(crate) fn render(report: &DemoReport) -> String {
         ("finished", Align::Right),
         ("wait", Align::Right),
         ("tasks", Align::Right),
+        ("deadline", Align::Right),
+        ("met", Align::Left),
+        ("paid", Align::Right),
     ]);
     let secs = |value: Option<f64>| value.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
     for job in &report.jobs {
@@ -94,6 +111,9 @@ pub(crate) fn render(report: &DemoReport) -> String {
             secs(job.finished_s),
             secs(job.wait_s),
             format!("{}/{}", job.tasks_completed, job.tasks),
+            secs(job.deadline_s),
+            job.met.map_or("-", |met| if met { "met" } else { "missed" }).into(),
+            job.paid.clone().unwrap_or_else(|| "-".into()),
         ]);
     }
     let completed = report.jobs.iter().filter(|j| j.state == JobState::Completed.name()).count();
@@ -126,18 +146,23 @@ mod tests {
     use super::*;
     use crate::output::tests::summary;
 
+    /// A job without a deadline (the shared summary has one).
+    fn plain(id: u64, state: JobState) -> JobSummary {
+        JobSummary { deadline: None, ..summary(id, state) }
+    }
+
     fn finished(id: u64, state: JobState, finished: u64) -> JobSummary {
         JobSummary {
             finished: Some(Timestamp(finished)),
             tasks_completed: 11,
             tasks_running: 0,
-            ..summary(id, state)
+            ..plain(id, state)
         }
     }
 
     #[test]
     fn the_report_has_the_documented_json_shape() {
-        let jobs = [finished(1, JobState::Completed, 14_000), summary(2, JobState::Running)];
+        let jobs = [finished(1, JobState::Completed, 14_000), plain(2, JobState::Running)];
         let report = build(&jobs, 2, Timestamp(9_000), Duration::from_millis(5_500));
         let value = serde_json::to_value(&report).unwrap();
         let expected = serde_json::json!({
@@ -167,14 +192,31 @@ mod tests {
         let jobs = [finished(1, JobState::Completed, 14_000)];
         let text = render(&build(&jobs, 1, Timestamp(9_000), Duration::from_secs(6)));
         assert!(
-            text.contains("job  name       state      submitted  started  finished  wait  tasks\n"),
+            text.contains(
+                "job  name       state      submitted  started  finished  wait  tasks  deadline  met  paid\n"
+            ),
             "{text}"
         );
         assert!(
-            text.contains("j1   wordcount  completed        1.0      1.4       5.0   0.4  11/11\n"),
+            text.contains(
+                "j1   wordcount  completed        1.0      1.4       5.0   0.4  11/11         -  -       -\n"
+            ),
             "{text}"
         );
         assert!(text.ends_with("all 1 jobs completed in 6.0s\n"), "{text}");
+    }
+
+    #[test]
+    fn a_bought_deadline_shows_met_or_missed_and_the_price_paid() {
+        let mut met = finished(1, JobState::Completed, 14_000);
+        (met.deadline, met.paid) = (Some(Timestamp(15_000)), Some("0.014446".parse().unwrap()));
+        let mut missed = finished(2, JobState::Completed, 16_000);
+        missed.deadline = Some(Timestamp(15_000));
+        let report = build(&[met, missed], 2, Timestamp(9_000), Duration::from_secs(7));
+        assert_eq!((report.jobs[0].met, report.jobs[1].met), (Some(true), Some(false)));
+        let text = render(&report);
+        assert!(text.contains("11/11       6.0  met     0.014446\n"), "{text}");
+        assert!(text.contains("11/11       6.0  missed         -\n"), "{text}");
     }
 
     #[test]

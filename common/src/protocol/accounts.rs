@@ -62,6 +62,14 @@ pub enum EntryKind {
         /// What it was for, e.g. "income for 10 s at 1 per hour".
         reason: String,
     },
+    /// The price of a deadline bought under MRM admission (amount < 0), written in the
+    /// same store transaction as the job's admission.
+    DeadlinePurchase {
+        /// The job admitted with it.
+        job: JobId,
+        /// The deadline bought.
+        deadline: Timestamp,
+    },
 }
 
 impl EntryKind {
@@ -71,6 +79,7 @@ impl EntryKind {
             EntryKind::Grant { .. } => "grant",
             EntryKind::Charge { .. } => "charge",
             EntryKind::Income { .. } => "income",
+            EntryKind::DeadlinePurchase { .. } => "deadline",
         }
     }
 
@@ -80,6 +89,7 @@ impl EntryKind {
             EntryKind::Grant { .. } => amount.is_positive(),
             EntryKind::Charge { .. } => amount.is_negative(),
             EntryKind::Income { .. } => amount.is_positive(),
+            EntryKind::DeadlinePurchase { .. } => amount.is_negative(),
         }
     }
 }

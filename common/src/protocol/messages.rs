@@ -245,6 +245,21 @@ pub enum Request {
         /// The new deadline.
         deadline: Option<Timestamp>,
     },
+    /// MRM: the estimate, earliest feasible finish and price–deadline curve of a job
+    /// spec, without submitting it; answered `Quote` (an error when admission is off).
+    Quote {
+        /// The job.
+        spec: JobSpec,
+    },
+    /// MRM: submit a job buying the deadline `choice` names. The master re-checks
+    /// feasibility and charges the price in the same step as the admission; answered
+    /// `Purchased`, or `ChoiceRefused` with the best alternative now.
+    SubmitChoosing {
+        /// The job.
+        spec: JobSpec,
+        /// Which deadline to buy.
+        choice: super::DeadlineChoice,
+    },
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -357,6 +372,12 @@ pub enum Response {
         /// Its deadline now.
         deadline: Option<Timestamp>,
     },
+    /// An MRM quote.
+    Quote(super::QuoteInfo),
+    /// The job is admitted with the deadline bought, charged and stored.
+    Purchased(super::Purchase),
+    /// The choice cannot be had; nothing was admitted or charged.
+    ChoiceRefused(super::ChoiceRefusal),
 }
 
 impl Response {
@@ -480,6 +501,16 @@ pub struct JobSummary {
     pub owner: AccountId,
     /// When it should finish, if it has a deadline.
     pub deadline: Option<Timestamp>,
+    /// For an admitted deadline job under MRM: when the admission model now expects it
+    /// to finish (remaining work under its estimate, rescaled by how fast its tasks ran).
+    #[serde(default)]
+    pub predicted_finish: Option<Timestamp>,
+    /// The price of the deadline it bought, if it bought one.
+    #[serde(default)]
+    pub price: Option<Credits>,
+    /// What its account was charged for that deadline.
+    #[serde(default)]
+    pub paid: Option<Credits>,
 }
 
 /// One job in detail.

@@ -339,6 +339,21 @@ impl Accounts {
         self.post(id, amount, EntryKind::Charge { job, reason }, None, now)
     }
 
+    /// Charges `price` (positive) to `id` for the deadline `job` bought under MRM; refused
+    /// when the balance is smaller. The admission and this entry are stored together.
+    pub fn purchase_deadline(
+        &mut self,
+        id: &AccountId,
+        price: Credits,
+        job: JobId,
+        deadline: Timestamp,
+        now: Timestamp,
+    ) -> Result<LedgerEntry, AccountError> {
+        let account = id.clone();
+        let amount = price.checked_neg().ok_or(AccountError::Overflow { account })?;
+        self.post(id, amount, EntryKind::DeadlinePurchase { job, deadline }, None, now)
+    }
+
     /// Credits `amount` (positive) of income to `id` (DP §5: income per hour, credited
     /// every allocation interval). Counts toward the account's granted total.
     pub fn credit_income(
@@ -387,7 +402,7 @@ impl Accounts {
         }
         let reason_ok = match &kind {
             EntryKind::Charge { reason, .. } | EntryKind::Income { reason } => printable(reason),
-            EntryKind::Grant { .. } => true,
+            EntryKind::Grant { .. } | EntryKind::DeadlinePurchase { .. } => true,
         };
         if !reason_ok || !memo.as_deref().is_none_or(printable) {
             return Err(AccountError::BadMemo);

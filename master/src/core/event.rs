@@ -145,6 +145,17 @@ pub enum Event {
         /// The new deadline.
         deadline: Option<slotmarket_common::time::Timestamp>,
     },
+    /// A client submitted a job buying the deadline `choice` names (MRM admission).
+    ChoiceSubmitted {
+        /// Where the reply goes.
+        request: RequestId,
+        /// Who asked.
+        caller: Caller,
+        /// The job.
+        spec: JobSpec,
+        /// Which deadline to buy.
+        choice: slotmarket_common::protocol::DeadlineChoice,
+    },
 }
 
 /// The store's state outside the active jobs, as read back after a restart.

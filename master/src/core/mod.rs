@@ -31,6 +31,7 @@ pub mod invariants;
 mod market;
 pub mod policy;
 pub mod pricing;
+mod purchase;
 pub mod quote;
 mod reactor;
 mod state;
@@ -54,6 +55,7 @@ pub use history::HistoryLimits;
 #[cfg(test)]
 pub(crate) use history::completed_run;
 pub use policy::{PolicyName, PolicySettings};
+pub use purchase::{credits_slot_ms, price_credits};
 pub use quote::{AdmissionMode, AdmissionSettings, Choice, Offer, Quote, QuoteError};
 pub use reactor::NodeHealth;
 pub use view::{CoreView, no_such_job};
@@ -105,6 +107,10 @@ pub struct CoreConfig {
     pub container_epoch: u64,
     /// MRM admission: the `[admission]` table.
     pub admission: AdmissionSettings,
+    /// Whether the admission model rescales a running deadline job's remaining work by
+    /// how its completed tasks ran against the estimate (predictability under error). The
+    /// master turns it on; the simulator's experiments keep the plain model (off).
+    pub predict_from_progress: bool,
 }
 
 /// How far [`CoreConfig::container_epoch`] is shifted into container ids: room for 2^20
@@ -129,6 +135,7 @@ impl Default for CoreConfig {
             max_queued_tasks_per_account: DEFAULT_MAX_QUEUED_TASKS_PER_ACCOUNT,
             container_epoch: 0,
             admission: AdmissionSettings::default(),
+            predict_from_progress: false,
         }
     }
 }
@@ -187,14 +194,9 @@ impl Core {
         let mut state = State::new(config.history);
         let first = config.container_epoch.saturating_mul(1 << CONTAINER_EPOCH_SHIFT).min(1 << 62);
         state.next_container = state.next_container.max(first);
-        Core {
-            config,
-            state,
-            policy,
-            latest: Timestamp::ZERO,
-            changed: Vec::new(),
-            market: quote::Market::default(),
-        }
+        let mut market = quote::Market::default();
+        market.rescale = config.predict_from_progress;
+        Core { config, state, policy, latest: Timestamp::ZERO, changed: Vec::new(), market }
     }
 
     /// Applies one event, then lets the policy schedule; returns the commands to run.
@@ -203,6 +205,9 @@ impl Core {
         let mut cx = self.begin(now);
         match event {
             Event::CompletionModelBuilt(model) => self.policy.completion_model_built(*model),
+            Event::ChoiceSubmitted { request, caller, spec, choice } => {
+                self.on_choice_submitted(&mut cx, request, &caller, spec, choice);
+            }
             event => reactor::dispatch(&mut self.state, &mut cx, event),
         }
         self.schedule(&mut cx, Trigger::Event);

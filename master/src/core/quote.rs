@@ -16,7 +16,7 @@ use super::admission::{Admitted, Demand, Schedule};
 use super::estimate::{self, DEFAULT_PI_LEVEL, EstimateError, EstimateSettings, JobEstimate};
 use super::policy::{JobInfo, SchedView};
 use super::pricing::{PriceCurve, Priced, Quoter};
-use super::state::{State, kind_ix};
+use super::state::{Job, State, kind_ix};
 
 /// The `[admission]` table: whether jobs buy deadlines, and how they are priced.
 #[derive(Clone, Copy, PartialEq, Debug, Serialize, Deserialize)]
@@ -154,6 +154,9 @@ pub enum QuoteError {
 pub(crate) struct Market {
     /// Estimates of jobs with a deadline, made when first seen by a quote.
     estimates: HashMap<JobId, JobEstimate>,
+    /// Whether a running job's estimate is stretched by how its completed tasks ran
+    /// ([`rescaled`]); `CoreConfig::predict_from_progress`.
+    pub(crate) rescale: bool,
 }
 
 /// The admitted jobs as the model sees them, and what pricing needs besides.
@@ -193,6 +196,34 @@ fn demand_of(estimate: &JobEstimate, left: [u32; 2], slots: [u32; 2]) -> (Demand
     });
     let demand = Demand::new(map.0, reduce.0, map.1 + reduce.1, slots[0], slots[1]);
     (demand, map.0 + reduce.0)
+}
+
+/// `estimate` stretched by how `job`'s completed tasks ran: per kind, when their mean run
+/// time exceeds the expected task time, every task time of that kind (mean, PI upper,
+/// spread) is scaled by the ratio, so the remaining work and the predicted finish follow
+/// a job that runs slower than estimated. Never shrunk: a fast start does not spend the
+/// safety margin that keeps the admitted deadlines.
+pub(crate) fn rescaled(estimate: &JobEstimate, job: &Job) -> JobEstimate {
+    let mut out = *estimate;
+    for kind in SlotKind::ALL {
+        let (sum, count) = job
+            .stages
+            .iter()
+            .filter(|s| s.kind == kind)
+            .flat_map(|s| s.tasks.iter().filter_map(|t| t.run_ms))
+            .fold((0u64, 0u32), |(sum, n), ms| (sum.saturating_add(ms), n + 1));
+        let phase = &mut out.phases[kind_ix(kind)];
+        if count == 0 || phase.task_ms <= 0.0 {
+            continue;
+        }
+        let ratio = sum as f64 / f64::from(count) / phase.task_ms;
+        if ratio > 1.0 {
+            phase.task_ms *= ratio;
+            phase.task_upper_ms *= ratio;
+            phase.task_sd_ms *= ratio;
+        }
+    }
+    out
 }
 
 /// Tasks of each kind a job has not completed (running ones count in full: the model
@@ -237,6 +268,10 @@ impl Market {
                     *self.estimates.entry(job.id()).or_insert(e)
                 }
             };
+            let estimate = match state.jobs.get(&job.id()) {
+                Some(j) if self.rescale => rescaled(&estimate, j),
+                _ => estimate,
+            };
             let (demand, work) = demand_of(&estimate, left_of(&job), slots);
             let whole = SlotKind::ALL.map(|k| estimate.phase(k).tasks);
             sizes_ms += demand_of(&estimate, whole, slots).0.fluid_ms;
@@ -246,6 +281,29 @@ impl Market {
         let schedule = Schedule::new(now, admitted);
         let works = schedule.jobs().iter().map(|a| works.get(&a.job).copied().unwrap_or(0.0)).collect();
         Admissions { schedule, works, sizes_ms }
+    }
+
+    /// When each admitted deadline job finishes in the admission model at `now`: the
+    /// jobs due before it and its own remaining work, in EDF order, plus its tail.
+    pub(crate) fn predicted_finishes(
+        &mut self,
+        now: Timestamp,
+        state: &State,
+        settings: &AdmissionSettings,
+    ) -> HashMap<JobId, Timestamp> {
+        let estimate_settings = EstimateSettings { pi_level: settings.pi_level };
+        let view = SchedView::new(state);
+        let slots = [view.total_slots(SlotKind::Map), view.total_slots(SlotKind::Reduce)];
+        let Admissions { schedule, .. } = self.admissions(now, state, &estimate_settings, slots);
+        let now_ms = now.0 as f64;
+        (0..schedule.jobs().len())
+            .map(|k| {
+                let job = schedule.jobs()[k];
+                // slack = deadline − now − (work due before and with it) − tail.
+                let finish_ms = job.deadline.0 as f64 - schedule.slack_ms(k);
+                (job.job, Timestamp(finish_ms.max(now_ms).ceil() as u64))
+            })
+            .collect()
     }
 
     /// Quotes `spec` at `now` and prices the deadline `choice` asks for.

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AccountId, AgentId, AttemptId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::money::Credits;
 use slotmarket_common::protocol::{DrainCause, JobState, Quarantine};
 use slotmarket_common::spec::{JobSpec, SlotKind};
 use slotmarket_common::time::Timestamp;
@@ -136,6 +137,8 @@ pub(crate) struct Job {
     /// Milliseconds its containers held slots, per kind, over every attempt (master clock:
     /// from allocation to the report that freed the slot).
     pub(crate) slot_ms: [u64; KINDS],
+    /// The price of the deadline it bought under MRM admission, and what was charged.
+    pub(crate) purchase: Option<(Credits, Credits)>,
 }
 
 /// One stage of a job.
@@ -354,6 +357,7 @@ impl Job {
             completed: 0,
             live: [0; KINDS],
             slot_ms: [0; KINDS],
+            purchase: None,
             spec,
         }
     }

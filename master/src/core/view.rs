@@ -192,6 +192,10 @@ fn summary(j: &Job) -> JobSummary {
         tasks_running: j.live_total(),
         owner: j.owner.clone(),
         deadline: j.deadline,
+        // Filled in by the driver from `Core::predicted_finishes`: it needs the clock.
+        predicted_finish: None,
+        price: j.purchase.map(|(price, _)| price),
+        paid: j.purchase.map(|(_, paid)| paid),
     }
 }
 

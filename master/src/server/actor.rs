@@ -7,7 +7,9 @@ use std::time::{Duration, SystemTime};
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::identity::Identity;
 use slotmarket_common::ids::{AgentId, ContainerId, JobId};
-use slotmarket_common::protocol::{ContainerReport, ErrorKind, Launch, MasterToAgent, Request, Response};
+use slotmarket_common::protocol::{
+    ContainerReport, ErrorKind, JobSummary, Launch, MasterToAgent, Request, Response,
+};
 use slotmarket_common::time::Timestamp;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, error, info, warn};
@@ -15,7 +17,7 @@ use tracing::{debug, error, info, warn};
 use super::launches::pack_launches;
 use super::{ServerError, reads};
 use crate::core::policy::jockey::{CompletionModel, ModelRequest, build_completion_model};
-use crate::core::{Command, Core, Event, KillReason, Persist, RequestId};
+use crate::core::{AdmissionMode, Command, Core, Event, KillReason, Persist, RequestId};
 use crate::store::{Store, StoreError};
 
 /// What sessions tell the actor.
@@ -226,14 +228,22 @@ impl Actor {
         let event = match request {
             Request::Status { job } => {
                 let status = reads::job_status(&view, &self.store, &caller, job);
-                return answer(
-                    reply,
-                    stored_read(status.map(|s| s.map_or_else(Response::Error, Response::Job))),
-                );
+                let mut response = stored_read(status.map(|s| s.map_or_else(Response::Error, Response::Job)));
+                self.predict(now, &mut response);
+                return answer(reply, response);
             }
             Request::Jobs(query) => {
                 let page = reads::jobs_page(&view, &self.store, &caller, &query);
-                return answer(reply, stored_read(page.map(Response::Jobs)));
+                let mut response = stored_read(page.map(Response::Jobs));
+                self.predict(now, &mut response);
+                return answer(reply, response);
+            }
+            Request::Quote { spec } => {
+                let quote = self.core.quote_info(now, &spec);
+                return answer(reply, quote.map_or_else(Response::Error, Response::Quote));
+            }
+            Request::SubmitChoosing { spec, choice } => {
+                Event::ChoiceSubmitted { request: id, caller, spec, choice }
             }
             Request::History(query) => return answer(reply, reads::history(&view, &caller, &query)),
             Request::Nodes => return answer(reply, Response::Nodes(view.nodes())),
@@ -244,6 +254,17 @@ impl Actor {
             Request::Watch { .. } => {
                 let response = Response::error(ErrorKind::BadRequest, "watch is a streaming request");
                 return answer(reply, response);
+            }
+            Request::Submit { spec }
+                if spec.deadline.is_some() && self.core.admission().mode == AdmissionMode::Mrm =>
+            {
+                // Under MRM a deadline is bought, so that it is priced and kept feasible; a
+                // spec's own deadline would bypass both. (The simulator's buyers submit
+                // the deadline they were offered straight into the core.)
+                let message = "this master sells deadlines ([admission] mode = \"mrm\"): remove `deadline` \
+                               from the spec and buy one with `slotmarket submit --deadline T` (or --earliest, \
+                               --max-price P), or submit without one to run best-effort";
+                return answer(reply, Response::error(ErrorKind::BadRequest, message));
             }
             Request::Submit { spec } => Event::JobSubmitted { request: id, caller, spec },
             Request::Cancel { job } => Event::JobCancelRequested { request: id, caller, job },
@@ -286,8 +307,9 @@ impl Actor {
             }
         };
         match status {
-            Ok(status) => {
+            Ok(mut status) => {
                 let ended = status.summary.state.is_terminal();
+                fill_predictions(&self.core.predicted_finishes(self.clock.now()), &mut status.summary);
                 if updates.send(Some(Response::Job(status))).is_ok() && !ended {
                     self.watchers.entry(job).or_default().push(Watcher { caller, updates });
                 }
@@ -448,11 +470,15 @@ impl Actor {
     }
 
     fn notify_watchers(&mut self, changed: BTreeSet<JobId>) {
+        let watched = changed.iter().any(|job| self.watchers.contains_key(job));
+        let predictions =
+            if watched { self.core.predicted_finishes(self.clock.now()) } else { HashMap::new() };
         for job in changed {
             let Some(watchers) = self.watchers.get_mut(&job) else { continue };
             let view = self.core.view();
             watchers.retain(|w| match view.job_status(job, &w.caller) {
-                Ok(status) => {
+                Ok(mut status) => {
+                    fill_predictions(&predictions, &mut status.summary);
                     let ended = status.summary.state.is_terminal();
                     // Replaces an update the reader has not taken yet: at most one per watcher.
                     w.updates.send(Some(Response::Job(status))).is_ok() && !ended
@@ -463,6 +489,32 @@ impl Actor {
                 self.watchers.remove(&job);
             }
         }
+    }
+}
+
+impl Actor {
+    /// Fills in the MRM predicted finish of the deadline jobs a `Job` or `Jobs` answer
+    /// shows (it depends on the clock, so the core's view leaves it empty).
+    fn predict(&mut self, now: Timestamp, response: &mut Response) {
+        let summaries: Vec<&mut JobSummary> = match response {
+            Response::Job(status) => vec![&mut status.summary],
+            Response::Jobs(page) => page.jobs.iter_mut().collect(),
+            _ => return,
+        };
+        if !summaries.iter().any(|s| s.deadline.is_some() && !s.state.is_terminal()) {
+            return;
+        }
+        let predictions = self.core.predicted_finishes(now);
+        for summary in summaries {
+            fill_predictions(&predictions, summary);
+        }
+    }
+}
+
+/// Sets `summary`'s predicted finish from `predictions`, if it has one.
+fn fill_predictions(predictions: &HashMap<JobId, Timestamp>, summary: &mut JobSummary) {
+    if let Some(&at) = predictions.get(&summary.id) {
+        summary.predicted_finish = Some(at);
     }
 }
 
@@ -522,3 +574,7 @@ fn millis(duration: Duration) -> u64 {
 #[cfg(test)]
 #[path = "actor_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "actor_mrm_tests.rs"]
+mod mrm_tests;

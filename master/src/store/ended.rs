@@ -7,6 +7,7 @@ use std::ops::ControlFlow;
 
 use rusqlite::{OptionalExtension, params};
 use slotmarket_common::ids::{AccountId, JobId};
+use slotmarket_common::money::Credits;
 use slotmarket_common::protocol::{JobState, JobStatus, JobSummary, JobsQuery, StageStatus};
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
@@ -15,7 +16,8 @@ use super::{Store, StoreError, to_i64, to_u32, to_u64, unknown};
 
 /// The columns of a job's summary, in the order `summary_of` reads them.
 const SUMMARY_COLUMNS: &str = "id, name, account, COALESCE(owner, account), state, submitted_ms, started_ms,
-     finished_ms, COALESCE(tasks_total, 0), COALESCE(tasks_completed, 0), deadline_ms";
+     finished_ms, COALESCE(tasks_total, 0), COALESCE(tasks_completed, 0), deadline_ms,
+     (SELECT -amount_micro FROM ledger WHERE kind = 'deadline' AND ledger.job = jobs.id)";
 
 impl Store {
     /// Calls `visit` with each stored job `query` selects, in its order from its cursor,
@@ -61,7 +63,7 @@ impl Store {
         let row = self
             .conn
             .query_row(&sql, params![to_i64(job.0)], |row| {
-                Ok((summary_of(row), row.get::<_, String>(11)?, row.get::<_, Option<String>>(12)?))
+                Ok((summary_of(row), row.get::<_, String>(12)?, row.get::<_, Option<String>>(13)?))
             })
             .optional()?;
         let Some((summary, spec_json, message)) = row else { return Ok(None) };
@@ -127,5 +129,9 @@ fn summary_of(row: &rusqlite::Row<'_>) -> Result<JobSummary, StoreError> {
         tasks_completed: to_u64(row.get(9)?)?,
         tasks_running: 0,
         deadline: time(10)?,
+        predicted_finish: None,
+        // The deadline purchase's ledger entry: what was charged is the price.
+        price: row.get::<_, Option<i64>>(11)?.map(Credits),
+        paid: row.get::<_, Option<i64>>(11)?.map(Credits),
     })
 }

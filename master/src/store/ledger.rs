@@ -28,9 +28,11 @@ pub(super) fn insert_account(
 /// Appends one ledger entry.
 pub(super) fn insert_entry(tx: &Transaction<'_>, entry: &LedgerEntry) -> Result<(), StoreError> {
     let (job, detail) = match &entry.kind {
-        EntryKind::Grant { by } => (None, by.as_str()),
-        EntryKind::Charge { job, reason } => (job.map(|j| to_i64(j.0)), reason.as_str()),
-        EntryKind::Income { reason } => (None, reason.as_str()),
+        EntryKind::Grant { by } => (None, by.clone()),
+        EntryKind::Charge { job, reason } => (job.map(|j| to_i64(j.0)), reason.clone()),
+        EntryKind::Income { reason } => (None, reason.clone()),
+        // The deadline bought, in milliseconds since the epoch, read back exactly.
+        EntryKind::DeadlinePurchase { job, deadline } => (Some(to_i64(job.0)), deadline.0.to_string()),
     };
     tx.prepare_cached(
         "INSERT INTO ledger (seq, account, at_ms, amount_micro, kind, job, detail, memo)
@@ -124,6 +126,14 @@ impl LedgerRow {
                 EntryKind::Charge { job, reason: self.detail }
             }
             "income" => EntryKind::Income { reason: self.detail },
+            "deadline" => {
+                let job = self.job.map(to_u64).transpose()?.map(JobId);
+                let deadline = self.detail.parse::<u64>().ok().map(Timestamp);
+                let (Some(job), Some(deadline)) = (job, deadline) else {
+                    return Err(unknown("deadline purchase", &self.detail));
+                };
+                EntryKind::DeadlinePurchase { job, deadline }
+            }
             other => return Err(unknown("ledger entry kind", other)),
         };
         Ok(LedgerEntry {

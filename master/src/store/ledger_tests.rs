@@ -171,3 +171,49 @@ fn dp_income_and_interval_charges_survive_a_reopen_as_grants_plus_income_minus_c
     // grants 3 + income 0.5 - charges (2 + 1.5) = 0.
     assert_eq!((lab.granted(), lab.charged(), lab.balance()), (cr("3.5"), cr("3.5"), Credits::ZERO));
 }
+
+#[test]
+fn a_deadline_purchase_reads_back_and_prices_its_ended_job() {
+    use slotmarket_common::protocol::JobState;
+    use slotmarket_common::spec::JobSpec;
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = Identity { role: Role::Admin, principal: "root".into() };
+    let mut accounts = Accounts::default();
+    let (stored, grant) = accounts.create(id("alice"), vec![], Some(cr("1")), &root, Timestamp(5)).unwrap();
+    let (job, deadline) = (JobId(3), Timestamp(90_000));
+    let purchase = accounts.purchase_deadline(&id("alice"), cr("0.25"), job, deadline, Timestamp(6)).unwrap();
+    let spec = JobSpec::from_toml(
+        "name = \"x\"\n[[stage]]\nname = \"m\"\ntasks = 1\nslot = \"map\"\ncommand = \"true\"\n",
+    )
+    .unwrap();
+    let writes = vec![
+        Persist::Account { account: stored.account, members: stored.members, created: stored.created },
+        Persist::Ledger(grant.unwrap()),
+        Persist::JobAdmitted {
+            job,
+            account: id("alice"),
+            owner: id("alice"),
+            spec,
+            submitted: Timestamp(6),
+            deadline: Some(deadline),
+        },
+        Persist::Ledger(purchase.clone()),
+        Persist::JobState {
+            job,
+            state: JobState::Completed,
+            at: Timestamp(50_000),
+            message: None,
+            tasks_completed: 1,
+        },
+    ];
+    Store::open(dir.path()).unwrap().apply(&writes).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let (_, ledger) = store.recover_accounts().unwrap();
+    assert_eq!(ledger[1], purchase);
+    assert_eq!(ledger[1].kind, EntryKind::DeadlinePurchase { job, deadline });
+    // An ended job listed from the store alone shows what its deadline cost.
+    let status = store.ended_job_status(job).unwrap().unwrap();
+    assert_eq!((status.summary.price, status.summary.paid), (Some(cr("0.25")), Some(cr("0.25"))));
+    assert_eq!(status.summary.deadline, Some(deadline));
+}

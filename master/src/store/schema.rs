@@ -6,7 +6,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// Step `i` brings a database from version `i` to `i + 1`; version 0 is an empty file.
-const MIGRATIONS: &[&str] = &[V1, V2_JOBS_AND_HISTORY, ACCOUNTS_AND_LEDGER];
+const MIGRATIONS: &[&str] = &[V1, V2_JOBS_AND_HISTORY, ACCOUNTS_AND_LEDGER, DEADLINE_PURCHASES];
 
 /// The version this build writes: the number of migration steps.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -93,6 +93,12 @@ CREATE TRIGGER ledger_no_update BEFORE UPDATE ON ledger
 BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
 CREATE TRIGGER ledger_no_delete BEFORE DELETE ON ledger
 BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+";
+
+/// MRM deadline purchases are ledger entries of kind `deadline` naming their job; job
+/// listings read a job's price from them, so they are indexed by job.
+const DEADLINE_PURCHASES: &str = "
+CREATE INDEX ledger_deadline_by_job ON ledger(job) WHERE kind = 'deadline';
 ";
 
 /// Brings a database to [`SCHEMA_VERSION`], one step per transaction, or refuses a file

@@ -15,6 +15,7 @@ mod lifetimes;
 mod limits;
 mod mapreduce;
 mod market;
+mod mrm;
 mod nodes;
 mod restart;
 mod security;

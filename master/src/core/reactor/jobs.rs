@@ -23,28 +23,53 @@ pub(super) fn on_job_submitted(
     caller: &Caller,
     spec: JobSpec,
 ) {
-    if !matches!(caller.role, Role::User | Role::Admin) {
-        let message = format!("{caller} may not submit jobs; use a user or admin certificate");
-        return reply_error(cx, request, ErrorKind::Forbidden, message);
-    }
-    if let Err(e) = validate(&spec) {
-        return reply_error(cx, request, ErrorKind::BadRequest, e.to_string());
-    }
-    let account = spec.account.as_ref().map_or_else(|| caller.account(), |a| AccountId(a.clone()));
-    if !state.accounts.may_submit_to(caller, &account) {
-        let message = format!(
-            "{caller} may not submit to account {account}; submit to your own or one you are a member of"
-        );
-        return reply_error(cx, request, ErrorKind::Forbidden, message);
-    }
+    let account = match check_submit(state, cx, caller, &spec) {
+        Ok(account) => account,
+        Err((kind, message)) => return reply_error(cx, request, kind, message),
+    };
     let deadline = spec.deadline.map(|d| d.resolve(cx.now));
     if let Some(at) = deadline.filter(|&at| at <= cx.now) {
         let message = format!("deadline: {} has already passed", format_rfc3339(at));
         return reply_error(cx, request, ErrorKind::BadRequest, message);
     }
-    if let Err(message) = check_task_limits(state, cx, &account, &spec) {
-        return reply_error(cx, request, ErrorKind::BadRequest, message);
+    let job = admit(state, cx, caller, account, spec, deadline);
+    cx.push(Command::Reply { request, response: Response::Submitted { job } });
+}
+
+/// Whether `caller` may submit `spec`: their role, the spec, the account and the task
+/// limits. Answers the account the job runs on, or the error to reply with.
+pub(crate) fn check_submit(
+    state: &State,
+    cx: &Ctx,
+    caller: &Caller,
+    spec: &JobSpec,
+) -> Result<AccountId, (ErrorKind, String)> {
+    if !matches!(caller.role, Role::User | Role::Admin) {
+        let message = format!("{caller} may not submit jobs; use a user or admin certificate");
+        return Err((ErrorKind::Forbidden, message));
     }
+    validate(spec).map_err(|e| (ErrorKind::BadRequest, e.to_string()))?;
+    let account = spec.account.as_ref().map_or_else(|| caller.account(), |a| AccountId(a.clone()));
+    if !state.accounts.may_submit_to(caller, &account) {
+        let message = format!(
+            "{caller} may not submit to account {account}; submit to your own or one you are a member of"
+        );
+        return Err((ErrorKind::Forbidden, message));
+    }
+    check_task_limits(state, cx, &account, spec).map_err(|message| (ErrorKind::BadRequest, message))?;
+    Ok(account)
+}
+
+/// Admits a checked job with `deadline`: stores it (`Persist(JobAdmitted)`), adds it to
+/// the state and releases its first stages. The caller replies.
+pub(crate) fn admit(
+    state: &mut State,
+    cx: &mut Ctx,
+    caller: &Caller,
+    account: AccountId,
+    spec: JobSpec,
+    deadline: Option<Timestamp>,
+) -> JobId {
     let job = state.alloc_job();
     let owner = caller.account();
     let (submitted, admitted) = (cx.now, spec.clone());
@@ -57,11 +82,11 @@ pub(super) fn on_job_submitted(
         deadline,
     };
     cx.persist(persist);
-    cx.push(Command::Reply { request, response: Response::Submitted { job } });
     let mut j = Job::new(job, account, admitted, submitted);
     (j.owner, j.deadline) = (owner, deadline);
     state.insert_job(j);
     state.release_stages(job);
+    job
 }
 
 /// Cancels a job the caller may act for: kills its live containers, drops its pending

@@ -35,7 +35,7 @@ use super::state::State;
 
 pub(crate) use agents::next_deadline;
 pub use health::NodeHealth;
-pub(crate) use jobs::may_see;
+pub(crate) use jobs::{admit, check_submit, may_see};
 pub(crate) use launch::apply_decisions;
 
 /// How many tasks a submit may bring: per job, and per account over its unfinished jobs.
@@ -167,8 +167,9 @@ pub(crate) fn dispatch(state: &mut State, cx: &mut Ctx, event: Event) {
         Event::RateSetRequested { request, caller, account, rate } => {
             accounts::on_rate_set_requested(state, cx, request, &caller, account, rate);
         }
-        // The core hands these to the policy before dispatch; nothing in the state changes.
-        Event::CompletionModelBuilt(_) => {}
+        // The core handles these itself before dispatch (the policy's models; MRM's
+        // market, which the reactor does not hold).
+        Event::CompletionModelBuilt(_) | Event::ChoiceSubmitted { .. } => {}
         Event::DeadlineSetRequested { request, caller, job, deadline } => {
             jobs::on_deadline_set_requested(state, cx, request, &caller, job, deadline);
         }

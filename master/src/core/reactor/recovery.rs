@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use slotmarket_common::container::ContainerState;
-use slotmarket_common::ids::{ContainerId, JobId, StageId, TaskId};
-use slotmarket_common::protocol::{ContainerReport, JobState};
+use slotmarket_common::ids::{AccountId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::money::Credits;
+use slotmarket_common::protocol::{ContainerReport, EntryKind, JobState};
 use slotmarket_common::spec::validate;
 use slotmarket_common::time::Timestamp;
 
@@ -17,6 +18,19 @@ use crate::core::event::{RecoveredJob, StoreRecovery};
 use crate::core::state::{ContainerRec, Holder, Job, State, TaskPhase};
 
 /// Restores one stored job. A job id seen before is a duplicate replay and is ignored.
+/// The price `job` paid for its deadline, read from its account's ledger (replayed
+/// before the jobs): the purchase entry was stored in the job's admission transaction.
+fn purchase_of(state: &State, account: &AccountId, job: JobId) -> Option<(Credits, Credits)> {
+    let entries = state.accounts.get(account)?.entries();
+    entries.iter().rev().find_map(|e| match e.kind {
+        EntryKind::DeadlinePurchase { job: j, .. } if j == job => {
+            let paid = e.amount.checked_neg()?;
+            Some((paid, paid))
+        }
+        _ => None,
+    })
+}
+
 pub(super) fn on_job_recovered(state: &mut State, cx: &mut Ctx, stored: RecoveredJob) {
     let id = stored.id;
     if state.jobs.contains_key(&id) {
@@ -26,8 +40,10 @@ pub(super) fn on_job_recovered(state: &mut State, cx: &mut Ctx, stored: Recovere
     let max_container = stored.containers.iter().map(|(_, r)| r.container.0).max().unwrap_or(0);
     state.next_container = state.next_container.max(max_container + 1);
 
+    let purchase = purchase_of(state, &stored.account, id);
     let mut job = Job::new(id, stored.account, stored.spec, stored.submitted);
     (job.owner, job.deadline, job.started) = (stored.owner, stored.deadline, stored.started);
+    job.purchase = purchase;
     if stored.state.is_terminal() {
         (job.finished, job.message) = (stored.finished, stored.message);
     }
