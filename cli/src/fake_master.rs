@@ -106,6 +106,7 @@ pub(crate) fn status(job: JobId, name: &str, state: JobState) -> JobStatus {
             tasks_running: if ended { 0 } else { 1 },
             owner: AccountId("alice".into()),
             deadline: None,
+            demand_class: None,
         },
         stages: vec![],
         message: None,

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
 use slotmarket_common::ids::AccountId;
-use slotmarket_common::protocol::{JobState, JobSummary, JobsQuery};
+use slotmarket_common::protocol::{DemandClass, JobState, JobSummary, JobsQuery};
 use slotmarket_common::time::Timestamp;
 
 use crate::connection::{self, ConnectionArgs};
@@ -75,8 +75,10 @@ fn parse_state(text: &str) -> Result<JobState, String> {
 }
 
 /// One row per job; start, end and deadline are shown relative to submission.
+///
+/// A `class` column (DRESS's SD/LD) is added when any listed job has one.
 fn table(jobs: &[JobSummary]) -> Table {
-    let mut table = Table::new(&[
+    let mut headers = vec![
         ("job", Align::Left),
         ("name", Align::Left),
         ("account", Align::Left),
@@ -87,9 +89,14 @@ fn table(jobs: &[JobSummary]) -> Table {
         ("deadline", Align::Right),
         ("tasks", Align::Right),
         ("running", Align::Right),
-    ]);
+    ];
+    let classed = jobs.iter().any(|j| j.demand_class.is_some());
+    if classed {
+        headers.push(("class", Align::Left));
+    }
+    let mut table = Table::new(&headers);
     for job in jobs {
-        table.row(vec![
+        let mut row = vec![
             job.id.to_string(),
             job.name.clone(),
             job.account.to_string(),
@@ -100,7 +107,11 @@ fn table(jobs: &[JobSummary]) -> Table {
             deadline_cell(job),
             format!("{}/{}", job.tasks_completed, job.tasks_total),
             job.tasks_running.to_string(),
-        ]);
+        ];
+        if classed {
+            row.push(job.demand_class.map_or("-", DemandClass::abbreviation).to_string());
+        }
+        table.row(row);
     }
     table
 }
@@ -135,6 +146,20 @@ mod tests {
         assert!(lines[0].starts_with("job  name       account  state    submitted"), "{text}");
         assert!(lines[1].starts_with("j1   wordcount  demo     running  "), "{text}");
         assert!(lines[2].ends_with("+0.4s         -    +60.0s   4/11        3"), "{text}");
+        assert!(!lines[0].contains("class"), "no class column outside dress: {text}");
+    }
+
+    #[test]
+    fn under_dress_the_jobs_table_has_a_class_column() {
+        let classed = |id, class| JobSummary { demand_class: class, ..summary(id, JobState::Running) };
+        let jobs =
+            [classed(1, Some(DemandClass::Large)), classed(2, Some(DemandClass::Small)), classed(3, None)];
+        let text = table(&jobs).render();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].ends_with("tasks  running  class"), "{text}");
+        assert!(lines[1].ends_with("4/11        3  LD"), "{text}");
+        assert!(lines[2].ends_with("4/11        3  SD"), "{text}");
+        assert!(lines[3].ends_with("4/11        3  -"), "{text}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use slotmarket_common::protocol::{JobStatus, JobSummary, NodeSummary, SloStatus, StageStatus};
+use slotmarket_common::protocol::{DemandClass, JobStatus, JobSummary, NodeSummary, SloStatus, StageStatus};
 use slotmarket_common::time::Timestamp;
 
 /// How a column's cells line up.
@@ -197,6 +197,8 @@ pub(crate) struct JobJson {
     pub(crate) tasks_running: u64,
     /// Its deadline in milliseconds since the Unix epoch, or null.
     pub(crate) deadline_ms: Option<u64>,
+    /// Under `dress`, its demand class, `SD` or `LD`; null otherwise.
+    pub(crate) demand_class: Option<&'static str>,
 }
 
 impl From<&JobSummary> for JobJson {
@@ -214,6 +216,7 @@ impl From<&JobSummary> for JobJson {
             tasks_completed: job.tasks_completed,
             tasks_running: job.tasks_running,
             deadline_ms: job.deadline.map(Timestamp::as_millis),
+            demand_class: job.demand_class.map(DemandClass::abbreviation),
         }
     }
 }
@@ -325,6 +328,7 @@ pub(crate) mod tests {
             tasks_running: 3,
             owner: AccountId("demo".into()),
             deadline: Some(Timestamp(70_000)),
+            demand_class: None,
         }
     }
 
@@ -387,11 +391,14 @@ pub(crate) mod tests {
             message: None,
             slo: None,
         };
+        let mut status = status;
+        status.summary.demand_class = Some(DemandClass::Large);
         let value = serde_json::to_value(JobStatusJson::from(&status)).unwrap();
         let expected = serde_json::json!({
             "id": "j7", "name": "wordcount", "account": "demo", "owner": "demo", "state": "running",
             "submitted_ms": 10000, "started_ms": 10400, "finished_ms": null,
             "tasks_total": 11, "tasks_completed": 4, "tasks_running": 3, "deadline_ms": 70000,
+            "demand_class": "LD",
             "stages": [{"name": "map", "slot": "map", "tasks": 6, "pending": 1, "running": 3,
                         "completed": 2, "failed_attempts": 0}],
             "message": null

@@ -109,6 +109,7 @@ fn status(job: JobId, state: JobState) -> JobStatus {
             tasks_running: 0,
             owner: AccountId("alice".into()),
             deadline: None,
+            demand_class: None,
         },
         stages: vec![],
         message: None,

@@ -13,4 +13,4 @@ pub use accounts::{
 pub use frame::{DEFAULT_MAX_FRAME, FrameError, decode_frame, encode_frame};
 pub use history::{JobHistory, StageHistory};
 pub use messages::*;
-pub use reservation::{ReservationView, ReservedKind};
+pub use reservation::{DemandClass, ReservationView, ReservedKind};

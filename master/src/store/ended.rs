@@ -127,5 +127,7 @@ fn summary_of(row: &rusqlite::Row<'_>) -> Result<JobSummary, StoreError> {
         tasks_completed: to_u64(row.get(9)?)?,
         tasks_running: 0,
         deadline: time(10)?,
+        // The policy's class is not stored: an evicted job's is no longer known.
+        demand_class: None,
     })
 }

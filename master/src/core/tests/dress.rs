@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use slotmarket_common::ids::{ContainerId, JobId};
+use slotmarket_common::protocol::DemandClass;
 use slotmarket_common::spec::SlotKind;
 use slotmarket_common::time::Timestamp;
 
@@ -132,4 +133,38 @@ fn the_reservation_view_shows_delta_the_partition_and_only_jobs_the_caller_may_s
     let fifo = TestEnv::new().core.reservation(&alice());
     assert_eq!((fifo.policy.as_str(), fifo.delta, fifo.kinds.len()), ("fifo", None, 0));
     env.assert_no_commands();
+}
+
+#[test]
+fn status_and_jobs_show_each_jobs_demand_class_under_dress_only() {
+    let policy = PolicySettings::Dress {
+        theta: 0.1,
+        initial_delta: 0.25,
+        interval_secs: 5.0,
+        window_secs: 10.0,
+        heading: 2,
+        gang: false,
+    };
+    let config = CoreConfig { policy, agent_timeout: Duration::MAX, ..CoreConfig::default() };
+    let mut env = TestEnv::with_config(config);
+    env.join_agent("n1", 10, 0);
+    env.join_agent("n2", 10, 0);
+    let large = env.submit(JobBuilder::maps(30).build());
+    let small = env.submit(JobBuilder::maps(2).build());
+    assert_eq!(env.status(large).summary.demand_class, Some(DemandClass::Large));
+    assert_eq!(env.status(small).summary.demand_class, Some(DemandClass::Small));
+    let listed: Vec<_> = env.core.view().all_jobs(&alice()).iter().map(|s| (s.id, s.demand_class)).collect();
+    assert_eq!(listed, vec![(large, Some(DemandClass::Large)), (small, Some(DemandClass::Small))]);
+    // An ended job keeps its class while the core still holds it.
+    for launch in env.take_all_launches().into_iter().filter(|l| l.task.job == small) {
+        env.finish(launch.container);
+    }
+    assert!(env.status(small).summary.state.is_terminal());
+    assert_eq!(env.status(small).summary.demand_class, Some(DemandClass::Small));
+
+    let mut fifo = TestEnv::new();
+    fifo.join_agent("n1", 10, 0);
+    let job = fifo.submit(JobBuilder::maps(30).build());
+    assert_eq!(fifo.status(job).summary.demand_class, None);
+    assert_eq!(fifo.core.view().all_jobs(&alice())[0].demand_class, None);
 }
