@@ -4,8 +4,8 @@
 # (θ = 0.25, so jobs of at most 3 map tasks are small-demand) and once under `capacity`
 # with its default configuration (the jobs name no queue, so one FIFO queue: the
 # Capacity Scheduler as Hadoop ships it, the paper's baseline). PATTERN lists the jobs in
-# submission order: L a large wordcount, T a large sort (12 map tasks, 2 reduces each),
-# S a small wordcount, s a small sort (2 maps, 1 reduce). Every map task first sleeps
+# submission order: L a large wordcount, T a large sort (LARGE_MAPS map tasks, default 12,
+# and 2 reduces each), S a small wordcount, s a small sort (2 maps, 1 reduce). Every map task first sleeps
 # PAUSE seconds so the cluster stays congested. Jobs are submitted SPACING seconds apart.
 # Prints one line per job and policy (wait and completion in seconds, from the master's
 # own times; the class the master's policy reported), the mean completion per class and
@@ -26,6 +26,7 @@ cd "$(dirname "$0")/.."
 PROFILE=${PROFILE:-debug}
 SPACING=${SPACING:-2}
 PAUSE=${PAUSE:-4}
+LARGE_MAPS=${LARGE_MAPS:-12}
 PATTERN=${PATTERN:-"L T S L s T S s L S"}
 OUT=${OUT:-${TMPDIR:-/tmp}/slotmarket-dress-live}
 AGENTS=3
@@ -107,8 +108,8 @@ SPEC
 # The spec of job $1 of kind $2 (a PATTERN letter).
 job_spec() {
     case $2 in
-        L) wordcount_spec "j$1-large-wordcount" 12 2 ;;
-        T) sort_spec "j$1-large-sort" 12 2 ;;
+        L) wordcount_spec "j$1-large-wordcount" "$LARGE_MAPS" 2 ;;
+        T) sort_spec "j$1-large-sort" "$LARGE_MAPS" 2 ;;
         S) wordcount_spec "j$1-small-wordcount" 2 1 ;;
         s) sort_spec "j$1-small-sort" 2 1 ;;
         *) echo "dress-live: unknown job kind '$2' in PATTERN (use L, T, S or s)" >&2; exit 2 ;;
