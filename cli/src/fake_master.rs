@@ -109,6 +109,7 @@ pub(crate) fn status(job: JobId, name: &str, state: JobState) -> JobStatus {
             predicted_finish: None,
             price: None,
             paid: None,
+            demand_class: None,
         },
         stages: vec![],
         message: None,

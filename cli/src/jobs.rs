@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
 use slotmarket_common::ids::AccountId;
-use slotmarket_common::protocol::{JobState, JobSummary, JobsQuery};
+use slotmarket_common::protocol::{DemandClass, JobState, JobSummary, JobsQuery};
 use slotmarket_common::time::Timestamp;
 
 use crate::connection::{self, ConnectionArgs};
@@ -76,7 +76,8 @@ fn parse_state(text: &str) -> Result<JobState, String> {
 
 /// One row per job; start, end and deadline are shown relative to submission. When a
 /// job in the list bought a deadline (MRM), three more columns: the predicted finish
-/// (also relative), the price and what was paid.
+/// (also relative), the price and what was paid. A `class` column (DRESS's SD/LD) is
+/// added when any listed job has one.
 fn table(jobs: &[JobSummary]) -> Table {
     let market = jobs.iter().any(|j| j.price.is_some() || j.predicted_finish.is_some());
     let mut columns = vec![
@@ -94,6 +95,10 @@ fn table(jobs: &[JobSummary]) -> Table {
     if market {
         columns.extend([("predicted", Align::Right), ("price", Align::Right), ("paid", Align::Right)]);
     }
+    let classed = jobs.iter().any(|j| j.demand_class.is_some());
+    if classed {
+        columns.push(("class", Align::Left));
+    }
     let mut table = Table::new(&columns);
     for job in jobs {
         let mut row = vec![
@@ -110,6 +115,9 @@ fn table(jobs: &[JobSummary]) -> Table {
         ];
         if market {
             row.extend(market_cells(job));
+        }
+        if classed {
+            row.push(job.demand_class.map_or("-", DemandClass::abbreviation).to_string());
         }
         table.row(row);
     }
@@ -157,6 +165,20 @@ mod tests {
         assert!(lines[0].starts_with("job  name       account  state    submitted"), "{text}");
         assert!(lines[1].starts_with("j1   wordcount  demo     running  "), "{text}");
         assert!(lines[2].ends_with("+0.4s         -    +60.0s   4/11        3"), "{text}");
+        assert!(!lines[0].contains("class"), "no class column outside dress: {text}");
+    }
+
+    #[test]
+    fn under_dress_the_jobs_table_has_a_class_column() {
+        let classed = |id, class| JobSummary { demand_class: class, ..summary(id, JobState::Running) };
+        let jobs =
+            [classed(1, Some(DemandClass::Large)), classed(2, Some(DemandClass::Small)), classed(3, None)];
+        let text = table(&jobs).render();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].ends_with("tasks  running  class"), "{text}");
+        assert!(lines[1].ends_with("4/11        3  LD"), "{text}");
+        assert!(lines[2].ends_with("4/11        3  SD"), "{text}");
+        assert!(lines[3].ends_with("4/11        3  -"), "{text}");
     }
 
     #[test]

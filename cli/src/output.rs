@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use slotmarket_common::protocol::{JobStatus, JobSummary, NodeSummary, SloStatus, StageStatus};
+use slotmarket_common::protocol::{DemandClass, JobStatus, JobSummary, NodeSummary, SloStatus, StageStatus};
 use slotmarket_common::time::Timestamp;
 
 /// How a column's cells line up.
@@ -206,6 +206,8 @@ pub(crate) struct JobJson {
     /// What its account was charged for it, in credits (absent if it bought none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) paid: Option<String>,
+    /// Under `dress`, its demand class, `SD` or `LD`; null otherwise.
+    pub(crate) demand_class: Option<&'static str>,
 }
 
 impl From<&JobSummary> for JobJson {
@@ -226,6 +228,7 @@ impl From<&JobSummary> for JobJson {
             predicted_finish_ms: job.predicted_finish.map(Timestamp::as_millis),
             price: job.price.map(|c| c.to_string()),
             paid: job.paid.map(|c| c.to_string()),
+            demand_class: job.demand_class.map(DemandClass::abbreviation),
         }
     }
 }
@@ -340,6 +343,7 @@ pub(crate) mod tests {
             predicted_finish: None,
             price: None,
             paid: None,
+            demand_class: None,
         }
     }
 
@@ -402,11 +406,14 @@ pub(crate) mod tests {
             message: None,
             slo: None,
         };
+        let mut status = status;
+        status.summary.demand_class = Some(DemandClass::Large);
         let value = serde_json::to_value(JobStatusJson::from(&status)).unwrap();
         let expected = serde_json::json!({
             "id": "j7", "name": "wordcount", "account": "demo", "owner": "demo", "state": "running",
             "submitted_ms": 10000, "started_ms": 10400, "finished_ms": null,
             "tasks_total": 11, "tasks_completed": 4, "tasks_running": 3, "deadline_ms": 70000,
+            "demand_class": "LD",
             "stages": [{"name": "map", "slot": "map", "tasks": 6, "pending": 1, "running": 3,
                         "completed": 2, "failed_attempts": 0}],
             "message": null

@@ -52,6 +52,9 @@ fn render(status: &JobStatus) -> String {
         head.push(("price", job.price.map_or_else(|| "-".into(), |p| p.to_string())));
         head.push(("paid", job.paid.map_or_else(|| "-".into(), |p| p.to_string())));
     }
+    if let Some(class) = job.demand_class {
+        head.push(("class", class.abbreviation().to_string()));
+    }
     if let Some(slo) = &status.slo {
         let finish = slo.predicted_finish.map_or_else(|| "-".into(), slotmarket_common::spec::format_rfc3339);
         head.push(("progress", format!("{:.1} %", f64::from(slo.progress_permille) / 10.0)));
@@ -174,5 +177,15 @@ mod tests {
         assert!(text.contains("progress   42.5 %\n"), "{text}");
         assert!(text.contains("predicted  2027-01-15T08:00:00Z (with slack)\n"), "{text}");
         assert!(text.contains("slots      12 guaranteed (peak 20), 3 running\n"), "{text}");
+        assert!(!text.contains("class"), "no class outside dress: {text}");
+    }
+
+    #[test]
+    fn a_job_under_dress_shows_its_demand_class() {
+        let mut status =
+            JobStatus { summary: summary(7, JobState::Running), stages: vec![], message: None, slo: None };
+        status.summary.demand_class = Some(slotmarket_common::protocol::DemandClass::Small);
+        let text = render(&status);
+        assert!(text.contains("tasks      4/11 done, 3 running\nclass      SD\n"), "{text}");
     }
 }

@@ -112,6 +112,7 @@ fn status(job: JobId, state: JobState) -> JobStatus {
             predicted_finish: None,
             price: None,
             paid: None,
+            demand_class: None,
         },
         stages: vec![],
         message: None,

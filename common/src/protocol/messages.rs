@@ -10,6 +10,7 @@ use super::accounts::{AccountSummary, LedgerEntry, LedgerPage, MarketInfo};
 use crate::container::ContainerState;
 use crate::ids::{AccountId, AgentId, AttemptId, ContainerId, JobId, TaskId};
 use crate::money::Credits;
+use crate::protocol::DemandClass;
 use crate::protocol::JobHistory;
 use crate::spec::{JobSpec, SlotKind, TaskVars};
 use crate::time::Timestamp;
@@ -511,6 +512,10 @@ pub struct JobSummary {
     /// What its account was charged for that deadline.
     #[serde(default)]
     pub paid: Option<Credits>,
+    /// Its demand class under the `dress` policy (`None` under the others, and for an
+    /// ended job the master no longer holds in memory).
+    #[serde(default)]
+    pub demand_class: Option<DemandClass>,
 }
 
 /// One job in detail.

@@ -15,4 +15,4 @@ pub use frame::{DEFAULT_MAX_FRAME, FrameError, decode_frame, encode_frame};
 pub use history::{JobHistory, StageHistory};
 pub use messages::*;
 pub use quote::{ChoiceRefusal, DeadlineChoice, Purchase, QuoteInfo, QuotePoint, SLOT_MS_PER_CREDIT};
-pub use reservation::{ReservationView, ReservedKind};
+pub use reservation::{DemandClass, ReservationView, ReservedKind};

@@ -1,6 +1,7 @@
 //! What `slotmarket reservation` shows: the slot partitions the scheduling policy holds
 //! (DRESS's share for small-demand jobs), its reserve ratio δ and the container releases
-//! it predicts. Answered to `Request::Reservation`.
+//! it predicts. Answered to `Request::Reservation`. Also the demand class DRESS gives
+//! each job, which `status` and `jobs` show.
 
 use serde::{Deserialize, Serialize};
 
@@ -38,4 +39,24 @@ pub struct ReservedKind {
     pub reserved_used: u32,
     /// Slots free now.
     pub free: u32,
+}
+
+/// A job's demand class under `dress`: large-demand when a stage asks for more than θ of
+/// its slot kind's slots, small-demand otherwise.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum DemandClass {
+    /// Small demand (SD): served from the reserved share first.
+    Small,
+    /// Large demand (LD): kept off the reserved share.
+    Large,
+}
+
+impl DemandClass {
+    /// The paper's abbreviation, as `status`, `jobs` and their JSON show it: `SD` or `LD`.
+    pub fn abbreviation(self) -> &'static str {
+        match self {
+            DemandClass::Small => "SD",
+            DemandClass::Large => "LD",
+        }
+    }
 }

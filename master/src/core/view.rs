@@ -9,8 +9,8 @@ use slotmarket_common::protocol::JobState;
 use std::ops::Bound;
 
 use slotmarket_common::protocol::{
-    AccountSummary, ErrorKind, ErrorReply, JobHistory, JobStatus, JobSummary, JobsQuery, LedgerPage,
-    NodeSummary, ReservationView, ReservedKind, SloStatus, StageStatus,
+    AccountSummary, DemandClass, ErrorKind, ErrorReply, JobHistory, JobStatus, JobSummary, JobsQuery,
+    LedgerPage, NodeSummary, ReservationView, ReservedKind, SloStatus, StageStatus,
 };
 use std::collections::BTreeSet;
 
@@ -40,6 +40,7 @@ impl<'a> CoreView<'a> {
     pub fn job_status(&self, job: JobId, caller: &Caller) -> Result<JobStatus, ErrorReply> {
         let j = self.state.jobs.get(&job).filter(|j| may_see(caller, j));
         let mut status = j.map(status).ok_or_else(|| no_such_job(job))?;
+        status.summary.demand_class = self.demand_class(job);
         status.slo = self.policy.and_then(|p| p.slo_state(job)).map(|s| SloStatus {
             progress_permille: (s.progress * 1000.0).round() as u32,
             predicted_finish: s.predicted_finish,
@@ -70,7 +71,16 @@ impl<'a> CoreView<'a> {
         let jobs = self.state.jobs.range(range);
         let ordered: Box<dyn Iterator<Item = _>> =
             if query.newest_first { Box::new(jobs.rev()) } else { Box::new(jobs) };
-        ordered.map(|(_, j)| j).filter(move |j| selects(query, caller, j)).map(summary)
+        let view = *self;
+        ordered
+            .map(|(_, j)| j)
+            .filter(move |j| selects(query, caller, j))
+            .map(move |j| JobSummary { demand_class: view.demand_class(j.id), ..summary(j) })
+    }
+
+    /// The class the running policy gave `job` (DRESS), if any.
+    fn demand_class(&self, job: JobId) -> Option<DemandClass> {
+        self.policy.and_then(|p| p.demand_class(job))
     }
 
     /// The newest recorded runs the caller may see (all for admins; a user's own
@@ -196,6 +206,7 @@ fn summary(j: &Job) -> JobSummary {
         predicted_finish: None,
         price: j.purchase.map(|(price, _)| price),
         paid: j.purchase.map(|(_, paid)| paid),
+        demand_class: None,
     }
 }
 

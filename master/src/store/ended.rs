@@ -133,5 +133,7 @@ fn summary_of(row: &rusqlite::Row<'_>) -> Result<JobSummary, StoreError> {
         // The deadline purchase's ledger entry: what was charged is the price.
         price: row.get::<_, Option<i64>>(11)?.map(Credits),
         paid: row.get::<_, Option<i64>>(11)?.map(Credits),
+        // The policy's class is not stored: an evicted job's is no longer known.
+        demand_class: None,
     })
 }

@@ -9,6 +9,7 @@ mod data_dirs;
 mod deadlines;
 mod demo;
 mod dp;
+mod dress;
 mod failover;
 mod interop;
 mod lifetimes;

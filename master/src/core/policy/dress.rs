@@ -15,6 +15,7 @@ mod ratio;
 use std::collections::{BTreeMap, BTreeSet};
 
 use slotmarket_common::ids::JobId;
+pub use slotmarket_common::protocol::DemandClass;
 use slotmarket_common::spec::SlotKind;
 use slotmarket_common::time::Timestamp;
 
@@ -40,15 +41,6 @@ pub struct DressSettings {
     pub heading: u32,
     /// Start a stage's ready tasks together or not at all (the paper's Figure 1).
     pub gang: bool,
-}
-
-/// A job's demand class.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum DemandClass {
-    /// Small demand: served from the reserved share first.
-    Small,
-    /// Large demand: kept off the reserved share.
-    Large,
 }
 
 /// What the last step decided, for views.
@@ -129,7 +121,8 @@ impl Dress {
                 _ => self.model.forget(job),
             }
         }
-        self.classes.retain(|id, _| view.job(*id).is_some_and(|j| !j.is_ended()));
+        // An ended job keeps its class while the core holds it, for `status` and `jobs`.
+        self.classes.retain(|id, _| view.job(*id).is_some());
     }
 
     /// Algorithm 3's inputs now, summed over the slot kinds.
@@ -262,5 +255,9 @@ impl Policy for Dress {
 
     fn reserve_report(&self) -> Option<DressReport> {
         Some(self.report.clone())
+    }
+
+    fn demand_class(&self, job: JobId) -> Option<DemandClass> {
+        self.classes.get(&job).copied()
     }
 }

@@ -178,6 +178,12 @@ pub trait Policy: fmt::Debug + Send {
     fn slo_state(&self, _job: JobId) -> Option<jockey::SloState> {
         None
     }
+
+    /// The demand class the policy gave `job` (DRESS's SD/LD), for `status` and `jobs`.
+    /// `None` for policies without classes and jobs not (or no longer) classed.
+    fn demand_class(&self, _job: JobId) -> Option<DemandClass> {
+        None
+    }
 }
 
 /// Why the core asks a policy to [`schedule`](Policy::schedule).

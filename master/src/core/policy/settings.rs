@@ -65,7 +65,9 @@ pub enum PolicySettings {
         /// δ, the reserved share, before the first update (default 0.1, the paper's).
         #[serde(default = "dress_delta")]
         initial_delta: f64,
-        /// Seconds between updates of δ (default 5).
+        /// Seconds between updates of δ (default 2; the paper gives none). Reserved slots
+        /// small jobs no longer need stay idle until the next update, which is what
+        /// delays large jobs most (`docs/experiments/dress.md`).
         #[serde(default = "dress_interval")]
         interval_secs: f64,
         /// The phase window pw of the release estimation, in seconds (default 10, the
@@ -133,7 +135,7 @@ fn dress_delta() -> f64 {
     0.1
 }
 fn dress_interval() -> f64 {
-    5.0
+    2.0
 }
 fn dress_window() -> f64 {
     10.0
