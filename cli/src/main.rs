@@ -35,8 +35,10 @@ mod pki;
 mod price;
 mod rate;
 mod reservation;
+mod run;
 mod status;
 mod submit;
+mod wait;
 mod workload;
 
 use std::process::ExitCode;
@@ -106,6 +108,11 @@ enum Command {
     /// Move a running job's deadline (`set JOB +20m`) or drop it (`clear JOB`).
     #[command(subcommand)]
     Deadline(deadline::DeadlineCommand),
+    /// Submit a one-stage job from a command line: `run --tasks 4 -- ./sim --seed {task}`.
+    Run(run::RunArgs),
+    /// Follow submitted jobs until they end (reconnecting across a master restart); exit
+    /// 0 only if every one completed.
+    Wait(wait::WaitArgs),
 }
 
 fn main() -> ExitCode {
@@ -150,6 +157,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Rate(command) => rate::run(&cli.connection, command, json).await,
         Command::Price => price::run(&cli.connection, json).await,
         Command::Deadline(command) => deadline::run(&cli.connection, command, json).await,
+        Command::Run(args) => run::run(&cli.connection, args, json).await,
+        Command::Wait(args) => wait::run(&cli.connection, args, json).await,
     }
 }
 

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
 use slotmarket_common::client::Client;
@@ -16,6 +16,7 @@ use slotmarket_common::time::Timestamp;
 
 use crate::connection::{self, ConnectionArgs};
 use crate::output::{self, JobStatusJson};
+use crate::wait;
 
 /// Exit code for a job spec that does not validate, like clap's for bad arguments.
 const EXIT_INVALID_SPEC: u8 = 2;
@@ -53,9 +54,22 @@ pub(crate) async fn run(conn: &ConnectionArgs, args: SubmitArgs, json: bool) -> 
             return Ok(ExitCode::from(EXIT_INVALID_SPEC));
         }
     };
-    let client = connection::connect_from_args(conn).await?;
+    submit_spec(conn, spec, args.wait, json).await
+}
+
+/// Connects, submits `spec` and prints the id; with `wait`, follows the job to its end
+/// (reconnecting across a master restart) and exits 0 only if it completed. `run` shares
+/// it.
+pub(crate) async fn submit_spec(
+    conn: &ConnectionArgs,
+    spec: JobSpec,
+    wait: bool,
+    json: bool,
+) -> Result<ExitCode> {
+    let options = connection::ClientOptions::from_args(conn)?;
+    let mut client = options.connect().await?;
     let job = submit(&client, spec).await?;
-    if !args.wait {
+    if !wait {
         connection::close(client).await;
         if json {
             output::print_json(&SubmitJson { job: job.to_string(), status: None })?;
@@ -67,7 +81,7 @@ pub(crate) async fn run(conn: &ConnectionArgs, args: SubmitArgs, json: bool) -> 
     if !json {
         println!("{job}");
     }
-    let status = wait_for_end(&client, job).await?;
+    let status = wait::follow(&options, &mut client, job, wait::FollowTimes::default()).await?;
     connection::close(client).await;
     report_end(&status, json)?;
     Ok(if status.summary.state == JobState::Completed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
@@ -79,35 +93,9 @@ pub(crate) async fn submit(client: &Client, spec: JobSpec) -> Result<JobId> {
     connection::bounded(client.submit(spec)).await.with_context(|| format!("submitting job \"{name}\""))
 }
 
-/// Follows `job` over a watch stream, printing a progress line on stderr whenever it
-/// changes, until it ends.
-async fn wait_for_end(client: &Client, job: JobId) -> Result<JobStatus> {
-    let mut watch = client.watch(job).await.with_context(|| format!("watching {job}"))?;
-    let mut last_line = String::new();
-    while let Some(status) = watch.next().await.with_context(|| format!("watching {job}"))? {
-        let line = progress_line(&status, output::now());
-        if line != last_line {
-            eprintln!("{line}");
-            last_line = line;
-        }
-        if status.summary.state.is_terminal() {
-            return Ok(status);
-        }
-    }
-    // The stream ended without a final state (e.g. the master restarted): ask once.
-    let status = connection::job_status(client, job).await?;
-    if !status.summary.state.is_terminal() {
-        bail!(
-            "the watch stream for {job} ended while it was {}; follow it with `slotmarket status {job}`",
-            status.summary.state
-        );
-    }
-    Ok(status)
-}
-
 /// `j7 running: 4/11 tasks done, 2 running (+3.2s after submit)`; the time is when it
 /// ended, or `now` while it runs.
-fn progress_line(status: &JobStatus, now: Timestamp) -> String {
+pub(crate) fn progress_line(status: &JobStatus, now: Timestamp) -> String {
     let job = &status.summary;
     let since = job.finished.unwrap_or(now);
     format!(
@@ -122,7 +110,7 @@ fn progress_line(status: &JobStatus, now: Timestamp) -> String {
 }
 
 /// Prints how the job ended.
-fn report_end(status: &JobStatus, json: bool) -> Result<()> {
+pub(crate) fn report_end(status: &JobStatus, json: bool) -> Result<()> {
     let job = &status.summary;
     if json {
         return output::print_json(&SubmitJson { job: job.id.to_string(), status: Some(status.into()) });
@@ -158,26 +146,15 @@ mod tests {
                 .into(),
             _ => vec![],
         });
-        let client = fake.options("alice").connect().await.unwrap();
+        let options = fake.options("alice");
+        let mut client = options.connect().await.unwrap();
         let spec = JobSpec::from_toml(SPEC).unwrap();
         let job = submit(&client, spec.clone()).await.unwrap();
         assert_eq!(job, JobId(5));
-        let end = wait_for_end(&client, job).await.unwrap();
+        let end = wait::follow(&options, &mut client, job, wait::FollowTimes::default()).await.unwrap();
         assert_eq!(end.summary.state, JobState::Completed);
         connection::close(client).await;
         assert_eq!(fake.requests(), vec![Request::Submit { spec }, Request::Watch { job }]);
-    }
-
-    #[tokio::test]
-    async fn a_watch_that_ends_early_falls_back_to_one_status() {
-        let fake = FakeMaster::start(|request| match request {
-            Request::Watch { job } => vec![Response::Job(status(job, "x", JobState::Running))],
-            Request::Status { job } => vec![Response::Job(status(job, "x", JobState::Failed))],
-            _ => vec![],
-        });
-        let client = fake.options("alice").connect().await.unwrap();
-        let end = wait_for_end(&client, JobId(2)).await.unwrap();
-        assert_eq!(end.summary.state, JobState::Failed);
     }
 
     #[tokio::test]

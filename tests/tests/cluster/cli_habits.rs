@@ -1,0 +1,87 @@
+//! What Slurm and HyperQueue users expect of the command line, against a real cluster:
+//! `run` of a command line without a spec file, and `wait` following jobs across a master
+//! killed and restarted.
+
+use std::process::Stdio;
+
+use serde_json::Value;
+use slotmarket_common::protocol::JobState;
+
+use crate::support::{TestCluster, WAIT, agent, binary, sleepers, status, submit, wait_running};
+
+/// Runs `slotmarket --json ARGS` as alice; asserts the exit code and parses stdout.
+async fn json(cluster: &TestCluster, args: &[&str], code: i32) -> Value {
+    let out = cluster.cli("alice", args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "slotmarket {args:?}: {stderr}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {stderr}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_submits_an_array_from_a_command_line_and_waits_for_it() {
+    let cluster = TestCluster::start(&[agent("node-1", 2, 1)]).await;
+    let out = cluster.dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let target = out.join("task-{task} of {tasks}").display().to_string();
+    // Argv words, not a shell line: the space in the file name and the braces of awk's
+    // program stay data; `{task}` and `{tasks}` are substituted per task.
+    let args = ["run", "--tasks", "3", "--name", "array", "--wait", "--", "awk", "BEGIN { exit 0 }"];
+    let done = json(&cluster, &args, 0).await;
+    assert_eq!(
+        (done["status"]["state"].as_str(), done["status"]["name"].as_str()),
+        (Some("completed"), Some("array"))
+    );
+    assert_eq!(done["status"]["tasks_total"], 3);
+
+    let args = ["run", "--tasks", "3", "--wait", "--", "sh", "-c", "echo \"$0\" > \"$1\"", "{task}", &target];
+    let done = json(&cluster, &args, 0).await;
+    assert_eq!(done["status"]["name"], "sh");
+    for task in 0..3 {
+        let file = out.join(format!("task-{task} of 3"));
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        assert_eq!(text, format!("{task}\n"));
+    }
+
+    // A failing command fails the job, and `--wait` exits 1 saying so.
+    let failed = json(&cluster, &["run", "--wait", "--", "false"], 1).await;
+    assert_eq!(failed["status"]["state"], "failed");
+    // Without --wait: just the id.
+    let submitted = json(&cluster, &["run", "--slot", "reduce", "--", "true"], 0).await;
+    assert!(submitted["job"].as_str().is_some_and(|id| id.starts_with('j')), "{submitted}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_follows_jobs_across_a_master_restart() {
+    let mut cluster = TestCluster::start_with(&[agent("node-1", 2, 1)], 15_000).await;
+    let client = cluster.client("alice").await;
+    let first = submit(&client, &sleepers("first", 1, 1.0)).await;
+    let second = submit(&client, &sleepers("second", 1, 8.0)).await;
+    wait_running(&client, second, 1).await;
+    client.close().await;
+
+    let mut wait = tokio::process::Command::new(binary("slotmarket"));
+    wait.args(["--json", "--master", &cluster.addr.to_string(), "--identity", "alice"])
+        .arg("--cert-dir")
+        .arg(cluster.dir.path().join("pki"))
+        .args(["wait", &first.to_string(), &second.to_string()])
+        .env_remove("SLOTMARKET_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let waiting = wait.spawn().expect("spawn slotmarket wait");
+    // Let it attach, then take the master away under it.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    cluster.restart_master().await;
+
+    let out = tokio::time::timeout(WAIT, waiting.wait_with_output()).await.expect("wait timed out").unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("lost the master") && stderr.contains("reconnected"), "{stderr}");
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let states: Vec<&str> =
+        answer["jobs"].as_array().unwrap().iter().filter_map(|j| j["state"].as_str()).collect();
+    assert_eq!(states, ["completed", "completed"]);
+    let client = cluster.client("alice").await;
+    assert_eq!(status(&client, second).await.summary.state, JobState::Completed);
+    client.close().await;
+}
