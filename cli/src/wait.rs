@@ -88,7 +88,7 @@ pub(crate) async fn run(conn: &ConnectionArgs, args: WaitArgs, json: bool) -> Re
 /// What one watch over one connection came to.
 enum WatchEnd {
     /// The job ended.
-    Ended(JobStatus),
+    Ended(Box<JobStatus>),
     /// The connection or the stream was lost before the job ended; why.
     Lost(String),
 }
@@ -104,7 +104,7 @@ pub(crate) async fn follow(
     let mut progress = Progress::default();
     loop {
         match watch(client, job, times, &mut progress).await? {
-            WatchEnd::Ended(status) => return Ok(status),
+            WatchEnd::Ended(status) => return Ok(*status),
             WatchEnd::Lost(why) => {
                 eprintln!("{job}: lost the master ({why}); reconnecting");
                 *client = reconnect(options, times.reconnect_for).await?;
@@ -143,7 +143,7 @@ async fn watch(client: &Client, job: JobId, times: FollowTimes, progress: &mut P
             Ok(Some(status)) => {
                 progress.show(&status);
                 if status.summary.state.is_terminal() {
-                    return Ok(WatchEnd::Ended(status));
+                    return Ok(WatchEnd::Ended(Box::new(status)));
                 }
             }
             // The master ended the stream without a final state (it is shutting down).
@@ -164,7 +164,7 @@ async fn watch(client: &Client, job: JobId, times: FollowTimes, progress: &mut P
 /// What a status probe found.
 enum Probe {
     /// The master answered.
-    Alive(JobStatus),
+    Alive(Box<JobStatus>),
     /// It did not, or the connection is gone; why.
     Lost(String),
 }
@@ -172,7 +172,7 @@ enum Probe {
 /// Asks for `job`'s status within `timeout`.
 async fn probe(client: &Client, job: JobId, timeout: Duration) -> Result<Probe> {
     match tokio::time::timeout(timeout, client.status(job)).await {
-        Ok(Ok(status)) => Ok(Probe::Alive(status)),
+        Ok(Ok(status)) => Ok(Probe::Alive(Box::new(status))),
         Ok(Err(ClientError::Server(reply))) => {
             Err(anyhow!(ClientError::Server(reply))).context(format!("status of {job}"))
         }
