@@ -84,6 +84,8 @@ pub(crate) fn job_spec(args: &RunArgs) -> JobSpec {
         account: None,
         input_bytes: None,
         estimate: None,
+        time_limit: None,
+        after: Vec::new(),
     }
 }
 

@@ -221,12 +221,13 @@ impl Core {
     }
 
     /// When `tick` next has something to do: the earliest agent-silence, orphan or
-    /// quarantine deadline, the next ended job to drop from memory, or the policy's own
+    /// quarantine deadline, job time limit, the next ended job to drop from memory, or the policy's own
     /// next interval. `None` when nothing is waiting on time.
     pub fn next_wakeup(&self) -> Option<Timestamp> {
         let silence = reactor::next_deadline(&self.state, self.config.agent_timeout);
         let drop_ended = self.state.ended.front().map(|&(at, _)| at);
-        silence.into_iter().chain(drop_ended).chain(self.policy.next_wakeup()).min()
+        let time_limit = self.state.waits.next_expiry();
+        silence.into_iter().chain(drop_ended).chain(time_limit).chain(self.policy.next_wakeup()).min()
     }
 
     /// MRM's quote for `spec` at `now`: its estimate, earliest feasible finish and

@@ -7,7 +7,7 @@ use slotmarket_common::protocol::{ErrorKind, JobState, Response};
 use slotmarket_common::spec::{JobSpec, format_rfc3339, validate};
 use slotmarket_common::time::Timestamp;
 
-use super::Ctx;
+use super::{Ctx, waits};
 use crate::core::command::{Command, KillReason, Persist};
 use crate::core::history;
 use crate::core::state::{Holder, Job, State, TaskPhase};
@@ -45,6 +45,9 @@ pub(super) fn on_job_submitted(
     if let Err(message) = check_task_limits(state, cx, &account, &spec) {
         return reply_error(cx, request, ErrorKind::BadRequest, message);
     }
+    if let Err(message) = waits::check_after(state, caller, &spec) {
+        return reply_error(cx, request, ErrorKind::BadRequest, message);
+    }
     let job = state.alloc_job();
     let owner = caller.account();
     let (submitted, admitted) = (cx.now, spec.clone());
@@ -61,7 +64,7 @@ pub(super) fn on_job_submitted(
     let mut j = Job::new(job, account, admitted, submitted);
     (j.owner, j.deadline) = (owner, deadline);
     state.insert_job(j);
-    state.release_stages(job);
+    waits::hold_or_release(state, cx, job);
 }
 
 /// Cancels a job the caller may act for: kills its live containers, drops its pending
@@ -146,6 +149,7 @@ pub(super) fn mark_started(state: &mut State, cx: &mut Ctx, job: JobId) {
     }
     j.started = Some(cx.now);
     j.state = JobState::Running;
+    let has_time_limit = j.spec.time_limit.is_some();
     let tasks_completed = j.completed;
     cx.persist(Persist::JobState {
         job,
@@ -155,6 +159,9 @@ pub(super) fn mark_started(state: &mut State, cx: &mut Ctx, job: JobId) {
         tasks_completed,
     });
     cx.changed(job);
+    if has_time_limit {
+        waits::start_time_limit(state, job, cx.now);
+    }
 }
 
 /// Completes the job if its last task just completed.
@@ -201,6 +208,7 @@ pub(super) fn end_job(
     cx.changed(job);
     state.deactivate(job);
     retire(state, cx, job);
+    waits::job_ended(state, cx, job, to);
 }
 
 /// Keeps an ended job for status and watches until the retention passes, or drops it

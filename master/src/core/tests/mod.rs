@@ -22,3 +22,4 @@ mod recovery;
 mod reservations;
 mod scheduling;
 mod triggers;
+mod waits;
