@@ -12,7 +12,8 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use slotmarket_common::spec::{JobSpec, MAX_STAGE_NAME_LEN, SlotKind, StageSpec, validate};
+use slotmarket_common::ids::JobId;
+use slotmarket_common::spec::{JobSpec, MAX_STAGE_NAME_LEN, SlotKind, StageSpec, TimeLimit, validate};
 
 use crate::connection::ConnectionArgs;
 use crate::submit;
@@ -40,6 +41,12 @@ pub(crate) struct RunArgs {
     /// it completed.
     #[arg(long)]
     pub(crate) wait: bool,
+    /// Start only once these jobs completed (fail if one does not); repeatable.
+    #[arg(long, value_name = "JOB", value_parser = crate::connection::parse_job_id)]
+    pub(crate) after: Vec<JobId>,
+    /// Kill the tasks and fail the job once it has run this long (`10m`, `1h30m`).
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) time_limit: Option<TimeLimit>,
     /// The program and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub(crate) command: Vec<String>,
@@ -84,8 +91,8 @@ pub(crate) fn job_spec(args: &RunArgs) -> JobSpec {
         account: None,
         input_bytes: None,
         estimate: None,
-        time_limit: None,
-        after: Vec::new(),
+        time_limit: args.time_limit,
+        after: args.after.clone(),
     }
 }
 
@@ -160,6 +167,8 @@ mod tests {
             slot: SlotKind::Map,
             name: None,
             wait: false,
+            after: Vec::new(),
+            time_limit: None,
             command: words.iter().map(|w| (*w).to_string()).collect(),
         }
     }
@@ -210,6 +219,17 @@ mod tests {
         assert_eq!(job_spec(&given).name, "nightly");
         assert_eq!(derived_name(&["/usr/bin/".into()]), "bin");
         assert_eq!(derived_name(&["/".into()]), "run");
+    }
+
+    #[test]
+    fn after_and_time_limit_reach_the_spec() {
+        let mut given = args(&["true"]);
+        given.after = vec![JobId(3), JobId(3)];
+        given.time_limit = Some("90s".parse().unwrap());
+        let spec = job_spec(&given);
+        assert_eq!((spec.after.len(), spec.time_limit.map(|l| l.millis())), (2, Some(90_000)));
+        // The repeat is refused by the same validation a spec file gets.
+        assert!(validate(&spec).unwrap_err().to_string().contains("j3 is listed twice"));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde::Serialize;
 use slotmarket_common::client::Client;
 use slotmarket_common::ids::JobId;
 use slotmarket_common::protocol::{JobState, JobStatus};
-use slotmarket_common::spec::JobSpec;
+use slotmarket_common::spec::{JobSpec, SpecError, TimeLimit, validate};
 use slotmarket_common::time::Timestamp;
 
 use crate::connection::{self, ConnectionArgs};
@@ -30,6 +30,14 @@ pub(crate) struct SubmitArgs {
     /// Follow the job until it ends; exit 0 only if it completed.
     #[arg(long)]
     pub(crate) wait: bool,
+    /// Start only once these jobs completed (fail if one does not); added to the spec's
+    /// `after`; repeatable.
+    #[arg(long, value_name = "JOB", value_parser = connection::parse_job_id)]
+    pub(crate) after: Vec<JobId>,
+    /// Kill the tasks and fail the job once it has run this long (`10m`, `1h30m`);
+    /// overrides the spec's `time_limit`.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) time_limit: Option<TimeLimit>,
 }
 
 /// The `--json` answer: the id, plus the final status with `--wait`.
@@ -46,7 +54,7 @@ struct SubmitJson {
 pub(crate) async fn run(conn: &ConnectionArgs, args: SubmitArgs, json: bool) -> Result<ExitCode> {
     let shown = args.spec.display();
     let text = std::fs::read_to_string(&args.spec).with_context(|| format!("reading job spec {shown}"))?;
-    let spec = match JobSpec::from_toml(&text) {
+    let spec = match JobSpec::from_toml(&text).and_then(|spec| with_flags(spec, &args)) {
         Ok(spec) => spec,
         Err(err) => {
             // The error already names the field and the fix; add which file.
@@ -55,6 +63,14 @@ pub(crate) async fn run(conn: &ConnectionArgs, args: SubmitArgs, json: bool) -> 
         }
     };
     submit_spec(conn, spec, args.wait, json).await
+}
+
+/// `spec` with the `--after` and `--time-limit` flags applied, validated again.
+fn with_flags(mut spec: JobSpec, args: &SubmitArgs) -> Result<JobSpec, SpecError> {
+    spec.after.extend(&args.after);
+    spec.time_limit = args.time_limit.or(spec.time_limit);
+    validate(&spec)?;
+    Ok(spec)
 }
 
 /// Connects, submits `spec` and prints the id; with `wait`, follows the job to its end
@@ -175,7 +191,10 @@ mod tests {
                 identity: Some("alice".into()),
                 ..ConnectionArgs::default()
             };
-            let got = run(&conn, SubmitArgs { spec: file, wait: true }, true).await.unwrap();
+            let got =
+                run(&conn, SubmitArgs { spec: file, wait: true, after: vec![], time_limit: None }, true)
+                    .await
+                    .unwrap();
             assert_eq!(got, code, "{state}");
         }
     }
@@ -187,7 +206,9 @@ mod tests {
         std::fs::write(&file, SPEC.replace("tasks = 2", "tasks = 0")).unwrap();
         // No master and no certificates: validation must fail first.
         let conn = ConnectionArgs { master: Some("127.0.0.1:1".into()), ..ConnectionArgs::default() };
-        let got = run(&conn, SubmitArgs { spec: file, wait: false }, false).await.unwrap();
+        let got = run(&conn, SubmitArgs { spec: file, wait: false, after: vec![], time_limit: None }, false)
+            .await
+            .unwrap();
         assert_eq!(got, ExitCode::from(EXIT_INVALID_SPEC));
     }
 

@@ -85,3 +85,55 @@ async fn wait_follows_jobs_across_a_master_restart() {
     assert_eq!(status(&client, second).await.summary.state, JobState::Completed);
     client.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_time_limit_kills_the_tasks_and_fails_the_job() {
+    let cluster = TestCluster::start(&[agent("node-1", 2, 1)]).await;
+    let args = ["run", "--tasks", "2", "--time-limit", "2s", "--wait", "--", "sleep", "30"];
+    let started = std::time::Instant::now();
+    let ended = json(&cluster, &args, 1).await;
+    let took = started.elapsed();
+    assert_eq!(ended["status"]["state"], "failed");
+    let message = ended["status"]["message"].as_str().unwrap_or_default();
+    assert_eq!(message, "time limit 2s reached; its running tasks were killed");
+    assert!(took < std::time::Duration::from_secs(20), "took {took:?}");
+    // The sleeps were killed, not left running.
+    crate::support::wait_for(|| cluster.processes_inside().is_empty().then_some(()), "killed tasks to exit")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_holds_a_job_until_its_upstream_completes_and_fails_it_when_that_fails() {
+    let cluster = TestCluster::start(&[agent("node-1", 2, 1)]).await;
+    let upstream = json(&cluster, &["run", "--", "sleep", "2"], 0).await;
+    let upstream = upstream["job"].as_str().unwrap().to_string();
+    let down = json(&cluster, &["run", "--after", &upstream, "--wait", "--", "true"], 0).await;
+    let first = json(&cluster, &["status", &upstream], 0).await;
+    let finished = first["finished_ms"].as_u64().unwrap();
+    assert!(down["status"]["started_ms"].as_u64().unwrap() >= finished, "{down} started before {first}");
+
+    let failing = json(&cluster, &["run", "--", "sh", "-c", "sleep 1; exit 3"], 0).await;
+    let failing = failing["job"].as_str().unwrap().to_string();
+    let held = json(&cluster, &["run", "--after", &failing, "--wait", "--", "true"], 1).await;
+    assert_eq!(held["status"]["state"], "failed");
+    let message = held["status"]["message"].as_str().unwrap_or_default();
+    assert_eq!(message, format!("job {failing} it runs after failed"));
+    assert_eq!(held["status"]["started_ms"], Value::Null, "{held}");
+
+    // Cancelling every pending job of one's own: the held job goes, the others' stay.
+    let blocker = json(&cluster, &["run", "--", "sleep", "30"], 0).await;
+    let blocker = blocker["job"].as_str().unwrap().to_string();
+    let client = cluster.client("alice").await;
+    let blocker_id = slotmarket_common::ids::JobId(blocker[1..].parse().unwrap());
+    wait_running(&client, blocker_id, 1).await;
+    client.close().await;
+    let held = json(&cluster, &["run", "--after", &blocker, "--", "true"], 0).await;
+    let cancelled = json(&cluster, &["cancel", "--all", "--state", "pending"], 0).await;
+    let ids: Vec<&str> =
+        cancelled["jobs"].as_array().unwrap().iter().filter_map(|j| j["job"].as_str()).collect();
+    assert_eq!(ids, [held["job"].as_str().unwrap()]);
+    let both = json(&cluster, &["cancel", &blocker, held["job"].as_str().unwrap()], 0).await;
+    let states: Vec<&str> =
+        both["jobs"].as_array().unwrap().iter().filter_map(|j| j["state"].as_str()).collect();
+    assert_eq!(states, ["cancelled", "cancelled"]);
+}
