@@ -33,6 +33,7 @@ mod nodes;
 mod output;
 mod pki;
 mod price;
+mod queue;
 mod rate;
 mod reservation;
 mod run;
@@ -113,6 +114,8 @@ enum Command {
     /// Follow submitted jobs until they end (reconnecting across a master restart); exit
     /// 0 only if every one completed.
     Wait(wait::WaitArgs),
+    /// Show pending work in the policy's order, with why each job waits.
+    Queue,
 }
 
 fn main() -> ExitCode {
@@ -159,6 +162,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Deadline(command) => deadline::run(&cli.connection, command, json).await,
         Command::Run(args) => run::run(&cli.connection, args, json).await,
         Command::Wait(args) => wait::run(&cli.connection, args, json).await,
+        Command::Queue => queue::run(&cli.connection, json).await,
     }
 }
 

@@ -14,8 +14,8 @@ use crate::money::Credits;
 use crate::pki::{PkiError, TlsFiles};
 use crate::protocol::{
     AccountSummary, ClientRequest, DEFAULT_MAX_FRAME, ErrorReply, HistoryQuery, JobHistory, JobState,
-    JobStatus, JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage, MarketInfo, NodeSummary, Request,
-    ReservationView, Response,
+    JobStatus, JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage, MarketInfo, NodeSummary, QueueView,
+    Request, ReservationView, Response,
 };
 use crate::spec::JobSpec;
 use crate::time::Timestamp;
@@ -271,6 +271,15 @@ impl Client {
         .await
     }
 
+    /// The jobs with pending tasks in the policy's order, with why each waits.
+    pub async fn queue(&self) -> Result<QueueView, ClientError> {
+        self.expect(Request::Queue, |response| match response {
+            Response::Queue(view) => Some(view),
+            _ => None,
+        })
+        .await
+    }
+
     /// Starts watching `job`: the returned [`Watch`] yields the job's status now and after
     /// every change until the master ends the stream. Errors from the master (no such job,
     /// forbidden) arrive on the first [`Watch::next`].
@@ -353,5 +362,6 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::RateSet { .. } => "RateSet",
         Response::Price(_) => "Price",
         Response::DeadlineSet { .. } => "DeadlineSet",
+        Response::Queue(_) => "Queue",
     }
 }

@@ -245,6 +245,9 @@ pub enum Request {
         /// The new deadline.
         deadline: Option<Timestamp>,
     },
+    /// The jobs with pending tasks in the policy's order, with why each waits; answered
+    /// `Queue`.
+    Queue,
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -357,6 +360,8 @@ pub enum Response {
         /// Its deadline now.
         deadline: Option<Timestamp>,
     },
+    /// The queue of pending work.
+    Queue(super::QueueView),
 }
 
 impl Response {

@@ -31,6 +31,7 @@ pub mod invariants;
 mod market;
 pub mod policy;
 pub mod pricing;
+mod queue;
 pub mod quote;
 mod reactor;
 mod state;
@@ -269,6 +270,12 @@ impl Core {
     /// reserved jobs `caller` may see.
     pub fn reservation(&self, caller: &Caller) -> ReservationView {
         view::reservation(&self.state, self.policy.name(), self.policy.reserve_report(), caller)
+    }
+
+    /// The jobs with pending tasks in the policy's service order, each with why it
+    /// waits; names and owners only of the jobs `caller` may see.
+    pub fn queue(&self, caller: &Caller) -> slotmarket_common::protocol::QueueView {
+        queue::queue(&self.state, self.policy.as_ref(), caller)
     }
 
     /// The DP market for `caller`: the price and the standing of every account with

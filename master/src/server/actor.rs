@@ -241,6 +241,7 @@ impl Actor {
                 return answer(reply, Response::Reservation(self.core.reservation(&caller)));
             }
             Request::Price => return answer(reply, Response::Price(self.core.market(&caller))),
+            Request::Queue => return answer(reply, Response::Queue(self.core.queue(&caller))),
             Request::Watch { .. } => {
                 let response = Response::error(ErrorKind::BadRequest, "watch is a streaming request");
                 return answer(reply, response);

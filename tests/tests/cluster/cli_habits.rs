@@ -103,7 +103,7 @@ async fn a_time_limit_kills_the_tasks_and_fails_the_job() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn after_holds_a_job_until_its_upstream_completes_and_fails_it_when_that_fails() {
+async fn after_holds_a_job_until_its_upstream_completes_fails_it_when_that_fails_and_queue_says_why() {
     let cluster = TestCluster::start(&[agent("node-1", 2, 1)]).await;
     let upstream = json(&cluster, &["run", "--", "sleep", "2"], 0).await;
     let upstream = upstream["job"].as_str().unwrap().to_string();
@@ -128,6 +128,15 @@ async fn after_holds_a_job_until_its_upstream_completes_and_fails_it_when_that_f
     wait_running(&client, blocker_id, 1).await;
     client.close().await;
     let held = json(&cluster, &["run", "--after", &blocker, "--", "true"], 0).await;
+    // The queue names why it waits.
+    let queue = json(&cluster, &["queue"], 0).await;
+    let held_id = held["job"].as_str().unwrap();
+    let row = queue["jobs"].as_array().unwrap().iter().find(|j| j["job"] == held_id).cloned();
+    let row = row.unwrap_or_else(|| panic!("{held_id} not queued: {queue}"));
+    assert_eq!(
+        (row["reason"].as_str(), row["waiting_for"].clone()),
+        (Some("dependency"), serde_json::json!([blocker]))
+    );
     let cancelled = json(&cluster, &["cancel", "--all", "--state", "pending"], 0).await;
     let ids: Vec<&str> =
         cancelled["jobs"].as_array().unwrap().iter().filter_map(|j| j["job"].as_str()).collect();

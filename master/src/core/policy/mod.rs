@@ -178,6 +178,12 @@ pub trait Policy: fmt::Debug + Send {
     fn slo_state(&self, _job: JobId) -> Option<jockey::SloState> {
         None
     }
+
+    /// Where `job` stands in this policy's service order, for the queue view: lower
+    /// first, ties in admission order. Every job ranks 0 (admission order) by default.
+    fn queue_rank(&self, _job: &JobInfo<'_>) -> u64 {
+        0
+    }
 }
 
 /// Why the core asks a policy to [`schedule`](Policy::schedule).

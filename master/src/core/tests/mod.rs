@@ -18,6 +18,7 @@ mod mrm;
 mod nodes;
 mod proportional;
 mod purity;
+mod queue;
 mod recovery;
 mod reservations;
 mod scheduling;
