@@ -20,6 +20,7 @@
 mod account;
 mod budget;
 mod cancel;
+mod completions;
 mod connection;
 mod deadline;
 mod demo;
@@ -28,6 +29,7 @@ mod fake_master;
 mod history;
 mod jobs;
 mod ledger;
+mod man;
 mod node;
 mod nodes;
 mod output;
@@ -44,7 +46,7 @@ mod workload;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 use crate::connection::ConnectionArgs;
@@ -52,7 +54,7 @@ use crate::connection::ConnectionArgs;
 /// Slotmarket: submit and inspect jobs, manage certificates, run a local demo cluster.
 #[derive(Debug, Parser)]
 #[command(name = "slotmarket", version, propagate_version = true)]
-struct Cli {
+pub(crate) struct Cli {
     /// Print one JSON document on stdout instead of tables.
     #[arg(long, global = true)]
     json: bool,
@@ -116,6 +118,11 @@ enum Command {
     Wait(wait::WaitArgs),
     /// Show pending work in the policy's order, with why each job waits.
     Queue,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
+    /// Write man pages into a directory (scripts/man.sh).
+    #[command(hide = true)]
+    Man(man::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -163,6 +170,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&cli.connection, args, json).await,
         Command::Wait(args) => wait::run(&cli.connection, args, json).await,
         Command::Queue => queue::run(&cli.connection, json).await,
+        Command::Completions(args) => completions::run(Cli::command(), &args),
+        Command::Man(args) => man::run(Cli::command(), &args),
     }
 }
 
