@@ -21,8 +21,11 @@ pub(crate) struct CompletionsArgs {
 pub(crate) fn run(mut command: clap::Command, args: &CompletionsArgs) -> Result<ExitCode> {
     let mut out = Vec::new();
     clap_complete::generate(args.shell, &mut command, "slotmarket", &mut out);
-    std::io::Write::write_all(&mut std::io::stdout().lock(), &out)?;
-    Ok(ExitCode::SUCCESS)
+    match std::io::Write::write_all(&mut std::io::stdout().lock(), &out) {
+        // `slotmarket completions bash | head` is not an error.
+        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => Err(err.into()),
+        _ => Ok(ExitCode::SUCCESS),
+    }
 }
 
 #[cfg(test)]

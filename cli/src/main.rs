@@ -179,7 +179,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// `RUST_LOG` selects, warnings and errors by default.
 fn init_tracing() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Colour codes only on a terminal: a pipe or a log file gets plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 }
 
 #[cfg(test)]

@@ -146,3 +146,44 @@ async fn after_holds_a_job_until_its_upstream_completes_fails_it_when_that_fails
         both["jobs"].as_array().unwrap().iter().filter_map(|j| j["state"].as_str()).collect();
     assert_eq!(states, ["cancelled", "cancelled"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_config_is_found_in_xdg_config_home_before_home() {
+    let cluster = TestCluster::start(&[agent("node-1", 1, 0)]).await;
+    let write = |dir: &std::path::Path, master: &str, identity: &str| {
+        let dir = dir.join("slotmarket");
+        std::fs::create_dir_all(&dir).unwrap();
+        let pki = cluster.dir.path().join("pki");
+        let text =
+            format!("master = \"{master}\"\ncert_dir = \"{}\"\nidentity = \"{identity}\"\n", pki.display());
+        std::fs::write(dir.join("config.toml"), text).unwrap();
+    };
+    let xdg = cluster.dir.path().join("xdg");
+    let home = cluster.dir.path().join("home");
+    write(&xdg, &cluster.addr.to_string(), "alice");
+    // ~/.config would send it nowhere: it must not be read while XDG_CONFIG_HOME has one.
+    write(&home.join(".config"), "127.0.0.1:1", "bob");
+    let run = |xdg: Option<&std::path::Path>, args: &[&str]| {
+        let mut command = std::process::Command::new(binary("slotmarket"));
+        command.args(args).env_remove("SLOTMARKET_CONFIG").env_remove("SLOTMARKET_MASTER");
+        command.env_remove("SLOTMARKET_IDENTITY").env_remove("SLOTMARKET_CERT_DIR").env("HOME", &home);
+        match xdg {
+            Some(dir) => command.env("XDG_CONFIG_HOME", dir),
+            None => command.env_remove("XDG_CONFIG_HOME"),
+        };
+        command.output().expect("run slotmarket")
+    };
+    let out = run(Some(&xdg), &["--json", "run", "--", "true"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let job: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = job["job"].as_str().unwrap();
+    let status: Value = serde_json::from_slice(&run(Some(&xdg), &["--json", "status", id]).stdout).unwrap();
+    assert_eq!(status["owner"], "alice", "the XDG config's identity was used");
+    // A flag still beats the file.
+    let out = run(Some(&xdg), &["--json", "--identity", "admin", "status", id]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Without XDG_CONFIG_HOME: ~/.config/slotmarket/config.toml, whose master is not there.
+    let out = run(None, &["nodes"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("127.0.0.1:1"), "{stderr}");
+}
