@@ -114,10 +114,14 @@ pub(crate) async fn submit(client: &Client, spec: JobSpec) -> Result<JobId> {
 pub(crate) fn progress_line(status: &JobStatus, now: Timestamp) -> String {
     let job = &status.summary;
     let since = job.finished.unwrap_or(now);
+    // Tasks are counted from placement, the job runs from the first task's start: in
+    // between say "starting", not "pending … 1 running".
+    let state =
+        if job.state == JobState::Pending && job.tasks_running > 0 { "starting" } else { job.state.name() };
     format!(
         "{} {}: {}/{} tasks done, {} running ({} after submit)",
         job.id,
-        job.state,
+        state,
         job.tasks_completed,
         job.tasks_total,
         job.tasks_running,
@@ -218,6 +222,10 @@ mod tests {
             JobStatus { summary: summary(7, JobState::Running), stages: vec![], message: None, slo: None };
         let line = progress_line(&status, Timestamp(12_500));
         assert_eq!(line, "j7 running: 4/11 tasks done, 3 running (+2.5s after submit)");
+        let placed = JobStatus { summary: summary(7, JobState::Pending), ..status };
+        assert!(
+            progress_line(&placed, Timestamp(12_500)).starts_with("j7 starting: 4/11 tasks done, 3 running")
+        );
     }
 
     #[test]
