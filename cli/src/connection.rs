@@ -216,6 +216,13 @@ pub(crate) async fn connect(master: &str, server_name: &str, files: &TlsFiles) -
             "no answer from master at {target} within {}s; is slotmarket-master running there?",
             timeout.as_secs()
         ),
+        // The handshake error repeats its cause and says nothing of the likely mistake.
+        Err(err) if format!("{err}").contains("UnknownIssuer") => bail!(
+            "the master at {target} presented a certificate from another cluster's CA (TLS: UnknownIssuer): \
+             {} is not the CA of the cluster that master belongs to; use that cluster's ca.pem \
+             (--cert-dir / SLOTMARKET_CERT_DIR)",
+            files.ca.display()
+        ),
         Err(err) => Err(anyhow!(err))
             .with_context(|| format!("connecting to master at {target} (server name \"{server_name}\")")),
     }
@@ -304,6 +311,17 @@ mod tests {
         let options = ClientOptions { server_name: "elsewhere.example".into(), ..fake.options("admin") };
         let err = format!("{:#}", options.connect().await.unwrap_err());
         assert!(err.contains(&fake.addr.to_string()) && err.contains("elsewhere.example"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_master_of_another_cluster_is_named_as_such() {
+        let fake = FakeMaster::start(|_| vec![]);
+        let other = tempfile::tempdir().unwrap();
+        pki::init(other.path(), &[]).unwrap();
+        let options = ClientOptions { cert_dir: other.path().to_path_buf(), ..fake.options("admin") };
+        let err = format!("{:#}", options.connect().await.unwrap_err());
+        assert!(err.contains("from another cluster's CA") && err.contains("ca.pem"), "{err}");
+        assert_eq!(err.matches("UnknownIssuer").count(), 1, "the cause once: {err}");
     }
 
     #[test]
