@@ -97,6 +97,11 @@ async fn a_time_limit_kills_the_tasks_and_fails_the_job() {
     let message = ended["status"]["message"].as_str().unwrap_or_default();
     assert_eq!(message, "time limit 2s reached; its running tasks were killed");
     assert!(took < std::time::Duration::from_secs(20), "took {took:?}");
+    // The master logs why the job ended, without colour codes in a file.
+    let log = std::fs::read_to_string(cluster.dir.path().join("master.log")).unwrap();
+    let ended = log.lines().find(|l| l.contains("job ended") && l.contains("time limit 2s reached"));
+    assert!(ended.is_some_and(|line| line.contains("WARN")), "no warning for the job's end in:\n{log}");
+    assert!(!log.contains('\x1b'), "colour codes in the master's log file");
     // The sleeps were killed, not left running.
     crate::support::wait_for(|| cluster.processes_inside().is_empty().then_some(()), "killed tasks to exit")
         .await;
