@@ -7,6 +7,9 @@
 //! - `output` — aligned tables for people, stable JSON shapes for scripts;
 //! - `submit`, `status`, `jobs`, `history`, `nodes`, `cancel`, `node` — one request each (`jobs
 //!   --all` pages through every job);
+//! - `run` (a one-stage job from a command line), `wait` (follows jobs, reconnecting
+//!   across a master restart; `submit --wait` uses it too), `queue` (pending work and why
+//!   it waits), `completions` and the hidden `man` (scripts/man.sh);
 //! - `account`, `budget`, `ledger` — accounts, admins' grants and the ledger;
 //! - `pki` — the cluster CA and certificates;
 //! - `demo` — a whole local cluster in separate processes running a small workload;
@@ -14,8 +17,8 @@
 //! - `fake_master` (tests only) — an in-process master stand-in over real QUIC + mTLS.
 //!
 //! Exit codes: 0 success, 1 failure (error printed on stderr), 2 invalid arguments, job
-//! spec or workload file; `submit --wait`, `demo` and `workload run` also exit 1 when a
-//! job did not complete.
+//! spec or workload file; `submit --wait`, `run --wait`, `wait`, `demo` and `workload run`
+//! also exit 1 when a job did not complete.
 
 mod account;
 mod budget;
