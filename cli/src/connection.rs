@@ -43,7 +43,9 @@ pub(crate) struct ConnectionArgs {
     /// Certificate to present: DIR/NAME.pem and DIR/NAME.key [default: admin].
     #[arg(long, global = true, env = "SLOTMARKET_IDENTITY", value_name = "NAME")]
     pub(crate) identity: Option<String>,
-    /// TOML file with any of: master, server_name, cert_dir, identity.
+    /// TOML file with any of: master, server_name, cert_dir, identity [default: the first
+    /// of $XDG_CONFIG_HOME/slotmarket/config.toml (~/.config/…) and
+    /// /etc/slotmarket/config.toml that exists].
     #[arg(long, global = true, env = "SLOTMARKET_CONFIG", value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
 }
@@ -90,10 +92,16 @@ pub(crate) struct ClientOptions {
 }
 
 impl ClientOptions {
-    /// Reads the config file named by `args` (if any) and merges it under the flags.
+    /// Reads the config file named by `args`, or else the first default one that exists
+    /// (see [`default_config`]), and merges it under the flags.
     pub(crate) fn from_args(args: &ConnectionArgs) -> Result<ClientOptions> {
-        let file = match &args.config {
-            Some(path) => ConfigFile::load(path)?,
+        let path = args.config.clone().or_else(|| {
+            default_config(|name| std::env::var_os(name).map(PathBuf::from), |path| path.is_file())
+        });
+        let file = match &path {
+            Some(path) => {
+                ConfigFile::load(path).with_context(|| format!("client config {}", path.display()))?
+            }
             None => ConfigFile::default(),
         };
         Ok(ClientOptions::merge(args, file))
@@ -130,6 +138,23 @@ impl ClientOptions {
         }
         connected
     }
+}
+
+/// The system-wide client config, read when no per-user one exists.
+pub(crate) const SYSTEM_CONFIG: &str = "/etc/slotmarket/config.toml";
+
+/// The client config to read when none is named: `$XDG_CONFIG_HOME/slotmarket/config.toml`
+/// (`$HOME/.config/…` when `XDG_CONFIG_HOME` is unset or empty), then
+/// [`SYSTEM_CONFIG`]; the first that `exists`. `env` reads an environment variable.
+pub(crate) fn default_config(
+    env: impl Fn(&str) -> Option<PathBuf>,
+    exists: impl Fn(&Path) -> bool,
+) -> Option<PathBuf> {
+    let non_empty = |name: &str| env(name).filter(|value| !value.as_os_str().is_empty());
+    let user_dir =
+        non_empty("XDG_CONFIG_HOME").or_else(|| non_empty("HOME").map(|home| home.join(".config")));
+    let user = user_dir.map(|dir| dir.join("slotmarket").join("config.toml"));
+    user.into_iter().chain([PathBuf::from(SYSTEM_CONFIG)]).find(|path| exists(path))
 }
 
 /// Resolves `args` and connects; what every request command starts with.
@@ -190,6 +215,13 @@ pub(crate) async fn connect(master: &str, server_name: &str, files: &TlsFiles) -
         Err(ClientError::Transport(TransportError::ConnectTimeout { timeout, .. })) => bail!(
             "no answer from master at {target} within {}s; is slotmarket-master running there?",
             timeout.as_secs()
+        ),
+        // The handshake error repeats its cause and says nothing of the likely mistake.
+        Err(err) if format!("{err}").contains("UnknownIssuer") => bail!(
+            "the master at {target} presented a certificate from another cluster's CA (TLS: UnknownIssuer): \
+             {} is not the CA of the cluster that master belongs to; use that cluster's ca.pem \
+             (--cert-dir / SLOTMARKET_CERT_DIR)",
+            files.ca.display()
         ),
         Err(err) => Err(anyhow!(err))
             .with_context(|| format!("connecting to master at {target} (server name \"{server_name}\")")),
@@ -281,6 +313,17 @@ mod tests {
         assert!(err.contains(&fake.addr.to_string()) && err.contains("elsewhere.example"), "{err}");
     }
 
+    #[tokio::test]
+    async fn a_master_of_another_cluster_is_named_as_such() {
+        let fake = FakeMaster::start(|_| vec![]);
+        let other = tempfile::tempdir().unwrap();
+        pki::init(other.path(), &[]).unwrap();
+        let options = ClientOptions { cert_dir: other.path().to_path_buf(), ..fake.options("admin") };
+        let err = format!("{:#}", options.connect().await.unwrap_err());
+        assert!(err.contains("from another cluster's CA") && err.contains("ca.pem"), "{err}");
+        assert_eq!(err.matches("UnknownIssuer").count(), 1, "the cause once: {err}");
+    }
+
     #[test]
     fn job_ids_parse_with_or_without_the_prefix() {
         assert_eq!(parse_job_id("j7"), Ok(JobId(7)));
@@ -332,6 +375,29 @@ mod tests {
         std::fs::write(&path, "mastr = \"m:1\"\n").unwrap();
         let err = format!("{:#}", ConfigFile::load(&path).unwrap_err());
         assert!(err.contains("mastr"), "{err}");
+    }
+
+    #[test]
+    fn the_default_config_is_the_users_then_the_systems() {
+        let env = |xdg: Option<&str>| {
+            let xdg = xdg.map(PathBuf::from);
+            move |name: &str| match name {
+                "XDG_CONFIG_HOME" => xdg.clone(),
+                "HOME" => Some(PathBuf::from("/home/alice")),
+                _ => None,
+            }
+        };
+        let xdg_file = PathBuf::from("/cfg/slotmarket/config.toml");
+        let home_file = PathBuf::from("/home/alice/.config/slotmarket/config.toml");
+        let system = PathBuf::from(SYSTEM_CONFIG);
+        let all = |_: &Path| true;
+        assert_eq!(default_config(env(Some("/cfg")), all), Some(xdg_file.clone()));
+        // Unset or empty XDG_CONFIG_HOME means ~/.config.
+        assert_eq!(default_config(env(None), all), Some(home_file.clone()));
+        assert_eq!(default_config(env(Some("")), all), Some(home_file));
+        // No per-user file: the system one; neither: none.
+        assert_eq!(default_config(env(Some("/cfg")), |p: &Path| p == system), Some(system));
+        assert_eq!(default_config(env(Some("/cfg")), |_: &Path| false), None);
     }
 
     #[test]

@@ -67,7 +67,7 @@ pub(crate) async fn run(conn: &ConnectionArgs, args: JobsArgs, json: bool) -> Re
 }
 
 /// A state's name as written in tables.
-fn parse_state(text: &str) -> Result<JobState, String> {
+pub(crate) fn parse_state(text: &str) -> Result<JobState, String> {
     JobState::from_name(text).ok_or_else(|| {
         let known: Vec<&str> = JobState::ALL.iter().map(|s| s.name()).collect();
         format!("unknown state \"{text}\"; use one of {}", known.join(", "))

@@ -7,6 +7,9 @@
 //! - `output` — aligned tables for people, stable JSON shapes for scripts;
 //! - `submit`, `status`, `jobs`, `history`, `nodes`, `cancel`, `node` — one request each (`jobs
 //!   --all` pages through every job);
+//! - `run` (a one-stage job from a command line), `wait` (follows jobs, reconnecting
+//!   across a master restart; `submit --wait` uses it too), `queue` (pending work and why
+//!   it waits), `completions` and the hidden `man` (scripts/man.sh);
 //! - `account`, `budget`, `ledger` — accounts, admins' grants and the ledger;
 //! - `pki` — the cluster CA and certificates;
 //! - `demo` — a whole local cluster in separate processes running a small workload;
@@ -14,12 +17,13 @@
 //! - `fake_master` (tests only) — an in-process master stand-in over real QUIC + mTLS.
 //!
 //! Exit codes: 0 success, 1 failure (error printed on stderr), 2 invalid arguments, job
-//! spec or workload file; `submit --wait`, `demo` and `workload run` also exit 1 when a
-//! job did not complete.
+//! spec or workload file; `submit --wait`, `run --wait`, `wait`, `demo` and `workload run`
+//! also exit 1 when a job did not complete.
 
 mod account;
 mod budget;
 mod cancel;
+mod completions;
 mod connection;
 mod deadline;
 mod demo;
@@ -28,21 +32,25 @@ mod fake_master;
 mod history;
 mod jobs;
 mod ledger;
+mod man;
 mod node;
 mod nodes;
 mod output;
 mod pki;
 mod price;
+mod queue;
 mod quote;
 mod rate;
 mod reservation;
+mod run;
 mod status;
 mod submit;
+mod wait;
 mod workload;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 use crate::connection::ConnectionArgs;
@@ -50,7 +58,7 @@ use crate::connection::ConnectionArgs;
 /// Slotmarket: submit and inspect jobs, manage certificates, run a local demo cluster.
 #[derive(Debug, Parser)]
 #[command(name = "slotmarket", version, propagate_version = true)]
-struct Cli {
+pub(crate) struct Cli {
     /// Print one JSON document on stdout instead of tables.
     #[arg(long, global = true)]
     json: bool,
@@ -110,6 +118,18 @@ enum Command {
     /// MRM: the estimate, earliest feasible finish and price–deadline curve of a job,
     /// without submitting it (then `submit --earliest | --deadline T | --max-price P`).
     Quote(quote::QuoteArgs),
+    /// Submit a one-stage job from a command line: `run --tasks 4 -- ./sim --seed {task}`.
+    Run(run::RunArgs),
+    /// Follow submitted jobs until they end (reconnecting across a master restart); exit
+    /// 0 only if every one completed.
+    Wait(wait::WaitArgs),
+    /// Show pending work in the policy's order, with why each job waits.
+    Queue,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
+    /// Write man pages into a directory (scripts/man.sh).
+    #[command(hide = true)]
+    Man(man::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -155,6 +175,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Price => price::run(&cli.connection, json).await,
         Command::Deadline(command) => deadline::run(&cli.connection, command, json).await,
         Command::Quote(args) => quote::run(&cli.connection, args, json).await,
+        Command::Run(args) => run::run(&cli.connection, args, json).await,
+        Command::Wait(args) => wait::run(&cli.connection, args, json).await,
+        Command::Queue => queue::run(&cli.connection, json).await,
+        Command::Completions(args) => completions::run(Cli::command(), &args),
+        Command::Man(args) => man::run(Cli::command(), &args),
     }
 }
 
@@ -162,7 +187,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// `RUST_LOG` selects, warnings and errors by default.
 fn init_tracing() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Colour codes only on a terminal: a pipe or a log file gets plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! `slotmarket submit JOB.toml [--wait] [--earliest | --deadline T | --max-price P]`:
+//! `slotmarket submit JOB.toml [--wait] [--after JOB] [--time-limit D] [--earliest |
+//! --deadline T | --max-price P]`:
 //! validates the spec locally (so typos are caught before any connection is made),
 //! submits it and prints the job id; with a choice, buys that deadline under MRM
 //! admission (a refusal names the best alternative now); with `--wait`, follows the job
@@ -7,18 +8,19 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
 use slotmarket_common::client::Client;
 use slotmarket_common::ids::JobId;
 use slotmarket_common::money::Credits;
 use slotmarket_common::protocol::{ChoiceRefusal, DeadlineChoice, JobState, JobStatus, Purchase, QuotePoint};
-use slotmarket_common::spec::{DeadlineSpec, JobSpec, format_rfc3339};
+use slotmarket_common::spec::{DeadlineSpec, JobSpec, SpecError, TimeLimit, format_rfc3339, validate};
 use slotmarket_common::time::Timestamp;
 
 use crate::connection::{self, ConnectionArgs};
 use crate::output::{self, JobStatusJson};
+use crate::wait;
 
 /// Exit code for a job spec that does not validate, like clap's for bad arguments.
 const EXIT_INVALID_SPEC: u8 = 2;
@@ -41,6 +43,14 @@ pub(crate) struct SubmitArgs {
     /// Buy the earliest deadline costing at most P credits.
     #[arg(long, value_name = "P")]
     pub(crate) max_price: Option<Credits>,
+    /// Start only once these jobs completed (fail if one does not); added to the spec's
+    /// `after`; repeatable.
+    #[arg(long, value_name = "JOB", value_parser = connection::parse_job_id)]
+    pub(crate) after: Vec<JobId>,
+    /// Kill the tasks and fail the job once it has run this long (`10m`, `1h30m`);
+    /// overrides the spec's `time_limit`.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) time_limit: Option<TimeLimit>,
 }
 
 impl SubmitArgs {
@@ -75,7 +85,7 @@ struct SubmitJson {
 pub(crate) async fn run(conn: &ConnectionArgs, args: SubmitArgs, json: bool) -> Result<ExitCode> {
     let shown = args.spec.display();
     let text = std::fs::read_to_string(&args.spec).with_context(|| format!("reading job spec {shown}"))?;
-    let spec = match JobSpec::from_toml(&text) {
+    let spec = match JobSpec::from_toml(&text).and_then(|spec| with_flags(spec, &args)) {
         Ok(spec) => spec,
         Err(err) => {
             // The error already names the field and the fix; add which file.
@@ -83,8 +93,31 @@ pub(crate) async fn run(conn: &ConnectionArgs, args: SubmitArgs, json: bool) -> 
             return Ok(ExitCode::from(EXIT_INVALID_SPEC));
         }
     };
-    let client = connection::connect_from_args(conn).await?;
-    let (job, purchase) = match args.choice(output::now()) {
+    let choice = args.choice(output::now());
+    submit_spec(conn, spec, choice, args.wait, json).await
+}
+
+/// `spec` with the `--after` and `--time-limit` flags applied, validated again.
+fn with_flags(mut spec: JobSpec, args: &SubmitArgs) -> Result<JobSpec, SpecError> {
+    spec.after.extend(&args.after);
+    spec.time_limit = args.time_limit.or(spec.time_limit);
+    validate(&spec)?;
+    Ok(spec)
+}
+
+/// Connects, submits `spec` (buying `choice`, if any) and prints the id; with `wait`,
+/// follows the job to its end (reconnecting across a master restart) and exits 0 only if
+/// it completed. `run` shares it.
+pub(crate) async fn submit_spec(
+    conn: &ConnectionArgs,
+    spec: JobSpec,
+    choice: Option<DeadlineChoice>,
+    wait: bool,
+    json: bool,
+) -> Result<ExitCode> {
+    let options = connection::ClientOptions::from_args(conn)?;
+    let mut client = options.connect().await?;
+    let (job, purchase) = match choice {
         None => (submit(&client, spec).await?, None),
         Some(choice) => match buy(&client, spec, choice).await? {
             Ok(bought) => (bought.job, Some(PurchaseJson::from(&bought))),
@@ -94,7 +127,7 @@ pub(crate) async fn run(conn: &ConnectionArgs, args: SubmitArgs, json: bool) -> 
             }
         },
     };
-    if !args.wait {
+    if !wait {
         connection::close(client).await;
         if json {
             output::print_json(&SubmitJson { job: job.to_string(), purchase, status: None })?;
@@ -106,7 +139,7 @@ pub(crate) async fn run(conn: &ConnectionArgs, args: SubmitArgs, json: bool) -> 
     if !json {
         println!("{}", bought_line(job, purchase.as_ref()));
     }
-    let status = wait_for_end(&client, job).await?;
+    let status = wait::follow(&options, &mut client, job, wait::FollowTimes::default()).await?;
     connection::close(client).await;
     report_end(&status, purchase, json)?;
     Ok(if status.summary.state == JobState::Completed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
@@ -156,7 +189,7 @@ fn bought_line(job: JobId, purchase: Option<&PurchaseJson>) -> String {
 
 /// What a purchase bought, for JSON.
 #[derive(Debug, Serialize)]
-struct PurchaseJson {
+pub(crate) struct PurchaseJson {
     /// The deadline, in milliseconds since the Unix epoch.
     deadline_ms: u64,
     /// Its price in credits, charged to the job's account.
@@ -195,42 +228,20 @@ struct RefusalJson {
     affordable: Option<PointJson>,
 }
 
-/// Follows `job` over a watch stream, printing a progress line on stderr whenever it
-/// changes, until it ends.
-async fn wait_for_end(client: &Client, job: JobId) -> Result<JobStatus> {
-    let mut watch = client.watch(job).await.with_context(|| format!("watching {job}"))?;
-    let mut last_line = String::new();
-    while let Some(status) = watch.next().await.with_context(|| format!("watching {job}"))? {
-        let line = progress_line(&status, output::now());
-        if line != last_line {
-            eprintln!("{line}");
-            last_line = line;
-        }
-        if status.summary.state.is_terminal() {
-            return Ok(status);
-        }
-    }
-    // The stream ended without a final state (e.g. the master restarted): ask once.
-    let status = connection::job_status(client, job).await?;
-    if !status.summary.state.is_terminal() {
-        bail!(
-            "the watch stream for {job} ended while it was {}; follow it with `slotmarket status {job}`",
-            status.summary.state
-        );
-    }
-    Ok(status)
-}
-
 /// `j7 running: 4/11 tasks done, 2 running (+3.2s after submit)`; the time is when it
 /// ended, or `now` while it runs. A job that bought a deadline adds its predicted finish,
 /// which moves when its tasks run slower than estimated.
-fn progress_line(status: &JobStatus, now: Timestamp) -> String {
+pub(crate) fn progress_line(status: &JobStatus, now: Timestamp) -> String {
     let job = &status.summary;
     let since = job.finished.unwrap_or(now);
+    // Tasks are counted from placement, the job runs from the first task's start: in
+    // between say "starting", not "pending … 1 running".
+    let state =
+        if job.state == JobState::Pending && job.tasks_running > 0 { "starting" } else { job.state.name() };
     let mut line = format!(
         "{} {}: {}/{} tasks done, {} running ({} after submit)",
         job.id,
-        job.state,
+        state,
         job.tasks_completed,
         job.tasks_total,
         job.tasks_running,
@@ -247,7 +258,7 @@ fn progress_line(status: &JobStatus, now: Timestamp) -> String {
 }
 
 /// Prints how the job ended.
-fn report_end(status: &JobStatus, purchase: Option<PurchaseJson>, json: bool) -> Result<()> {
+pub(crate) fn report_end(status: &JobStatus, purchase: Option<PurchaseJson>, json: bool) -> Result<()> {
     let job = &status.summary;
     if json {
         let answer = SubmitJson { job: job.id.to_string(), purchase, status: Some(status.into()) };
@@ -284,26 +295,15 @@ mod tests {
                 .into(),
             _ => vec![],
         });
-        let client = fake.options("alice").connect().await.unwrap();
+        let options = fake.options("alice");
+        let mut client = options.connect().await.unwrap();
         let spec = JobSpec::from_toml(SPEC).unwrap();
         let job = submit(&client, spec.clone()).await.unwrap();
         assert_eq!(job, JobId(5));
-        let end = wait_for_end(&client, job).await.unwrap();
+        let end = wait::follow(&options, &mut client, job, wait::FollowTimes::default()).await.unwrap();
         assert_eq!(end.summary.state, JobState::Completed);
         connection::close(client).await;
         assert_eq!(fake.requests(), vec![Request::Submit { spec }, Request::Watch { job }]);
-    }
-
-    #[tokio::test]
-    async fn a_watch_that_ends_early_falls_back_to_one_status() {
-        let fake = FakeMaster::start(|request| match request {
-            Request::Watch { job } => vec![Response::Job(status(job, "x", JobState::Running))],
-            Request::Status { job } => vec![Response::Job(status(job, "x", JobState::Failed))],
-            _ => vec![],
-        });
-        let client = fake.options("alice").connect().await.unwrap();
-        let end = wait_for_end(&client, JobId(2)).await.unwrap();
-        assert_eq!(end.summary.state, JobState::Failed);
     }
 
     #[tokio::test]
@@ -326,7 +326,15 @@ mod tests {
             };
             let got = run(
                 &conn,
-                SubmitArgs { spec: file, wait: true, earliest: false, deadline: None, max_price: None },
+                SubmitArgs {
+                    spec: file,
+                    wait: true,
+                    earliest: false,
+                    deadline: None,
+                    max_price: None,
+                    after: vec![],
+                    time_limit: None,
+                },
                 true,
             )
             .await
@@ -368,6 +376,8 @@ mod tests {
             earliest,
             deadline: None,
             max_price,
+            after: vec![],
+            time_limit: None,
         };
         assert_eq!(run(&conn, args(true, None), true).await.unwrap(), ExitCode::SUCCESS);
         let refused = run(&conn, args(false, Some(Credits(1))), false).await.unwrap();
@@ -392,7 +402,15 @@ mod tests {
         let conn = ConnectionArgs { master: Some("127.0.0.1:1".into()), ..ConnectionArgs::default() };
         let got = run(
             &conn,
-            SubmitArgs { spec: file, wait: false, earliest: false, deadline: None, max_price: None },
+            SubmitArgs {
+                spec: file,
+                wait: false,
+                earliest: false,
+                deadline: None,
+                max_price: None,
+                after: vec![],
+                time_limit: None,
+            },
             false,
         )
         .await
@@ -406,6 +424,10 @@ mod tests {
             JobStatus { summary: summary(7, JobState::Running), stages: vec![], message: None, slo: None };
         let line = progress_line(&status, Timestamp(12_500));
         assert_eq!(line, "j7 running: 4/11 tasks done, 3 running (+2.5s after submit)");
+        let placed = JobStatus { summary: summary(7, JobState::Pending), ..status };
+        assert!(
+            progress_line(&placed, Timestamp(12_500)).starts_with("j7 starting: 4/11 tasks done, 3 running")
+        );
     }
 
     #[test]

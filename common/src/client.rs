@@ -15,7 +15,7 @@ use crate::pki::{PkiError, TlsFiles};
 use crate::protocol::{
     AccountSummary, ChoiceRefusal, ClientRequest, DEFAULT_MAX_FRAME, DeadlineChoice, ErrorReply,
     HistoryQuery, JobHistory, JobState, JobStatus, JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage,
-    MarketInfo, NodeSummary, Purchase, QuoteInfo, Request, ReservationView, Response,
+    MarketInfo, NodeSummary, Purchase, QueueView, QuoteInfo, Request, ReservationView, Response,
 };
 use crate::spec::JobSpec;
 use crate::time::Timestamp;
@@ -296,6 +296,15 @@ impl Client {
         .await
     }
 
+    /// The jobs with pending tasks in the policy's order, with why each waits.
+    pub async fn queue(&self) -> Result<QueueView, ClientError> {
+        self.expect(Request::Queue, |response| match response {
+            Response::Queue(view) => Some(view),
+            _ => None,
+        })
+        .await
+    }
+
     /// Starts watching `job`: the returned [`Watch`] yields the job's status now and after
     /// every change until the master ends the stream. Errors from the master (no such job,
     /// forbidden) arrive on the first [`Watch::next`].
@@ -381,5 +390,6 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::Quote(_) => "Quote",
         Response::Purchased(_) => "Purchased",
         Response::ChoiceRefused(_) => "ChoiceRefused",
+        Response::Queue(_) => "Queue",
     }
 }

@@ -121,6 +121,8 @@ fn plan_job(file: &WorkloadFile, bins: &[Bin], seed: u64, index: u32, arrival_s:
         account: None,
         input_bytes: (input_bytes > 0).then_some(input_bytes),
         estimate: None,
+        time_limit: None,
+        after: Vec::new(),
     };
     PlannedJob {
         index,

@@ -261,6 +261,9 @@ pub enum Request {
         /// Which deadline to buy.
         choice: super::DeadlineChoice,
     },
+    /// The jobs with pending tasks in the policy's order, with why each waits; answered
+    /// `Queue`.
+    Queue,
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -379,6 +382,8 @@ pub enum Response {
     Purchased(super::Purchase),
     /// The choice cannot be had; nothing was admitted or charged.
     ChoiceRefused(super::ChoiceRefusal),
+    /// The queue of pending work.
+    Queue(super::QueueView),
 }
 
 impl Response {

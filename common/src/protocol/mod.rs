@@ -5,6 +5,7 @@ pub mod accounts;
 pub mod frame;
 pub mod history;
 pub mod messages;
+pub mod queue;
 pub mod quote;
 pub mod reservation;
 
@@ -14,5 +15,6 @@ pub use accounts::{
 pub use frame::{DEFAULT_MAX_FRAME, FrameError, decode_frame, encode_frame};
 pub use history::{JobHistory, StageHistory};
 pub use messages::*;
+pub use queue::{QueueEntry, QueueView, WaitReason};
 pub use quote::{ChoiceRefusal, DeadlineChoice, Purchase, QuoteInfo, QuotePoint, SLOT_MS_PER_CREDIT};
 pub use reservation::{DemandClass, ReservationView, ReservedKind};

@@ -8,6 +8,8 @@
 //! deadline = "+30m"             # optional: "+1h30m" after admission, or "2026-11-22T18:00:00Z"
 //! account = "research"          # optional: the account it runs on (default: your own)
 //! input_bytes = 1073741824      # optional: input size, recorded in history for estimates
+//! time_limit = "10m"            # optional: tasks killed and the job failed this long after it started
+//! after = [3, 4]                # optional: stays pending until jobs j3 and j4 completed; fails if one does not
 //!
 //! [[stage]]
 //! name = "map"
@@ -24,17 +26,22 @@
 //! ```
 
 mod deadline;
+mod limits;
 mod shell;
 mod template;
 mod validate;
 
 pub use deadline::{DeadlineSpec, format_duration, format_rfc3339, parse_duration};
+pub use limits::{MAX_TIME_LIMIT, TimeLimit};
 pub use template::{PLACEHOLDERS, TaskVars, TemplateError, render};
 pub use validate::{
-    MAX_INPUT_LEN, MAX_STAGE_NAME_LEN, MAX_STAGES, MAX_TASKS_PER_STAGE, MAX_TEXT_LEN, SpecError, validate,
+    MAX_INPUT_LEN, MAX_JOB_DEPENDENCIES, MAX_STAGE_NAME_LEN, MAX_STAGES, MAX_TASKS_PER_STAGE, MAX_TEXT_LEN,
+    SpecError, validate,
 };
 
 use serde::{Deserialize, Serialize};
+
+use crate::ids::JobId;
 
 /// Attempts per task when the spec does not say.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 4;
@@ -74,6 +81,14 @@ pub struct JobSpec {
     /// master has no history of yet.
     #[serde(default)]
     pub estimate: Option<EstimateSpec>,
+    /// How long the job may run once its first task started; then its tasks are killed
+    /// and it fails, saying so.
+    #[serde(default)]
+    pub time_limit: Option<TimeLimit>,
+    /// Jobs that must complete before this one starts (like Slurm's
+    /// `--dependency=afterok`); it fails if one of them fails or is cancelled.
+    #[serde(default)]
+    pub after: Vec<JobId>,
 }
 
 /// A submitter's runtime estimate (`[estimate]` in a spec): the mean time of one task of

@@ -69,6 +69,22 @@ fn check_estimate(estimate: &super::EstimateSpec) -> Result<(), SpecError> {
     Ok(())
 }
 
+/// Most jobs one job may wait for.
+pub const MAX_JOB_DEPENDENCIES: usize = 64;
+
+/// Checks the job-level `after`: bounded and without repeats.
+fn check_job_after(after: &[crate::ids::JobId]) -> Result<(), SpecError> {
+    if after.len() > MAX_JOB_DEPENDENCIES {
+        let problem = format!("at most {MAX_JOB_DEPENDENCIES} jobs, got {}", after.len());
+        return Err(field_error("after", problem));
+    }
+    let mut seen = BTreeSet::new();
+    if let Some(repeated) = after.iter().find(|&&job| !seen.insert(job)) {
+        return Err(field_error("after", format!("{repeated} is listed twice")));
+    }
+    Ok(())
+}
+
 /// Checks names, counts, templates and that `after` forms a DAG over existing stages.
 pub fn validate(spec: &JobSpec) -> Result<(), SpecError> {
     check_text("name", &spec.name)?;
@@ -100,6 +116,7 @@ pub fn validate(spec: &JobSpec) -> Result<(), SpecError> {
     if let Some(estimate) = &spec.estimate {
         check_estimate(estimate)?;
     }
+    check_job_after(&spec.after)?;
     if spec.stages.is_empty() {
         return Err(field_error("stage", "a job needs at least one [[stage]] table"));
     }

@@ -30,6 +30,8 @@ fn spec(maps: u32, reduces: u32, input_bytes: Option<u64>) -> JobSpec {
         account: None,
         input_bytes,
         estimate: None,
+        time_limit: None,
+        after: Vec::new(),
     }
 }
 

@@ -32,6 +32,7 @@ mod market;
 pub mod policy;
 pub mod pricing;
 mod purchase;
+mod queue;
 pub mod quote;
 mod reactor;
 mod state;
@@ -226,12 +227,13 @@ impl Core {
     }
 
     /// When `tick` next has something to do: the earliest agent-silence, orphan or
-    /// quarantine deadline, the next ended job to drop from memory, or the policy's own
+    /// quarantine deadline, job time limit, the next ended job to drop from memory, or the policy's own
     /// next interval. `None` when nothing is waiting on time.
     pub fn next_wakeup(&self) -> Option<Timestamp> {
         let silence = reactor::next_deadline(&self.state, self.config.agent_timeout);
         let drop_ended = self.state.ended.front().map(|&(at, _)| at);
-        silence.into_iter().chain(drop_ended).chain(self.policy.next_wakeup()).min()
+        let time_limit = self.state.waits.next_expiry();
+        silence.into_iter().chain(drop_ended).chain(time_limit).chain(self.policy.next_wakeup()).min()
     }
 
     /// MRM's quote for `spec` at `now`: its estimate, earliest feasible finish and
@@ -273,6 +275,12 @@ impl Core {
     /// reserved jobs `caller` may see.
     pub fn reservation(&self, caller: &Caller) -> ReservationView {
         view::reservation(&self.state, self.policy.name(), self.policy.reserve_report(), caller)
+    }
+
+    /// The jobs with pending tasks in the policy's service order, each with why it
+    /// waits; names and owners only of the jobs `caller` may see.
+    pub fn queue(&self, caller: &Caller) -> slotmarket_common::protocol::QueueView {
+        queue::queue(&self.state, self.policy.as_ref(), caller)
     }
 
     /// The DP market for `caller`: the price and the standing of every account with

@@ -16,6 +16,7 @@ use slotmarket_common::time::Timestamp;
 use super::accounting::Accounts;
 use super::history::{History, HistoryLimits};
 use super::reactor::reserve::HeldSlots;
+use super::reactor::waits::JobWaits;
 
 /// Number of slot kinds; arrays indexed by [`kind_ix`].
 pub(crate) const KINDS: usize = 2;
@@ -78,6 +79,8 @@ pub(crate) struct State {
     pub(crate) accounts: Accounts,
     /// The slot partitions the policy stated last (see `reactor::reserve`).
     pub(crate) reservations: Vec<HeldSlots>,
+    /// Jobs held for the jobs they run after, and time limits (see `reactor::waits`).
+    pub(crate) waits: JobWaits,
 }
 
 impl State {
@@ -102,6 +105,7 @@ impl State {
             ignored_reports: 0,
             accounts: Accounts::default(),
             reservations: Vec::new(),
+            waits: JobWaits::default(),
         }
     }
 }

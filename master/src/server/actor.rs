@@ -8,7 +8,7 @@ use slotmarket_common::container::ContainerState;
 use slotmarket_common::identity::Identity;
 use slotmarket_common::ids::{AgentId, ContainerId, JobId};
 use slotmarket_common::protocol::{
-    ContainerReport, ErrorKind, JobSummary, Launch, MasterToAgent, Request, Response,
+    ContainerReport, ErrorKind, JobState, JobSummary, Launch, MasterToAgent, Request, Response,
 };
 use slotmarket_common::time::Timestamp;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -65,6 +65,24 @@ enum Action {
     JobChanged { job: JobId },
     DropAgent { agent: AgentId, reason: String },
     BuildModel(Box<ModelRequest>),
+}
+
+/// Logs what an operator watches for in what was just stored: jobs that ended (failed
+/// and cancelled ones at warn, with why) and task attempts that failed.
+fn log_outcomes(persist: &[Persist]) {
+    for op in persist {
+        match op {
+            Persist::JobState { job, state: JobState::Completed, .. } => info!(%job, "job completed"),
+            Persist::JobState { job, state, message, .. } if state.is_terminal() => {
+                warn!(%job, state = state.name(), reason = message.as_deref().unwrap_or(""), "job ended");
+            }
+            Persist::Container { node, report } if report.state == ContainerState::Failed => {
+                let reason = report.message.as_deref().unwrap_or("");
+                info!(%node, task = %report.task, attempt = %report.attempt, exit_code = ?report.exit_code, reason, "task attempt failed");
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Splits `commands` into the store writes and the rest, each in the order given.
@@ -251,6 +269,7 @@ impl Actor {
                 return answer(reply, Response::Reservation(self.core.reservation(&caller)));
             }
             Request::Price => return answer(reply, Response::Price(self.core.market(&caller))),
+            Request::Queue => return answer(reply, Response::Queue(self.core.queue(&caller))),
             Request::Watch { .. } => {
                 let response = Response::error(ErrorKind::BadRequest, "watch is a streaming request");
                 return answer(reply, response);
@@ -362,6 +381,7 @@ impl Actor {
     ) -> Result<Vec<(AgentId, Vec<ContainerReport>)>, ServerError> {
         let (persist, actions) = split(commands);
         self.commit(&persist)?;
+        log_outcomes(&persist);
         let mut launches: BTreeMap<AgentId, Vec<Launch>> = BTreeMap::new();
         let mut changed: BTreeSet<JobId> = BTreeSet::new();
         let mut unsent: BTreeMap<AgentId, Vec<ContainerReport>> = BTreeMap::new();
@@ -372,6 +392,9 @@ impl Actor {
                     // Keep this agent's launches and kills in the order the core decided them.
                     if let Some(batch) = launches.remove(&agent) {
                         self.send_launches(agent, batch, &mut unsent);
+                    }
+                    if matches!(reason, KillReason::AgentSilent { .. }) {
+                        warn!(%agent, %container, %reason, "agent lost; its task runs again elsewhere");
                     }
                     self.send(agent, MasterToAgent::Kill { container, reason: reason.to_string() });
                 }

@@ -395,6 +395,8 @@ impl TraceJob {
             account: None,
             input_bytes: None,
             estimate: None,
+            time_limit: None,
+            after: Vec::new(),
         }
     }
 

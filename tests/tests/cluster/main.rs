@@ -4,6 +4,7 @@
 mod access;
 mod accounts;
 mod cancel;
+mod cli_habits;
 mod containment;
 mod data_dirs;
 mod deadlines;

@@ -259,7 +259,7 @@ impl TestCluster {
     }
 
     /// Runs `slotmarket --json ARGS` as `identity` against the cluster's master, bounded by
-    /// [`WAIT`], ignoring any client config the environment names.
+    /// [`WAIT`], ignoring any client config the environment names or the user keeps.
     pub(crate) async fn cli(&self, identity: &str, args: &[&str]) -> std::process::Output {
         let mut command = tokio::process::Command::new(binary("slotmarket"));
         command
@@ -268,6 +268,8 @@ impl TestCluster {
             .arg(self.dir.path().join("pki"))
             .args(args)
             .env_remove("SLOTMARKET_CONFIG")
+            // No per-user client config from the machine running the tests.
+            .env("XDG_CONFIG_HOME", self.dir.path())
             .kill_on_drop(true);
         tokio::time::timeout(WAIT, command.output())
             .await

@@ -56,6 +56,8 @@ fn job(name: String, deadline: Option<Timestamp>) -> JobSpec {
             spread_pct: Some(10),
             task_spread_pct: Some(10),
         }),
+        time_limit: None,
+        after: Vec::new(),
     }
 }
 

@@ -28,6 +28,11 @@ impl Policy for Edf {
         }
         decisions
     }
+
+    /// Deadline jobs by deadline, then the rest, as `schedule` serves them.
+    fn queue_rank(&self, job: &JobInfo<'_>) -> u64 {
+        job.deadline().map_or(u64::MAX, |at| at.0)
+    }
 }
 
 /// Jobs with ready tasks of `kind`: by deadline, then those without one in admission order.

@@ -184,6 +184,12 @@ pub trait Policy: fmt::Debug + Send {
     fn demand_class(&self, _job: JobId) -> Option<DemandClass> {
         None
     }
+
+    /// Where `job` stands in this policy's service order, for the queue view: lower
+    /// first, ties in admission order. Every job ranks 0 (admission order) by default.
+    fn queue_rank(&self, _job: &JobInfo<'_>) -> u64 {
+        0
+    }
 }
 
 /// Why the core asks a policy to [`schedule`](Policy::schedule).

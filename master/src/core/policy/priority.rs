@@ -39,6 +39,11 @@ impl Policy for Priority {
         }
         decisions
     }
+
+    /// By class, as `schedule` serves them.
+    fn queue_rank(&self, job: &super::JobInfo<'_>) -> u64 {
+        u64::from(rank(job.class()))
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use slotmarket_common::protocol::{ErrorKind, JobState, Response};
 use slotmarket_common::spec::{JobSpec, format_rfc3339, validate};
 use slotmarket_common::time::Timestamp;
 
-use super::Ctx;
+use super::{Ctx, waits};
 use crate::core::command::{Command, KillReason, Persist};
 use crate::core::history;
 use crate::core::state::{Holder, Job, State, TaskPhase};
@@ -56,6 +56,7 @@ pub(crate) fn check_submit(
         );
         return Err((ErrorKind::Forbidden, message));
     }
+    waits::check_after(state, caller, spec).map_err(|message| (ErrorKind::BadRequest, message))?;
     check_task_limits(state, cx, &account, spec).map_err(|message| (ErrorKind::BadRequest, message))?;
     Ok(account)
 }
@@ -85,7 +86,7 @@ pub(crate) fn admit(
     let mut j = Job::new(job, account, admitted, submitted);
     (j.owner, j.deadline) = (owner, deadline);
     state.insert_job(j);
-    state.release_stages(job);
+    waits::hold_or_release(state, cx, job);
     job
 }
 
@@ -171,6 +172,7 @@ pub(super) fn mark_started(state: &mut State, cx: &mut Ctx, job: JobId) {
     }
     j.started = Some(cx.now);
     j.state = JobState::Running;
+    let has_time_limit = j.spec.time_limit.is_some();
     let tasks_completed = j.completed;
     cx.persist(Persist::JobState {
         job,
@@ -180,6 +182,9 @@ pub(super) fn mark_started(state: &mut State, cx: &mut Ctx, job: JobId) {
         tasks_completed,
     });
     cx.changed(job);
+    if has_time_limit {
+        waits::start_time_limit(state, job, cx.now);
+    }
 }
 
 /// Completes the job if its last task just completed.
@@ -226,6 +231,7 @@ pub(super) fn end_job(
     cx.changed(job);
     state.deactivate(job);
     retire(state, cx, job);
+    waits::job_ended(state, cx, job, to);
 }
 
 /// Keeps an ended job for status and watches until the retention passes, or drops it

@@ -12,6 +12,7 @@
 //!   nodes their task failed on).
 //! - `drain`: agents leaving, admins draining and undraining nodes.
 //! - `health`: quarantine of agents whose tasks keep failing fast.
+//! - `waits`: jobs held until the jobs they run after complete; time limits.
 
 mod accounts;
 mod agents;
@@ -23,6 +24,7 @@ mod placement;
 mod recovery;
 mod reports;
 pub(crate) mod reserve;
+pub(crate) mod waits;
 
 use std::time::Duration;
 
@@ -123,9 +125,11 @@ impl Ctx {
     }
 }
 
-/// Periodic work: agents and orphans lost by silence, ended jobs past their retention.
+/// Periodic work: agents and orphans lost by silence, jobs past their time limit, ended
+/// jobs past their retention.
 pub(crate) fn on_tick(state: &mut State, cx: &mut Ctx) {
     agents::on_tick(state, cx);
+    waits::expire_time_limits(state, cx);
     jobs::drop_expired(state, cx.now);
 }
 

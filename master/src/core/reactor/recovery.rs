@@ -12,7 +12,7 @@ use slotmarket_common::spec::validate;
 use slotmarket_common::time::Timestamp;
 
 use super::agents::silence_deadline;
-use super::{Ctx, jobs};
+use super::{Ctx, jobs, waits};
 use crate::core::command::KillReason;
 use crate::core::event::{RecoveredJob, StoreRecovery};
 use crate::core::state::{ContainerRec, Holder, Job, State, TaskPhase};
@@ -68,7 +68,11 @@ pub(super) fn on_job_recovered(state: &mut State, cx: &mut Ctx, stored: Recovere
         let message = format!("its stored spec is no longer valid: {problem}");
         return fail_unless_ended(state, cx, id, message);
     }
-    state.release_stages(id);
+    if let Some(started) = state.jobs.get(&id).and_then(|j| j.started) {
+        // The limit counts from the stored start: a restart does not reset it.
+        waits::start_time_limit(state, id, started);
+    }
+    waits::hold_recovered(state, id);
     settle(state, cx, id);
 }
 

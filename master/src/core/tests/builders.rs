@@ -53,6 +53,8 @@ fn spec(stages: Vec<StageSpec>) -> JobSpec {
         account: None,
         input_bytes: None,
         estimate: None,
+        time_limit: None,
+        after: Vec::new(),
     }
 }
 

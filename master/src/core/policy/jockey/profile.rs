@@ -190,6 +190,8 @@ pub(crate) mod tests {
             account: None,
             input_bytes: None,
             estimate: None,
+            time_limit: None,
+            after: Vec::new(),
         }
     }
 
