@@ -385,3 +385,36 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::DeadlineSet { .. } => "DeadlineSet",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::Role;
+    use crate::pki;
+
+    /// `close` returns without draining, yet the master still learns of it at once: its
+    /// side of the connection ends with our code and reason, not by idle timeout.
+    #[tokio::test]
+    async fn close_returns_early_and_the_master_still_sees_the_close() {
+        let certs = tempfile::tempdir().unwrap();
+        pki::init(certs.path(), &[]).unwrap();
+        let user = pki::issue(certs.path(), Role::User, "alice").unwrap();
+        let files = TlsFiles::in_dir(certs.path(), pki::MASTER_NAME);
+        let server = transport::server_endpoint("127.0.0.1:0".parse().unwrap(), &files).unwrap();
+        let addr = server.local_addr().unwrap();
+        let accepted = tokio::spawn(async move {
+            let conn = server.accept().await.unwrap().await.unwrap();
+            conn.closed().await
+        });
+        let client = Client::connect(addr, "localhost", &user).await.unwrap();
+        client.close().await;
+        let ended = tokio::time::timeout(Duration::from_secs(5), accepted).await.unwrap().unwrap();
+        match ended {
+            quinn::ConnectionError::ApplicationClosed(close) => {
+                assert_eq!(close.error_code, VarInt::from_u32(0));
+                assert_eq!(&close.reason[..], b"done");
+            }
+            other => panic!("the master saw {other:?}, not our close"),
+        }
+    }
+}
