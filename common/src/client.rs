@@ -2,6 +2,7 @@
 //! master, one bidirectional stream per request, typed calls for each request, and watch
 //! streams for job progress.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -27,6 +28,11 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most [`Client::close`] waits for the close packet to leave (it usually takes
 /// microseconds; the bound only matters when the runtime is starved).
 pub const CLOSE_SEND_WAIT: Duration = Duration::from_millis(50);
+
+/// Most submits [`Client::submit_many`] keeps unanswered at once: enough for the master
+/// to commit many jobs per transaction, under quinn's default limit of 100 concurrent
+/// streams per connection.
+pub const SUBMIT_WINDOW: usize = 64;
 
 /// Why a request could not be made or was refused.
 #[derive(Debug, Error)]
@@ -104,6 +110,28 @@ impl Client {
             _ => None,
         })
         .await
+    }
+
+    /// Submits every spec over this one connection, keeping up to [`SUBMIT_WINDOW`]
+    /// requests in flight so the master decides and commits them in shared batches (one
+    /// store transaction for many jobs) rather than one round trip and one commit each.
+    /// Answers each spec's outcome in the order given; a refused spec does not stop the
+    /// others. Each id is, as with [`Client::submit`], sent only once the job is durable.
+    pub async fn submit_many(&self, specs: Vec<JobSpec>) -> Vec<Result<JobId, ClientError>> {
+        let mut outcomes = Vec::with_capacity(specs.len());
+        let mut in_flight: VecDeque<Result<RecvStream, ClientError>> = VecDeque::new();
+        for spec in specs {
+            if in_flight.len() == SUBMIT_WINDOW {
+                if let Some(oldest) = in_flight.pop_front() {
+                    outcomes.push(submitted(oldest).await);
+                }
+            }
+            in_flight.push_back(self.send(Request::Submit { spec }).await);
+        }
+        for pending in in_flight {
+            outcomes.push(submitted(pending).await);
+        }
+        outcomes
     }
 
     /// One job's status.
@@ -343,6 +371,17 @@ impl Client {
         write_frame(&mut send, &ClientRequest::new(request), DEFAULT_MAX_FRAME).await?;
         send.finish().map_err(StreamError::from)?;
         Ok(recv)
+    }
+}
+
+/// Reads the answer to a submit sent by [`Client::submit_many`].
+async fn submitted(sent: Result<RecvStream, ClientError>) -> Result<JobId, ClientError> {
+    let mut recv = sent?;
+    match read_frame::<Response>(&mut recv, DEFAULT_MAX_FRAME).await? {
+        None => Err(ClientError::NoResponse),
+        Some(Response::Submitted { job }) => Ok(job),
+        Some(Response::Error(reply)) => Err(ClientError::Server(reply)),
+        Some(other) => Err(ClientError::Unexpected { got: response_kind(&other) }),
     }
 }
 
