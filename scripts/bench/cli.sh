@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # CLI benchmark (issue 14): on a local master with one agent (8 map slots), in one run,
-#   - round trip: `slotmarket nodes`, RUNS times one after another, median and p99 in ms,
+#   - round trip: `slotmarket nodes`, TIMES times one after another, median and p99 in ms,
 #     beside the floor of starting the same binary (`slotmarket --version`, no connection);
-#   - latency: `slotmarket submit --wait` of one `true` task, RUNS times, p50 and p99;
+#   - latency: `slotmarket submit --wait` of one `true` task, TIMES times, p50 and p99;
 #   - submit rate: PARALLEL CLIs at once, each submitting SUBMITS jobs one process per
 #     job, and one `slotmarket submit` carrying BATCH specs over one connection.
 # Every submit is acknowledged only once the master has it on disk, so the rates include
 # the store's commits. Times come from bash's $EPOCHREALTIME (no process per reading).
 #
 #   scripts/bench/cli.sh                       # release build
-#   PROFILE=debug RUNS=20 scripts/bench/cli.sh # quicker, unoptimised
+#   PROFILE=debug TIMES=20 scripts/bench/cli.sh # quicker, unoptimised
 #   KEEP_OUTPUT=1 scripts/bench/cli.sh         # also print `RESULT name value` lines for all.sh
 #   BASELINE_CLI=/tmp/old/slotmarket scripts/bench/cli.sh   # also time an older CLI's round
 #                                              # trip and submit --wait, in the same run
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-RUNS=${RUNS:-50}
+TIMES=${TIMES:-50}
 PARALLEL=${PARALLEL:-8}
 SUBMITS=${SUBMITS:-40}
 BATCH=${BATCH:-2000}
@@ -57,10 +57,10 @@ printf 'name = "one"\n[[stage]]\nname = "run"\ntasks = 1\nslot = "map"\ncommand 
 
 us() { echo "${EPOCHREALTIME/./}"; }
 
-# Runs "$@" RUNS times; prints each run's wall time in ms, one per line.
+# Runs "$@" TIMES times; prints each run's wall time in ms, one per line.
 times_ms() {
     local start end
-    for _ in $(seq "$RUNS"); do
+    for _ in $(seq "$TIMES"); do
         start=$(us)
         "$@" >/dev/null 2>&1
         end=$(us)
