@@ -4,7 +4,8 @@
 #     beside the floor of starting the same binary (`slotmarket --version`, no connection);
 #   - latency: `slotmarket submit --wait` of one `true` task, TIMES times, p50 and p99;
 #   - submit rate: PARALLEL CLIs at once, each submitting SUBMITS jobs one process per
-#     job, and one `slotmarket submit` carrying BATCH specs over one connection.
+#     job; one `slotmarket submit` carrying BATCH specs over one connection; and PARALLEL
+#     CLIs at once, each carrying SUBMITS specs.
 # Every submit is acknowledged only once the master has it on disk, so the rates include
 # the store's commits. Times come from bash's $EPOCHREALTIME (no process per reading).
 #
@@ -87,6 +88,17 @@ parallel_rate() {
     awk -v n=$((PARALLEL * SUBMITS)) -v us=$((end - start)) 'BEGIN { printf "%.0f\n", n / (us / 1e6) }'
 }
 
+# The rate of PARALLEL CLIs each submitting SUBMITS specs in one invocation; prints jobs/s.
+parallel_batch_rate() {
+    local start end specs=()
+    for _ in $(seq "$SUBMITS"); do specs+=("$WORK/one.toml"); done
+    start=$(us)
+    for _ in $(seq "$PARALLEL"); do "$BIN/slotmarket" submit "${specs[@]}" >/dev/null & done
+    wait
+    end=$(us)
+    awk -v n=$((PARALLEL * SUBMITS)) -v us=$((end - start)) 'BEGIN { printf "%.0f\n", n / (us / 1e6) }'
+}
+
 # The rate of one `slotmarket submit` with BATCH specs (one connection); prints jobs/s.
 batch_rate() {
     local start end specs=()
@@ -115,8 +127,10 @@ printf '%-34s %7s jobs/s\n' "$PARALLEL parallel CLIs x $SUBMITS submits" "$rate"
 if "$BIN/slotmarket" submit --help | grep -q 'JOB.toml>\.\.\.'; then
     batch=$(batch_rate)
     printf '%-34s %7s jobs/s\n' "one submit of $BATCH specs" "$batch"
+    pbatch=$(parallel_batch_rate)
+    printf '%-34s %7s jobs/s\n' "$PARALLEL parallel CLIs x $SUBMITS specs each" "$pbatch"
 else
-    batch=-
+    batch=- pbatch=-
     echo "one submit of many specs: not supported by this build"
 fi
 echo "load after: $(uptime | sed 's/.*load/load/')"
@@ -127,4 +141,5 @@ if [ -n "${KEEP_OUTPUT:-}" ]; then
     echo "RESULT wait_p99_ms $wait99"
     echo "RESULT parallel_jobs_s $rate"
     echo "RESULT batch_jobs_s $batch"
+    echo "RESULT parallel_batch_jobs_s $pbatch"
 fi
