@@ -32,7 +32,7 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/slotmarket-cli-bench.XXXXXX")
 PIDS=()
 cleanup() {
     for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
-    sleep 0.3
+    sleep 0.5
     for pid in "${PIDS[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
     rm -rf "$WORK"
 }
@@ -42,6 +42,7 @@ trap cleanup EXIT INT TERM
 setsid "$BIN/slotmarket-master" --listen 127.0.0.1:0 --data-dir "$WORK/master" --cert-dir "$WORK/pki" \
     2>"$WORK/master.log" &
 PIDS+=($!)
+disown # no "Killed" notice from bash when cleanup ends it
 for _ in $(seq 100); do [ -s "$WORK/master/master.addr" ] && break; sleep 0.05; done
 export SLOTMARKET_MASTER=$(cat "$WORK/master/master.addr")
 export SLOTMARKET_CERT_DIR=$WORK/pki SLOTMARKET_IDENTITY=admin
@@ -49,6 +50,7 @@ export SLOTMARKET_CERT_DIR=$WORK/pki SLOTMARKET_IDENTITY=admin
 setsid "$BIN/slotmarket-agent" --name node-1 --cert-dir "$WORK/pki" --map-slots 8 --reduce-slots 1 \
     --work-dir "$WORK/agent" --data-dir "$WORK/shared" 2>"$WORK/node-1.log" &
 PIDS+=($!)
+disown
 for _ in $(seq 100); do
     "$BIN/slotmarket" nodes --json | grep -q '"connected": *true' && break
     sleep 0.1
