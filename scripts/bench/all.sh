@@ -62,10 +62,11 @@ if [ -f "$logs/cli.log" ]; then
     fi
 fi
 if [ -f "$logs/launch.log" ]; then
-    # "true   1000 tasks  slotmarket   1.256 s (...)  xargs -P8   0.606 s (...)  ratio ..."
-    read -r sm xa < <(awk '$1 == "true" { print $5, $10 }' "$logs/launch.log")
-    row "1,000 x true on 8 slots, s" "${sm:-}" s "${xa:-}" "xargs -P 8"
-    read -r sm xa < <(awk '$1 == "sleep" { print $6, $11 }' "$logs/launch.log")
+    # "true  1000 tasks  slotmarket   1.256 s (...)  xargs -P8   0.606 s (...)  ratio ..."
+    times() { sed -nE "s/^$1 .*slotmarket +([0-9.]+) s .*xargs -P[0-9]+ +([0-9.]+) s .*/\1 \2/p" "$logs/launch.log"; }
+    read -r sm xa < <(times true) || true
+    row "true tasks on 8 slots, s" "${sm:-}" s "${xa:-}" "xargs -P 8"
+    read -r sm xa < <(times 'sleep 0\.5') || true
     row "sleep 0.5 tasks on 8 slots, s" "${sm:-}" s "${xa:-}" "xargs -P 8"
 fi
 if [ -f "$logs/sim.log" ]; then
