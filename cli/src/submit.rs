@@ -1,8 +1,8 @@
-//! `slotmarket submit JOB.toml... [--wait]`: validates the specs locally (so typos are caught
-//! before any connection is made), submits them over one connection and prints the job
-//! ids; with `--wait`, follows the jobs until they end.
+//! `slotmarket submit JOB.toml [--wait]`: validates the spec locally (so typos are caught
+//! before any connection is made), submits it and prints the job id; with `--wait`,
+//! follows the job until it ends.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
@@ -23,11 +23,14 @@ const EXIT_INVALID_SPEC: u8 = 2;
 /// Arguments of `submit`.
 #[derive(Debug, Args)]
 pub(crate) struct SubmitArgs {
-    /// The job specs (TOML; see configs/jobs/ for examples). Several are submitted over
-    /// one connection, many requests in flight at once, and their ids printed in order.
-    #[arg(value_name = "JOB.toml", required = true)]
-    pub(crate) specs: Vec<PathBuf>,
-    /// Follow the jobs until they end; exit 0 only if every one completed.
+    /// The job spec (TOML; see configs/jobs/ for examples).
+    #[arg(value_name = "JOB.toml")]
+    pub(crate) spec: PathBuf,
+    /// More job specs: all are submitted over one connection, many requests in flight at
+    /// once, and their ids printed in order; `--wait` then follows every one.
+    #[arg(value_name = "MORE.toml")]
+    pub(crate) more: Vec<PathBuf>,
+    /// Follow the job until it ends; exit 0 only if it completed.
     #[arg(long)]
     pub(crate) wait: bool,
 }
@@ -44,20 +47,20 @@ struct SubmitJson {
 
 /// Runs `submit`.
 pub(crate) async fn run(conn: &ConnectionArgs, args: SubmitArgs, json: bool) -> Result<ExitCode> {
-    let mut specs = Vec::with_capacity(args.specs.len());
-    for path in &args.specs {
-        match read_spec(path)? {
-            Some(spec) => specs.push(spec),
-            None => return Ok(ExitCode::from(EXIT_INVALID_SPEC)),
+    if !args.more.is_empty() {
+        return run_many(conn, args, json).await;
+    }
+    let shown = args.spec.display();
+    let text = std::fs::read_to_string(&args.spec).with_context(|| format!("reading job spec {shown}"))?;
+    let spec = match JobSpec::from_toml(&text) {
+        Ok(spec) => spec,
+        Err(err) => {
+            // The error already names the field and the fix; add which file.
+            eprintln!("error: {shown}: {err}");
+            return Ok(ExitCode::from(EXIT_INVALID_SPEC));
         }
-    }
+    };
     let client = connection::connect_from_args(conn).await?;
-    if specs.len() > 1 {
-        let code = run_many(&client, specs, args.wait, json).await;
-        connection::close(client).await;
-        return code;
-    }
-    let Some(spec) = specs.pop() else { bail!("no job spec given") };
     let job = submit(&client, spec).await?;
     if !args.wait {
         connection::close(client).await;
@@ -75,62 +78,6 @@ pub(crate) async fn run(conn: &ConnectionArgs, args: SubmitArgs, json: bool) -> 
     connection::close(client).await;
     report_end(&status, json)?;
     Ok(if status.summary.state == JobState::Completed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
-}
-
-/// Reads and validates one spec file; `None` (after saying why on stderr) if it does
-/// not validate.
-fn read_spec(path: &Path) -> Result<Option<JobSpec>> {
-    let shown = path.display();
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading job spec {shown}"))?;
-    match JobSpec::from_toml(&text) {
-        Ok(spec) => Ok(Some(spec)),
-        Err(err) => {
-            // The error already names the field and the fix; add which file.
-            eprintln!("error: {shown}: {err}");
-            Ok(None)
-        }
-    }
-}
-
-/// Submits several specs over one connection and prints their ids in order (a JSON
-/// array with `--json`); a refused spec is reported on stderr and makes the exit code 1,
-/// the others are still submitted. With `wait`, follows every submitted job to its end.
-async fn run_many(client: &Client, specs: Vec<JobSpec>, wait: bool, json: bool) -> Result<ExitCode> {
-    let names: Vec<String> = specs.iter().map(|spec| spec.name.clone()).collect();
-    let outcomes = connection::bounded(async { Ok(client.submit_many(specs).await) }).await?;
-    let mut all_ok = true;
-    let mut jobs = Vec::with_capacity(outcomes.len());
-    for (outcome, name) in outcomes.into_iter().zip(&names) {
-        match outcome {
-            Ok(job) => jobs.push(job),
-            Err(err) => {
-                all_ok = false;
-                let err = anyhow::Error::from(err).context(format!("submitting job \"{name}\""));
-                eprintln!("error: {}", output::sanitize(&format!("{err:#}")));
-            }
-        }
-    }
-    let mut answers = Vec::with_capacity(jobs.len());
-    for &job in &jobs {
-        if !json {
-            println!("{job}");
-        }
-        answers.push(SubmitJson { job: job.to_string(), status: None });
-    }
-    if wait {
-        for (answer, &job) in answers.iter_mut().zip(&jobs) {
-            let status = wait_for_end(client, job).await?;
-            all_ok &= status.summary.state == JobState::Completed;
-            if !json {
-                report_end(&status, false)?;
-            }
-            answer.status = Some((&status).into());
-        }
-    }
-    if json {
-        output::print_json(&answers)?;
-    }
-    Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// Sends the spec; answers the new job's id.
@@ -198,6 +145,78 @@ fn report_end(status: &JobStatus, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// `submit A.toml B.toml ...`: validates every spec first (exit 2 before connecting if
+/// one does not validate), then runs [`submit_many`] over one connection.
+async fn run_many(conn: &ConnectionArgs, args: SubmitArgs, json: bool) -> Result<ExitCode> {
+    let mut specs = Vec::with_capacity(1 + args.more.len());
+    for path in std::iter::once(&args.spec).chain(&args.more) {
+        match read_spec(path)? {
+            Some(spec) => specs.push(spec),
+            None => return Ok(ExitCode::from(EXIT_INVALID_SPEC)),
+        }
+    }
+    let client = connection::connect_from_args(conn).await?;
+    let code = submit_many(&client, specs, args.wait, json).await;
+    connection::close(client).await;
+    code
+}
+
+/// Submits several specs over one connection and prints their ids in order (a JSON
+/// array with `--json`); a refused spec is reported on stderr and makes the exit code 1,
+/// the others are still submitted. With `wait`, follows every submitted job to its end.
+async fn submit_many(client: &Client, specs: Vec<JobSpec>, wait: bool, json: bool) -> Result<ExitCode> {
+    let names: Vec<String> = specs.iter().map(|spec| spec.name.clone()).collect();
+    let outcomes = connection::bounded(async { Ok(client.submit_many(specs).await) }).await?;
+    let mut all_ok = true;
+    let mut jobs = Vec::with_capacity(outcomes.len());
+    for (outcome, name) in outcomes.into_iter().zip(&names) {
+        match outcome {
+            Ok(job) => jobs.push(job),
+            Err(err) => {
+                all_ok = false;
+                let err = anyhow::Error::from(err).context(format!("submitting job \"{name}\""));
+                eprintln!("error: {}", output::sanitize(&format!("{err:#}")));
+            }
+        }
+    }
+    let mut answers = Vec::with_capacity(jobs.len());
+    for &job in &jobs {
+        if !json {
+            println!("{job}");
+        }
+        answers.push(SubmitJson { job: job.to_string(), status: None });
+    }
+    if wait {
+        for (answer, &job) in answers.iter_mut().zip(&jobs) {
+            let status = wait_for_end(client, job).await?;
+            all_ok &= status.summary.state == JobState::Completed;
+            if !json {
+                report_end(&status, false)?;
+            }
+            answer.status = Some((&status).into());
+        }
+    }
+    if json {
+        output::print_json(&answers)?;
+    }
+    Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Reads and validates one spec file; `None` (after saying why on stderr) if it does
+/// not validate.
+fn read_spec(path: &std::path::Path) -> Result<Option<JobSpec>> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading job spec {shown}"))?;
+    match JobSpec::from_toml(&text) {
+        Ok(spec) => Ok(Some(spec)),
+        Err(err) => {
+            // The error already names the field and the fix; add which file.
+            eprintln!("error: {shown}: {err}");
+            Ok(None)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use slotmarket_common::protocol::{ErrorKind, ErrorReply, JobState, Request, Response};
@@ -208,6 +227,65 @@ mod tests {
 
     const SPEC: &str =
         "name = \"x\"\n[[stage]]\nname = \"a\"\ntasks = 2\nslot = \"map\"\ncommand = \"true\"\n";
+
+    /// `submit FIRST MORE...` arguments.
+    fn many(files: &[PathBuf], wait: bool) -> SubmitArgs {
+        SubmitArgs { spec: files[0].clone(), more: files[1..].to_vec(), wait }
+    }
+
+    #[tokio::test]
+    async fn several_specs_go_over_one_connection_and_a_refusal_spares_the_others() {
+        let fake = FakeMaster::start(|request| match request {
+            Request::Submit { spec } if spec.name == "bad" => {
+                vec![Response::Error(ErrorReply { kind: ErrorKind::Forbidden, message: "no budget".into() })]
+            }
+            Request::Submit { spec } => {
+                let n: u64 = spec.name.trim_start_matches('x').parse().unwrap();
+                vec![Response::Submitted { job: JobId(n) }]
+            }
+            Request::Watch { job } => vec![Response::Job(status(job, "x", JobState::Completed))],
+            _ => vec![],
+        });
+        let names: Vec<String> =
+            (0..150).map(|n| if n == 70 { "bad".into() } else { format!("x{n}") }).collect();
+        let files: Vec<PathBuf> = names
+            .iter()
+            .map(|name| {
+                let file = fake.certs.path().join(format!("{name}.toml"));
+                std::fs::write(&file, SPEC.replace("name = \"x\"", &format!("name = \"{name}\""))).unwrap();
+                file
+            })
+            .collect();
+        let conn = ConnectionArgs {
+            master: Some(fake.addr.to_string()),
+            cert_dir: Some(fake.certs.path().to_path_buf()),
+            identity: Some("alice".into()),
+            ..ConnectionArgs::default()
+        };
+        let got = run(&conn, many(&files, true), true).await.unwrap();
+        // One spec was refused: exit 1, yet every other one was submitted and followed.
+        assert_eq!(got, ExitCode::FAILURE);
+        let requests = fake.requests();
+        let submitted: Vec<&str> = requests
+            .iter()
+            .filter_map(|r| match r {
+                Request::Submit { spec } => Some(spec.name.as_str()),
+                _ => None,
+            })
+            .collect();
+        let mut expected: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut sorted = submitted.clone();
+        sorted.sort_unstable();
+        expected.sort_unstable();
+        assert_eq!(sorted, expected);
+        let watched = requests.iter().filter(|r| matches!(r, Request::Watch { .. })).count();
+        assert_eq!(watched, 149);
+
+        // Without the bad spec, all complete and the exit code is 0.
+        let good: Vec<PathBuf> = files.into_iter().filter(|f| !f.ends_with("bad.toml")).collect();
+        let got = run(&conn, many(&good, false), false).await.unwrap();
+        assert_eq!(got, ExitCode::SUCCESS);
+    }
 
     #[tokio::test]
     async fn submit_answers_the_id_and_wait_follows_the_watch_to_the_end() {
@@ -258,63 +336,9 @@ mod tests {
                 identity: Some("alice".into()),
                 ..ConnectionArgs::default()
             };
-            let got = run(&conn, SubmitArgs { specs: vec![file], wait: true }, true).await.unwrap();
+            let got = run(&conn, SubmitArgs { spec: file, more: vec![], wait: true }, true).await.unwrap();
             assert_eq!(got, code, "{state}");
         }
-    }
-
-    #[tokio::test]
-    async fn several_specs_go_over_one_connection_and_a_refusal_spares_the_others() {
-        let fake = FakeMaster::start(|request| match request {
-            Request::Submit { spec } if spec.name == "bad" => {
-                vec![Response::Error(ErrorReply { kind: ErrorKind::Forbidden, message: "no budget".into() })]
-            }
-            Request::Submit { spec } => {
-                let n: u64 = spec.name.trim_start_matches('x').parse().unwrap();
-                vec![Response::Submitted { job: JobId(n) }]
-            }
-            Request::Watch { job } => vec![Response::Job(status(job, "x", JobState::Completed))],
-            _ => vec![],
-        });
-        let names: Vec<String> =
-            (0..150).map(|n| if n == 70 { "bad".into() } else { format!("x{n}") }).collect();
-        let files: Vec<PathBuf> = names
-            .iter()
-            .map(|name| {
-                let file = fake.certs.path().join(format!("{name}.toml"));
-                std::fs::write(&file, SPEC.replace("name = \"x\"", &format!("name = \"{name}\""))).unwrap();
-                file
-            })
-            .collect();
-        let conn = ConnectionArgs {
-            master: Some(fake.addr.to_string()),
-            cert_dir: Some(fake.certs.path().to_path_buf()),
-            identity: Some("alice".into()),
-            ..ConnectionArgs::default()
-        };
-        let got = run(&conn, SubmitArgs { specs: files.clone(), wait: true }, true).await.unwrap();
-        // One spec was refused: exit 1, yet every other one was submitted and followed.
-        assert_eq!(got, ExitCode::FAILURE);
-        let requests = fake.requests();
-        let submitted: Vec<&str> = requests
-            .iter()
-            .filter_map(|r| match r {
-                Request::Submit { spec } => Some(spec.name.as_str()),
-                _ => None,
-            })
-            .collect();
-        let mut expected: Vec<&str> = names.iter().map(String::as_str).collect();
-        let mut sorted = submitted.clone();
-        sorted.sort_unstable();
-        expected.sort_unstable();
-        assert_eq!(sorted, expected);
-        let watched = requests.iter().filter(|r| matches!(r, Request::Watch { .. })).count();
-        assert_eq!(watched, 149);
-
-        // Without the bad spec, all complete and the exit code is 0.
-        let good: Vec<PathBuf> = files.into_iter().filter(|f| !f.ends_with("bad.toml")).collect();
-        let got = run(&conn, SubmitArgs { specs: good, wait: false }, false).await.unwrap();
-        assert_eq!(got, ExitCode::SUCCESS);
     }
 
     #[tokio::test]
@@ -324,7 +348,7 @@ mod tests {
         std::fs::write(&file, SPEC.replace("tasks = 2", "tasks = 0")).unwrap();
         // No master and no certificates: validation must fail first.
         let conn = ConnectionArgs { master: Some("127.0.0.1:1".into()), ..ConnectionArgs::default() };
-        let got = run(&conn, SubmitArgs { specs: vec![file], wait: false }, false).await.unwrap();
+        let got = run(&conn, SubmitArgs { spec: file, more: vec![], wait: false }, false).await.unwrap();
         assert_eq!(got, ExitCode::from(EXIT_INVALID_SPEC));
     }
 
