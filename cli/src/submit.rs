@@ -1,14 +1,14 @@
-//! `slotmarket submit JOB.toml [--wait] [--after JOB] [--time-limit D] [--earliest |
-//! --deadline T | --max-price P]`:
-//! validates the spec locally (so typos are caught before any connection is made),
-//! submits it and prints the job id; with a choice, buys that deadline under MRM
-//! admission (a refusal names the best alternative now); with `--wait`, follows the job
-//! until it ends.
+//! `slotmarket submit JOB.toml [MORE.toml…] [--wait] [--after JOB] [--time-limit D]
+//! [--earliest | --deadline T | --max-price P]`: validates every spec locally (so typos
+//! are caught before any connection is made), submits it and prints the job id; with a
+//! choice, buys that deadline under MRM admission (a refusal names the best alternative
+//! now); several specs go over one connection; with `--wait`, follows the jobs until they
+//! end.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::Serialize;
 use slotmarket_common::client::Client;
@@ -31,6 +31,10 @@ pub(crate) struct SubmitArgs {
     /// The job spec (TOML; see configs/jobs/ for examples).
     #[arg(value_name = "JOB.toml")]
     pub(crate) spec: PathBuf,
+    /// More job specs: all are submitted over one connection, many requests in flight at
+    /// once, and their ids printed in order; `--wait` then follows every one.
+    #[arg(value_name = "MORE.toml")]
+    pub(crate) more: Vec<PathBuf>,
     /// Follow the job until it ends; exit 0 only if it completed.
     #[arg(long)]
     pub(crate) wait: bool,
@@ -83,15 +87,11 @@ struct SubmitJson {
 
 /// Runs `submit`.
 pub(crate) async fn run(conn: &ConnectionArgs, args: SubmitArgs, json: bool) -> Result<ExitCode> {
-    let shown = args.spec.display();
-    let text = std::fs::read_to_string(&args.spec).with_context(|| format!("reading job spec {shown}"))?;
-    let spec = match JobSpec::from_toml(&text).and_then(|spec| with_flags(spec, &args)) {
-        Ok(spec) => spec,
-        Err(err) => {
-            // The error already names the field and the fix; add which file.
-            eprintln!("error: {shown}: {err}");
-            return Ok(ExitCode::from(EXIT_INVALID_SPEC));
-        }
+    if !args.more.is_empty() {
+        return run_many(conn, args, json).await;
+    }
+    let Some(spec) = read_spec(&args.spec, &args)? else {
+        return Ok(ExitCode::from(EXIT_INVALID_SPEC));
     };
     let choice = args.choice(output::now());
     submit_spec(conn, spec, choice, args.wait, json).await
@@ -275,9 +275,91 @@ pub(crate) fn report_end(status: &JobStatus, purchase: Option<PurchaseJson>, jso
     Ok(())
 }
 
+/// `submit A.toml B.toml ...`: validates every spec first (exit 2 before connecting if
+/// one does not validate), then runs [`submit_many`] over one connection.
+async fn run_many(conn: &ConnectionArgs, args: SubmitArgs, json: bool) -> Result<ExitCode> {
+    if args.earliest || args.deadline.is_some() || args.max_price.is_some() {
+        bail!("--earliest, --deadline and --max-price buy one job's deadline: submit one spec with them");
+    }
+    let mut specs = Vec::with_capacity(1 + args.more.len());
+    for path in std::iter::once(&args.spec).chain(&args.more) {
+        match read_spec(path, &args)? {
+            Some(spec) => specs.push(spec),
+            None => return Ok(ExitCode::from(EXIT_INVALID_SPEC)),
+        }
+    }
+    let options = connection::ClientOptions::from_args(conn)?;
+    let mut client = options.connect().await?;
+    let code = submit_many(&options, &mut client, specs, args.wait, json).await;
+    connection::close(client).await;
+    code
+}
+
+/// Submits several specs over one connection and prints their ids in order (a JSON
+/// array with `--json`); a refused spec is reported on stderr and makes the exit code 1,
+/// the others are still submitted. With `wait`, follows every submitted job to its end.
+async fn submit_many(
+    options: &connection::ClientOptions,
+    client: &mut Client,
+    specs: Vec<JobSpec>,
+    wait: bool,
+    json: bool,
+) -> Result<ExitCode> {
+    let names: Vec<String> = specs.iter().map(|spec| spec.name.clone()).collect();
+    let outcomes = connection::bounded(async { Ok(client.submit_many(specs).await) }).await?;
+    let mut all_ok = true;
+    let mut jobs = Vec::with_capacity(outcomes.len());
+    for (outcome, name) in outcomes.into_iter().zip(&names) {
+        match outcome {
+            Ok(job) => jobs.push(job),
+            Err(err) => {
+                all_ok = false;
+                let err = anyhow::Error::from(err).context(format!("submitting job \"{name}\""));
+                eprintln!("error: {}", output::sanitize(&format!("{err:#}")));
+            }
+        }
+    }
+    let mut answers = Vec::with_capacity(jobs.len());
+    for &job in &jobs {
+        if !json {
+            println!("{job}");
+        }
+        answers.push(SubmitJson { job: job.to_string(), purchase: None, status: None });
+    }
+    if wait {
+        for (answer, &job) in answers.iter_mut().zip(&jobs) {
+            let status = wait::follow(options, client, job, wait::FollowTimes::default()).await?;
+            all_ok &= status.summary.state == JobState::Completed;
+            if !json {
+                report_end(&status, None, false)?;
+            }
+            answer.status = Some((&status).into());
+        }
+    }
+    if json {
+        output::print_json(&answers)?;
+    }
+    Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Reads and validates one spec file; `None` (after saying why on stderr) if it does
+/// not validate.
+fn read_spec(path: &std::path::Path, args: &SubmitArgs) -> Result<Option<JobSpec>> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading job spec {shown}"))?;
+    match JobSpec::from_toml(&text).and_then(|spec| with_flags(spec, args)) {
+        Ok(spec) => Ok(Some(spec)),
+        Err(err) => {
+            // The error already names the field and the fix; add which file.
+            eprintln!("error: {shown}: {err}");
+            Ok(None)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use slotmarket_common::protocol::{JobState, Request, Response};
+    use slotmarket_common::protocol::{ErrorKind, ErrorReply, JobState, Request, Response};
 
     use super::*;
     use crate::fake_master::{FakeMaster, status};
@@ -285,6 +367,74 @@ mod tests {
 
     const SPEC: &str =
         "name = \"x\"\n[[stage]]\nname = \"a\"\ntasks = 2\nslot = \"map\"\ncommand = \"true\"\n";
+
+    /// `submit FIRST MORE...` arguments.
+    fn many(files: &[PathBuf], wait: bool) -> SubmitArgs {
+        SubmitArgs {
+            spec: files[0].clone(),
+            more: files[1..].to_vec(),
+            wait,
+            earliest: false,
+            deadline: None,
+            max_price: None,
+            after: vec![],
+            time_limit: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn several_specs_go_over_one_connection_and_a_refusal_spares_the_others() {
+        let fake = FakeMaster::start(|request| match request {
+            Request::Submit { spec } if spec.name == "bad" => {
+                vec![Response::Error(ErrorReply { kind: ErrorKind::Forbidden, message: "no budget".into() })]
+            }
+            Request::Submit { spec } => {
+                let n: u64 = spec.name.trim_start_matches('x').parse().unwrap();
+                vec![Response::Submitted { job: JobId(n) }]
+            }
+            Request::Watch { job } => vec![Response::Job(status(job, "x", JobState::Completed))],
+            _ => vec![],
+        });
+        let names: Vec<String> =
+            (0..150).map(|n| if n == 70 { "bad".into() } else { format!("x{n}") }).collect();
+        let files: Vec<PathBuf> = names
+            .iter()
+            .map(|name| {
+                let file = fake.certs.path().join(format!("{name}.toml"));
+                std::fs::write(&file, SPEC.replace("name = \"x\"", &format!("name = \"{name}\""))).unwrap();
+                file
+            })
+            .collect();
+        let conn = ConnectionArgs {
+            master: Some(fake.addr.to_string()),
+            cert_dir: Some(fake.certs.path().to_path_buf()),
+            identity: Some("alice".into()),
+            ..ConnectionArgs::default()
+        };
+        let got = run(&conn, many(&files, true), true).await.unwrap();
+        // One spec was refused: exit 1, yet every other one was submitted and followed.
+        assert_eq!(got, ExitCode::FAILURE);
+        let requests = fake.requests();
+        let submitted: Vec<&str> = requests
+            .iter()
+            .filter_map(|r| match r {
+                Request::Submit { spec } => Some(spec.name.as_str()),
+                _ => None,
+            })
+            .collect();
+        let mut expected: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut sorted = submitted.clone();
+        sorted.sort_unstable();
+        expected.sort_unstable();
+        assert_eq!(sorted, expected);
+        let watched = requests.iter().filter(|r| matches!(r, Request::Watch { .. })).count();
+        assert_eq!(watched, 149);
+
+        // Without the bad spec, all complete and the exit code is 0.
+        let good: Vec<PathBuf> = files.into_iter().filter(|f| !f.ends_with("bad.toml")).collect();
+        let got = run(&conn, many(&good, false), false).await.unwrap();
+        assert_eq!(got, ExitCode::SUCCESS);
+    }
 
     #[tokio::test]
     async fn submit_answers_the_id_and_wait_follows_the_watch_to_the_end() {
@@ -328,6 +478,7 @@ mod tests {
                 &conn,
                 SubmitArgs {
                     spec: file,
+                    more: vec![],
                     wait: true,
                     earliest: false,
                     deadline: None,
@@ -372,6 +523,7 @@ mod tests {
         };
         let args = |earliest, max_price| SubmitArgs {
             spec: file.clone(),
+            more: vec![],
             wait: false,
             earliest,
             deadline: None,
@@ -404,6 +556,7 @@ mod tests {
             &conn,
             SubmitArgs {
                 spec: file,
+                more: vec![],
                 wait: false,
                 earliest: false,
                 deadline: None,

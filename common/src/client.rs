@@ -2,6 +2,7 @@
 //! master, one bidirectional stream per request, typed calls for each request, and watch
 //! streams for job progress.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -23,6 +24,15 @@ use crate::transport::{self, StreamError, TransportError, read_frame, write_fram
 
 /// How long [`Client::connect`] waits for the QUIC handshake.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Most [`Client::close`] waits for the close packet to leave (it usually takes
+/// microseconds; the bound only matters when the runtime is starved).
+pub const CLOSE_SEND_WAIT: Duration = Duration::from_millis(50);
+
+/// Most submits [`Client::submit_many`] keeps unanswered at once: enough for the master
+/// to commit many jobs per transaction, under quinn's default limit of 100 concurrent
+/// streams per connection.
+pub const SUBMIT_WINDOW: usize = 64;
 
 /// Why a request could not be made or was refused.
 #[derive(Debug, Error)]
@@ -60,7 +70,8 @@ pub enum ClientError {
 /// concurrently.
 #[derive(Debug)]
 pub struct Client {
-    endpoint: quinn::Endpoint,
+    /// Held so the endpoint (its socket and driver) lives as long as the connection.
+    _endpoint: quinn::Endpoint,
     conn: quinn::Connection,
     identity: Identity,
     server: Identity,
@@ -78,7 +89,7 @@ impl Client {
         let identity = files.identity()?;
         let endpoint = transport::client_endpoint(files, addr)?;
         let (conn, server) = transport::connect_master(&endpoint, addr, server_name, CONNECT_TIMEOUT).await?;
-        Ok(Client { endpoint, conn, identity, server })
+        Ok(Client { _endpoint: endpoint, conn, identity, server })
     }
 
     /// Sends `request` on a new stream and reads the one response.
@@ -99,6 +110,28 @@ impl Client {
             _ => None,
         })
         .await
+    }
+
+    /// Submits every spec over this one connection, keeping up to [`SUBMIT_WINDOW`]
+    /// requests in flight so the master decides and commits them in shared batches (one
+    /// store transaction for many jobs) rather than one round trip and one commit each.
+    /// Answers each spec's outcome in the order given; a refused spec does not stop the
+    /// others. Each id is, as with [`Client::submit`], sent only once the job is durable.
+    pub async fn submit_many(&self, specs: Vec<JobSpec>) -> Vec<Result<JobId, ClientError>> {
+        let mut outcomes = Vec::with_capacity(specs.len());
+        let mut in_flight: VecDeque<Result<RecvStream, ClientError>> = VecDeque::new();
+        for spec in specs {
+            if in_flight.len() == SUBMIT_WINDOW {
+                if let Some(oldest) = in_flight.pop_front() {
+                    outcomes.push(submitted(oldest).await);
+                }
+            }
+            in_flight.push_back(self.send(Request::Submit { spec }).await);
+        }
+        for pending in in_flight {
+            outcomes.push(submitted(pending).await);
+        }
+        outcomes
     }
 
     /// One job's status.
@@ -323,10 +356,35 @@ impl Client {
         &self.server
     }
 
-    /// Closes the connection and waits until the master has been told.
+    /// Closes the connection and returns as soon as the packet telling the master has
+    /// left (at most [`CLOSE_SEND_WAIT`] later), without waiting out the draining period.
+    ///
+    /// Every answer this client waited for has already arrived, so nothing is lost by not
+    /// draining: [`quinn::Endpoint::wait_idle`] would hold the caller for three probe
+    /// timeouts (about 85 ms on loopback) only to absorb late packets from the master.
     pub async fn close(self) {
+        if self.conn.close_reason().is_some() {
+            // Already closed (the master went away): there is nobody left to tell.
+            return;
+        }
+        // Once closed, the connection sends nothing but its CONNECTION_CLOSE, so the next
+        // datagram counted after `close` is that packet.
+        let sent_before = self.conn.stats().udp_tx.datagrams;
         self.conn.close(VarInt::from_u32(0), b"done");
-        self.endpoint.wait_idle().await;
+        let close_sent = async {
+            // The connection's driver task sends it on its next turn: let it run, and back
+            // off to the timer only if it does not get one soon (a starved runtime).
+            let mut turns = 0u32;
+            while self.conn.stats().udp_tx.datagrams == sent_before {
+                if turns < 16 {
+                    tokio::task::yield_now().await;
+                    turns += 1;
+                } else {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(CLOSE_SEND_WAIT, close_sent).await;
     }
 
     /// Makes `request` and takes the payload out of its answer with `pick`, which answers
@@ -347,6 +405,17 @@ impl Client {
         write_frame(&mut send, &ClientRequest::new(request), DEFAULT_MAX_FRAME).await?;
         send.finish().map_err(StreamError::from)?;
         Ok(recv)
+    }
+}
+
+/// Reads the answer to a submit sent by [`Client::submit_many`].
+async fn submitted(sent: Result<RecvStream, ClientError>) -> Result<JobId, ClientError> {
+    let mut recv = sent?;
+    match read_frame::<Response>(&mut recv, DEFAULT_MAX_FRAME).await? {
+        None => Err(ClientError::NoResponse),
+        Some(Response::Submitted { job }) => Ok(job),
+        Some(Response::Error(reply)) => Err(ClientError::Server(reply)),
+        Some(other) => Err(ClientError::Unexpected { got: response_kind(&other) }),
     }
 }
 
@@ -391,5 +460,38 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::Purchased(_) => "Purchased",
         Response::ChoiceRefused(_) => "ChoiceRefused",
         Response::Queue(_) => "Queue",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::Role;
+    use crate::pki;
+
+    /// `close` returns without draining, yet the master still learns of it at once: its
+    /// side of the connection ends with our code and reason, not by idle timeout.
+    #[tokio::test]
+    async fn close_returns_early_and_the_master_still_sees_the_close() {
+        let certs = tempfile::tempdir().unwrap();
+        pki::init(certs.path(), &[]).unwrap();
+        let user = pki::issue(certs.path(), Role::User, "alice").unwrap();
+        let files = TlsFiles::in_dir(certs.path(), pki::MASTER_NAME);
+        let server = transport::server_endpoint("127.0.0.1:0".parse().unwrap(), &files).unwrap();
+        let addr = server.local_addr().unwrap();
+        let accepted = tokio::spawn(async move {
+            let conn = server.accept().await.unwrap().await.unwrap();
+            conn.closed().await
+        });
+        let client = Client::connect(addr, "localhost", &user).await.unwrap();
+        client.close().await;
+        let ended = tokio::time::timeout(Duration::from_secs(5), accepted).await.unwrap().unwrap();
+        match ended {
+            quinn::ConnectionError::ApplicationClosed(close) => {
+                assert_eq!(close.error_code, VarInt::from_u32(0));
+                assert_eq!(&close.reason[..], b"done");
+            }
+            other => panic!("the master saw {other:?}, not our close"),
+        }
     }
 }

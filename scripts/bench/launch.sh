@@ -13,7 +13,7 @@ TRUE_TASKS=${TRUE_TASKS:-1000}
 SLEEP_TASKS=${SLEEP_TASKS:-200}
 SLOTS=8
 cargo build --release --quiet
-BIN=$PWD/target/release
+BIN=${CARGO_TARGET_DIR:-$PWD/target}/release
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {

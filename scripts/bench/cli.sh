@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# CLI benchmark (issue 14): on a local master with one agent (8 map slots), in one run,
+#   - round trip: `slotmarket nodes`, TIMES times one after another, median and p99 in ms,
+#     beside the floor of starting the same binary (`slotmarket --version`, no connection);
+#   - latency: `slotmarket submit --wait` of one `true` task, TIMES times, p50 and p99;
+#   - submit rate: PARALLEL CLIs at once, each submitting SUBMITS jobs one process per
+#     job; one `slotmarket submit` carrying BATCH specs over one connection; and PARALLEL
+#     CLIs at once, each carrying SUBMITS specs.
+# Every submit is acknowledged only once the master has it on disk, so the rates include
+# the store's commits. Times come from bash's $EPOCHREALTIME (no process per reading).
+#
+#   scripts/bench/cli.sh                       # release build
+#   PROFILE=debug TIMES=20 scripts/bench/cli.sh # quicker, unoptimised
+#   KEEP_OUTPUT=1 scripts/bench/cli.sh         # also print `RESULT name value` lines for all.sh
+#   BASELINE_CLI=/tmp/old/slotmarket scripts/bench/cli.sh   # also time an older CLI's round
+#                                              # trip and submit --wait, in the same run
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+TIMES=${TIMES:-50}
+PARALLEL=${PARALLEL:-8}
+SUBMITS=${SUBMITS:-40}
+BATCH=${BATCH:-2000}
+PROFILE=${PROFILE:-release}
+if [ "$PROFILE" = release ]; then
+    cargo build --release --quiet --bins
+else
+    cargo build --quiet --bins
+fi
+BIN=${CARGO_TARGET_DIR:-$PWD/target}/$PROFILE
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/slotmarket-cli-bench.XXXXXX")
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
+    sleep 0.5
+    for pid in "${PIDS[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+"$BIN/slotmarket" pki init --dir "$WORK/pki" >/dev/null
+setsid "$BIN/slotmarket-master" --listen 127.0.0.1:0 --data-dir "$WORK/master" --cert-dir "$WORK/pki" \
+    2>"$WORK/master.log" &
+PIDS+=($!)
+disown # no "Killed" notice from bash when cleanup ends it
+for _ in $(seq 100); do [ -s "$WORK/master/master.addr" ] && break; sleep 0.05; done
+export SLOTMARKET_MASTER=$(cat "$WORK/master/master.addr")
+export SLOTMARKET_CERT_DIR=$WORK/pki SLOTMARKET_IDENTITY=admin
+"$BIN/slotmarket" pki issue --dir "$WORK/pki" --role agent --name node-1 >/dev/null
+setsid "$BIN/slotmarket-agent" --name node-1 --cert-dir "$WORK/pki" --map-slots 8 --reduce-slots 1 \
+    --work-dir "$WORK/agent" --data-dir "$WORK/shared" 2>"$WORK/node-1.log" &
+PIDS+=($!)
+disown
+for _ in $(seq 100); do
+    "$BIN/slotmarket" nodes --json | grep -q '"connected": *true' && break
+    sleep 0.1
+done
+
+printf 'name = "one"\n[[stage]]\nname = "run"\ntasks = 1\nslot = "map"\ncommand = "true"\n' >"$WORK/one.toml"
+
+us() { echo "${EPOCHREALTIME/./}"; }
+
+# Runs "$@" TIMES times; prints each run's wall time in ms, one per line.
+times_ms() {
+    local start end
+    for _ in $(seq "$TIMES"); do
+        start=$(us)
+        "$@" >/dev/null 2>&1
+        end=$(us)
+        echo $(((end - start) / 1000)).$(printf '%03d' $(((end - start) % 1000)))
+    done
+}
+
+# Reads numbers on stdin; prints "p50 p99" (nearest rank).
+percentiles() {
+    sort -n | awk '{ v[NR] = $1 } END {
+        i50 = int(NR * 0.50 + 0.999999); i99 = int(NR * 0.99 + 0.999999)
+        printf "%.1f %.1f\n", v[i50], v[i99] }'
+}
+
+# The submit rate of PARALLEL CLIs each making SUBMITS one-job submits; prints jobs/s.
+parallel_rate() {
+    local start end
+    start=$(us)
+    for _ in $(seq "$PARALLEL"); do
+        (for _ in $(seq "$SUBMITS"); do "$BIN/slotmarket" submit "$WORK/one.toml" >/dev/null; done) &
+    done
+    wait
+    end=$(us)
+    awk -v n=$((PARALLEL * SUBMITS)) -v us=$((end - start)) 'BEGIN { printf "%.0f\n", n / (us / 1e6) }'
+}
+
+# The rate of PARALLEL CLIs each submitting SUBMITS specs in one invocation; prints jobs/s.
+parallel_batch_rate() {
+    local start end specs=()
+    for _ in $(seq "$SUBMITS"); do specs+=("$WORK/one.toml"); done
+    start=$(us)
+    for _ in $(seq "$PARALLEL"); do "$BIN/slotmarket" submit "${specs[@]}" >/dev/null & done
+    wait
+    end=$(us)
+    awk -v n=$((PARALLEL * SUBMITS)) -v us=$((end - start)) 'BEGIN { printf "%.0f\n", n / (us / 1e6) }'
+}
+
+# The rate of one `slotmarket submit` with BATCH specs (one connection); prints jobs/s.
+batch_rate() {
+    local start end specs=()
+    for _ in $(seq "$BATCH"); do specs+=("$WORK/one.toml"); done
+    start=$(us)
+    "$BIN/slotmarket" submit "${specs[@]}" >/dev/null
+    end=$(us)
+    awk -v n="$BATCH" -v us=$((end - start)) 'BEGIN { printf "%.0f\n", n / (us / 1e6) }'
+}
+
+echo "slotmarket CLI benchmark ($PROFILE build, $(nproc) cores): $(uptime | sed 's/.*load/load/')"
+read -r floor50 floor99 < <(times_ms "$BIN/slotmarket" --version | percentiles)
+read -r nodes50 nodes99 < <(times_ms "$BIN/slotmarket" nodes | percentiles)
+read -r wait50 wait99 < <(times_ms "$BIN/slotmarket" submit --wait "$WORK/one.toml" | percentiles)
+printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "process start (--version)" "$floor50" "$floor99"
+printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "round trip (nodes)" "$nodes50" "$nodes99"
+printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "one true task (submit --wait)" "$wait50" "$wait99"
+if [ -n "${BASELINE_CLI:-}" ]; then
+    read -r bnodes50 bnodes99 < <(times_ms "$BASELINE_CLI" nodes | percentiles)
+    read -r bwait50 bwait99 < <(times_ms "$BASELINE_CLI" submit --wait "$WORK/one.toml" | percentiles)
+    printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "baseline round trip (nodes)" "$bnodes50" "$bnodes99"
+    printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "baseline submit --wait" "$bwait50" "$bwait99"
+fi
+rate=$(parallel_rate)
+printf '%-34s %7s jobs/s\n' "$PARALLEL parallel CLIs x $SUBMITS submits" "$rate"
+if "$BIN/slotmarket" submit --help | grep -q 'JOB.toml>\.\.\.'; then
+    batch=$(batch_rate)
+    printf '%-34s %7s jobs/s\n' "one submit of $BATCH specs" "$batch"
+    pbatch=$(parallel_batch_rate)
+    printf '%-34s %7s jobs/s\n' "$PARALLEL parallel CLIs x $SUBMITS specs each" "$pbatch"
+else
+    batch=- pbatch=-
+    echo "one submit of many specs: not supported by this build"
+fi
+echo "load after: $(uptime | sed 's/.*load/load/')"
+if [ -n "${KEEP_OUTPUT:-}" ]; then
+    echo "RESULT start_ms $floor50"
+    echo "RESULT nodes_ms $nodes50"
+    echo "RESULT wait_ms $wait50"
+    echo "RESULT wait_p99_ms $wait99"
+    echo "RESULT parallel_jobs_s $rate"
+    echo "RESULT batch_jobs_s $batch"
+    echo "RESULT parallel_batch_jobs_s $pbatch"
+fi
