@@ -25,6 +25,7 @@ mod deadline;
 mod demo;
 #[cfg(test)]
 mod fake_master;
+mod estimate;
 mod history;
 mod jobs;
 mod ledger;
@@ -106,6 +107,9 @@ enum Command {
     /// Move a running job's deadline (`set JOB +20m`) or drop it (`clear JOB`).
     #[command(subcommand)]
     Deadline(deadline::DeadlineCommand),
+    /// How good runtime estimates are: `--eval` prints R² and prediction-interval
+    /// coverage per method on each job name's newest runs held out.
+    Estimate(estimate::EstimateArgs),
 }
 
 fn main() -> ExitCode {
@@ -137,6 +141,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => status::run(&cli.connection, args, json).await,
         Command::Jobs(args) => jobs::run(&cli.connection, args, json).await,
         Command::History(args) => history::run(&cli.connection, args, json).await,
+        Command::Estimate(args) => estimate::run(&cli.connection, args, json).await,
         Command::Nodes => nodes::run(&cli.connection, json).await,
         Command::Reservation => reservation::run(&cli.connection, json).await,
         Command::Cancel(args) => cancel::run(&cli.connection, args, json).await,

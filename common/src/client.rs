@@ -13,7 +13,7 @@ use crate::ids::{AccountId, JobId};
 use crate::money::Credits;
 use crate::pki::{PkiError, TlsFiles};
 use crate::protocol::{
-    AccountSummary, ClientRequest, DEFAULT_MAX_FRAME, ErrorReply, HistoryQuery, JobHistory, JobState,
+    AccountSummary, ClientRequest, DEFAULT_MAX_FRAME, EstimateEvalQuery, EstimateEvalReport, ErrorReply, HistoryQuery, JobHistory, JobState,
     JobStatus, JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage, MarketInfo, NodeSummary, Request,
     ReservationView, Response,
 };
@@ -165,6 +165,15 @@ impl Client {
     pub async fn cancel(&self, job: JobId) -> Result<JobState, ClientError> {
         self.expect(Request::Cancel { job }, |response| match response {
             Response::Cancelled { state, .. } => Some(state),
+            _ => None,
+        })
+        .await
+    }
+
+    /// The estimator's R² and PI coverage on held-out runs the caller may see.
+    pub async fn estimate_eval(&self, query: EstimateEvalQuery) -> Result<EstimateEvalReport, ClientError> {
+        self.expect(Request::EstimateEval(query), |response| match response {
+            Response::EstimateEval(report) => Some(report),
             _ => None,
         })
         .await
@@ -353,5 +362,6 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::RateSet { .. } => "RateSet",
         Response::Price(_) => "Price",
         Response::DeadlineSet { .. } => "DeadlineSet",
+        Response::EstimateEval(_) => "EstimateEval",
     }
 }

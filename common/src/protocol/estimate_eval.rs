@@ -76,3 +76,33 @@ pub struct EstimateEvalReport {
     /// Per method, then slot kind.
     pub rows: Vec<EvalRow>,
 }
+
+impl EstimateEvalReport {
+    /// As a text table, one line per method and slot kind (what `estimate --eval`
+    /// prints in the CLI and in the simulator).
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "{} names; {} runs trained on, {} held out (newest {} % of each name); PI level {:.0} %\n",
+            self.names,
+            self.train_runs,
+            self.test_runs,
+            self.holdout_pct,
+            self.pi_level * 100.0
+        );
+        out.push_str("method  phase   predicted  unpredicted      R²  coverage%  mean PI width (slot-s)\n");
+        let cell = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+        for row in &self.rows {
+            out.push_str(&format!(
+                "{:<7} {:<7} {:>9} {:>12} {:>7} {:>10} {:>23.1}\n",
+                row.method.name(),
+                row.slot.name(),
+                row.predicted,
+                row.unpredicted,
+                cell(row.r2, 3),
+                cell(row.coverage_pct, 1),
+                row.mean_pi_width_ms / 1000.0
+            ));
+        }
+        out
+    }
+}

@@ -245,6 +245,8 @@ pub enum Request {
         /// The new deadline.
         deadline: Option<Timestamp>,
     },
+    /// The estimator's R² and PI coverage on held-out history; answered `EstimateEval`.
+    EstimateEval(super::EstimateEvalQuery),
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -357,6 +359,8 @@ pub enum Response {
         /// Its deadline now.
         deadline: Option<Timestamp>,
     },
+    /// The answer to `EstimateEval`.
+    EstimateEval(super::EstimateEvalReport),
 }
 
 impl Response {

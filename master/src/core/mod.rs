@@ -255,12 +255,14 @@ impl Core {
     }
 
     /// The estimator's R² and PI coverage on held-out history (`estimate --eval`), at
-    /// the configured PI level, over the runs the core keeps in memory.
+    /// the configured PI level, over the runs in memory the caller may see (all for an
+    /// admin, their accounts' for a user).
     pub fn estimate_eval(
         &self,
+        caller: &Caller,
         query: &slotmarket_common::protocol::EstimateEvalQuery,
     ) -> Result<slotmarket_common::protocol::EstimateEvalReport, estimate::EstimateError> {
-        let runs: Vec<_> = self.state.history.all().collect();
+        let runs: Vec<_> = self.state.history.all().filter(|r| caller.may_act_for(&r.account)).collect();
         let settings =
             estimate_eval::EvalSettings { holdout_pct: query.holdout_pct, pi_level: self.config.admission.pi_level };
         estimate_eval::evaluate(&runs, query.name.as_deref(), &settings)

@@ -152,8 +152,18 @@ pub enum QuoteError {
 /// The quoting state the core keeps: estimates of admitted jobs, made once each.
 #[derive(Debug, Default)]
 pub(crate) struct Market {
-    /// Estimates of jobs with a deadline, made when first seen by a quote.
-    estimates: HashMap<JobId, JobEstimate>,
+    /// Estimates of jobs with a deadline, made when first seen by a quote, with the
+    /// slot counts their whole size was computed for and that size.
+    estimates: HashMap<JobId, Estimated>,
+}
+
+/// A deadline job's estimate and its whole fluid size on `slots` (a quote walks every
+/// admitted job; the whole size changes only with the cluster, so it is kept).
+#[derive(Clone, Copy, Debug)]
+struct Estimated {
+    estimate: JobEstimate,
+    slots: [u32; 2],
+    whole_fluid_ms: f64,
 }
 
 /// The admitted jobs as the model sees them, and what pricing needs besides.
@@ -196,9 +206,14 @@ fn demand_of(estimate: &JobEstimate, left: [u32; 2], slots: [u32; 2]) -> (Demand
 }
 
 /// Tasks of each kind a job has not completed (running ones count in full: the model
-/// does not know how far along they are, so it stays on the safe side).
+/// does not know how far along they are, so it stays on the safe side). One pass over
+/// the stages for both kinds: a quote does this for every admitted job.
 fn left_of(job: &JobInfo<'_>) -> [u32; 2] {
-    SlotKind::ALL.map(|k| job.tasks(k) - job.completed(k))
+    let mut left = [0u32; 2];
+    for stage in job.stages() {
+        left[kind_ix(stage.kind)] += stage.tasks - stage.completed;
+    }
+    left
 }
 
 impl Market {
@@ -221,31 +236,48 @@ impl Market {
     ) -> Admissions {
         self.forget_ended(state);
         let view = SchedView::new(state);
-        let mut admitted = Vec::new();
-        let mut works = HashMap::new();
+        // Each job with its work, sorted together: no map from job to work per quote.
+        let mut admitted: Vec<(Admitted, f64)> = Vec::with_capacity(self.estimates.len());
         let mut sizes_ms = 0.0;
         for job in view.active_jobs() {
             let Some(deadline) = job.deadline() else { continue };
-            let estimate = match self.estimates.get(&job.id()) {
-                Some(e) => *e,
-                None => {
-                    let Some(spec) = state.jobs.get(&job.id()).map(|j| &j.spec) else { continue };
-                    let runs: Vec<_> = state.history.runs(&spec.name).collect();
-                    // A deadline job that cannot be estimated (no history, no [estimate])
-                    // was admitted without MRM; the model cannot account for it.
-                    let Ok(e) = estimate::estimate(spec, &runs, settings) else { continue };
-                    *self.estimates.entry(job.id()).or_insert(e)
-                }
-            };
-            let (demand, work) = demand_of(&estimate, left_of(&job), slots);
-            let whole = SlotKind::ALL.map(|k| estimate.phase(k).tasks);
-            sizes_ms += demand_of(&estimate, whole, slots).0.fluid_ms;
-            works.insert(job.id(), work);
-            admitted.push(Admitted { job: job.id(), deadline, demand });
+            let Some(known) = self.estimated(state, job.id(), settings, slots) else { continue };
+            let (demand, work) = demand_of(&known.estimate, left_of(&job), slots);
+            sizes_ms += known.whole_fluid_ms;
+            admitted.push((Admitted { job: job.id(), deadline, demand }, work));
         }
-        let schedule = Schedule::new(now, admitted);
-        let works = schedule.jobs().iter().map(|a| works.get(&a.job).copied().unwrap_or(0.0)).collect();
+        admitted.sort_unstable_by_key(|(a, _)| (a.deadline, a.job));
+        let works = admitted.iter().map(|(_, work)| *work).collect();
+        let schedule = Schedule::from_sorted(now, admitted.into_iter().map(|(a, _)| a).collect());
         Admissions { schedule, works, sizes_ms }
+    }
+
+    /// The estimate of deadline job `id` and its whole size on `slots`, made on first
+    /// sight; `None` for a job that cannot be estimated (no history, no `[estimate]`):
+    /// it was admitted without MRM and the model cannot account for it.
+    fn estimated(
+        &mut self,
+        state: &State,
+        id: JobId,
+        settings: &EstimateSettings,
+        slots: [u32; 2],
+    ) -> Option<Estimated> {
+        if let Some(known) = self.estimates.get_mut(&id) {
+            if known.slots != slots {
+                let whole = SlotKind::ALL.map(|k| known.estimate.phase(k).tasks);
+                known.whole_fluid_ms = demand_of(&known.estimate, whole, slots).0.fluid_ms;
+                known.slots = slots;
+            }
+            return Some(*known);
+        }
+        let spec = &state.jobs.get(&id)?.spec;
+        let runs: Vec<_> = state.history.runs(&spec.name).collect();
+        let estimate = estimate::estimate(spec, &runs, settings).ok()?;
+        let whole = SlotKind::ALL.map(|k| estimate.phase(k).tasks);
+        let whole_fluid_ms = demand_of(&estimate, whole, slots).0.fluid_ms;
+        let known = Estimated { estimate, slots, whole_fluid_ms };
+        self.estimates.insert(id, known);
+        Some(known)
     }
 
     /// Quotes `spec` at `now` and prices the deadline `choice` asks for.
