@@ -23,9 +23,9 @@ mod cancel;
 mod connection;
 mod deadline;
 mod demo;
+mod estimate;
 #[cfg(test)]
 mod fake_master;
-mod estimate;
 mod history;
 mod jobs;
 mod ledger;

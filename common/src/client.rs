@@ -13,9 +13,9 @@ use crate::ids::{AccountId, JobId};
 use crate::money::Credits;
 use crate::pki::{PkiError, TlsFiles};
 use crate::protocol::{
-    AccountSummary, ClientRequest, DEFAULT_MAX_FRAME, EstimateEvalQuery, EstimateEvalReport, ErrorReply, HistoryQuery, JobHistory, JobState,
-    JobStatus, JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage, MarketInfo, NodeSummary, Request,
-    ReservationView, Response,
+    AccountSummary, ClientRequest, DEFAULT_MAX_FRAME, ErrorReply, EstimateEvalQuery, EstimateEvalReport,
+    HistoryQuery, JobHistory, JobState, JobStatus, JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage,
+    MarketInfo, NodeSummary, Request, ReservationView, Response,
 };
 use crate::spec::JobSpec;
 use crate::time::Timestamp;

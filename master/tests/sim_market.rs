@@ -89,7 +89,10 @@ fn against_the_fcfs_run_the_delay_sensitive_job_jumped_ahead_and_nobody_else_did
     summary.compare_with_fcfs(&trace, &mrm.jobs, &fcfs.jobs);
     let (ds, dt) = (figures(&summary, "delay-sensitive"), figures(&summary, "delay-tolerant"));
     assert_eq!(ds.jumped_pct, 0.0);
-    assert_eq!((ds.jumped_vs_fcfs_pct, ds.found_queued_pct, ds.jumped_vs_fcfs_queued_pct), (Some(100.0), Some(100.0), Some(100.0)));
+    assert_eq!(
+        (ds.jumped_vs_fcfs_pct, ds.found_queued_pct, ds.jumped_vs_fcfs_queued_pct),
+        (Some(100.0), Some(100.0), Some(100.0))
+    );
     // dt1 found nobody queued; dt2 found dt1 running and dt3 found dt2 queued.
     assert_eq!(dt.jumped_vs_fcfs_pct, Some(0.0));
     let found = dt.found_queued_pct.unwrap();

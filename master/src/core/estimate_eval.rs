@@ -111,7 +111,12 @@ fn held_out(n: usize, pct: u32) -> usize {
 }
 
 /// `method`'s estimate of the phase `actual` from `trained`, with `actual`'s features.
-fn predict(method: EvalMethod, trained: &[PhaseSample], actual: &PhaseSample, z: f64) -> Option<PhaseEstimate> {
+fn predict(
+    method: EvalMethod,
+    trained: &[PhaseSample],
+    actual: &PhaseSample,
+    z: f64,
+) -> Option<PhaseEstimate> {
     match method {
         EvalMethod::Ols => estimate::ols(trained, actual.tasks, actual.input_gb, z),
         EvalMethod::Bins => estimate::bins(trained, actual.tasks, z),
@@ -151,9 +156,8 @@ mod tests {
         // and 30 s. Bins: mean 10 s, sd 1.07 s, upper ≈ 11.86 s: the 10 s run is inside,
         // the 30 s one outside (coverage 50 %). R² over actuals {10, 30} s (mean 20,
         // ss_tot = 200 s²), both predicted 10 s (ss_res = 0 + 400 s²): 1 − 400/200 = −1.
-        let mut runs: Vec<JobHistory> = (0..8)
-            .map(|i| run(i, "wc", 100 + i, &[if i % 2 == 0 { 9_000 } else { 11_000 }]))
-            .collect();
+        let mut runs: Vec<JobHistory> =
+            (0..8).map(|i| run(i, "wc", 100 + i, &[if i % 2 == 0 { 9_000 } else { 11_000 }])).collect();
         runs.push(run(8, "wc", 200, &[10_000]));
         runs.push(run(9, "wc", 201, &[30_000]));
         let refs: Vec<&JobHistory> = runs.iter().rev().collect();
@@ -190,9 +194,8 @@ mod tests {
     fn per_name_bins_are_worse_when_per_task_time_varies_with_the_size() {
         // Per-task time grows with the job: 1 s + 1 s per task. OLS on the task count
         // (work = t + t²) underfits a little, bins (one mean per-task time) a lot.
-        let runs: Vec<JobHistory> = (1..=20u64)
-            .map(|t| run(t, "grep", t, &vec![1_000 + 1_000 * t; t as usize]))
-            .collect();
+        let runs: Vec<JobHistory> =
+            (1..=20u64).map(|t| run(t, "grep", t, &vec![1_000 + 1_000 * t; t as usize])).collect();
         let refs: Vec<&JobHistory> = runs.iter().collect();
         let report = evaluate(&refs, Some("grep"), &SETTINGS).unwrap();
         let ols = row(&report, EvalMethod::Ols, SlotKind::Map).r2.unwrap();

@@ -263,8 +263,10 @@ impl Core {
         query: &slotmarket_common::protocol::EstimateEvalQuery,
     ) -> Result<slotmarket_common::protocol::EstimateEvalReport, estimate::EstimateError> {
         let runs: Vec<_> = self.state.history.all().filter(|r| caller.may_act_for(&r.account)).collect();
-        let settings =
-            estimate_eval::EvalSettings { holdout_pct: query.holdout_pct, pi_level: self.config.admission.pi_level };
+        let settings = estimate_eval::EvalSettings {
+            holdout_pct: query.holdout_pct,
+            pi_level: self.config.admission.pi_level,
+        };
         estimate_eval::evaluate(&runs, query.name.as_deref(), &settings)
     }
 

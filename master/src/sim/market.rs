@@ -187,11 +187,8 @@ fn jumped(jobs: &[JobResult]) -> Vec<bool> {
 /// comparison of completion orders. A job that did not finish in both runs never counts.
 pub fn jumped_vs_fcfs(jobs: &[JobResult], fcfs: &[JobResult]) -> Vec<bool> {
     let mut out = vec![false; jobs.len()];
-    let mut order: Vec<(Timestamp, Timestamp, usize)> = jobs
-        .iter()
-        .zip(fcfs)
-        .filter_map(|(j, f)| Some((f.ended?, j.ended?, j.ix)))
-        .collect();
+    let mut order: Vec<(Timestamp, Timestamp, usize)> =
+        jobs.iter().zip(fcfs).filter_map(|(j, f)| Some((f.ended?, j.ended?, j.ix))).collect();
     order.sort_unstable();
     // In FCFS finishing order, a job jumped when some job that finished strictly earlier
     // under FCFS finished later here: the latest such finish is all that matters.
@@ -241,7 +238,8 @@ impl MarketSummary {
                 .filter(|&ix| jobs[ix].outcome != Outcome::Rejected)
                 .collect();
             let share = |of: &[usize], who: &dyn Fn(usize) -> bool| {
-                (!of.is_empty()).then(|| 100.0 * of.iter().filter(|&&ix| who(ix)).count() as f64 / of.len() as f64)
+                (!of.is_empty())
+                    .then(|| 100.0 * of.iter().filter(|&&ix| who(ix)).count() as f64 / of.len() as f64)
             };
             let found: Vec<usize> = members.iter().copied().filter(|&ix| queued[ix]).collect();
             f.jumped_vs_fcfs_pct = share(&members, &|ix| jumped[ix]);
@@ -294,10 +292,14 @@ impl MarketSummary {
             )?;
         }
         if self.classes.iter().any(|(_, f)| f.jumped_vs_fcfs_pct.is_some()) {
-            writeln!(out, "\nagainst the FCFS run: class, jumped ahead %, found a DT job queued %, jumped among those %")?;
+            writeln!(
+                out,
+                "\nagainst the FCFS run: class, jumped ahead %, found a DT job queued %, jumped among those %"
+            )?;
             let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
             for (name, f) in &self.classes {
-                let (all, found, among) = (f.jumped_vs_fcfs_pct, f.found_queued_pct, f.jumped_vs_fcfs_queued_pct);
+                let (all, found, among) =
+                    (f.jumped_vs_fcfs_pct, f.found_queued_pct, f.jumped_vs_fcfs_queued_pct);
                 writeln!(out, "{name:<16} {:>8} {:>8} {:>8}", cell(all), cell(found), cell(among))?;
             }
         }
