@@ -4,7 +4,7 @@
 //! choice (`--earliest`, `--deadline`, `--max-price`) turned into a deadline and a price,
 //! or refused with the best alternative.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use slotmarket_common::ids::JobId;
@@ -14,9 +14,9 @@ use thiserror::Error;
 
 use super::admission::{Admitted, Demand, Schedule};
 use super::estimate::{self, DEFAULT_PI_LEVEL, EstimateError, EstimateSettings, JobEstimate};
-use super::policy::{JobInfo, SchedView};
+use super::policy::SchedView;
 use super::pricing::{PriceCurve, Priced, Quoter};
-use super::state::{State, kind_ix};
+use super::state::{Job, State, kind_ix};
 
 /// The `[admission]` table: whether jobs buy deadlines, and how they are priced.
 #[derive(Clone, Copy, PartialEq, Debug, Serialize, Deserialize)]
@@ -153,8 +153,10 @@ pub enum QuoteError {
 #[derive(Debug, Default)]
 pub(crate) struct Market {
     /// Estimates of jobs with a deadline, made when first seen by a quote, with the
-    /// slot counts their whole size was computed for and that size.
-    estimates: HashMap<JobId, Estimated>,
+    /// slot counts their whole size was computed for and that size. Ordered by id, as
+    /// the active jobs are, so a quote walks both together instead of searching a map
+    /// once per job (that search was a third of a quote against 10,000 jobs).
+    estimates: BTreeMap<JobId, Estimated>,
 }
 
 /// A deadline job's estimate and its whole fluid size on `slots` (a quote walks every
@@ -164,6 +166,17 @@ struct Estimated {
     estimate: JobEstimate,
     slots: [u32; 2],
     whole_fluid_ms: f64,
+}
+
+impl Estimated {
+    /// Recomputes the whole size if the cluster's slots changed since.
+    fn fit_to(&mut self, slots: [u32; 2]) {
+        if self.slots != slots {
+            let whole = SlotKind::ALL.map(|k| self.estimate.phase(k).tasks);
+            self.whole_fluid_ms = demand_of(&self.estimate, whole, slots).0.fluid_ms;
+            self.slots = slots;
+        }
+    }
 }
 
 /// The admitted jobs as the model sees them, and what pricing needs besides.
@@ -208,12 +221,23 @@ fn demand_of(estimate: &JobEstimate, left: [u32; 2], slots: [u32; 2]) -> (Demand
 /// Tasks of each kind a job has not completed (running ones count in full: the model
 /// does not know how far along they are, so it stays on the safe side). One pass over
 /// the stages for both kinds: a quote does this for every admitted job.
-fn left_of(job: &JobInfo<'_>) -> [u32; 2] {
+fn left_of(job: &Job) -> [u32; 2] {
     let mut left = [0u32; 2];
-    for stage in job.stages() {
-        left[kind_ix(stage.kind)] += stage.tasks - stage.completed;
+    for (ix, stage) in job.stages.iter().enumerate() {
+        left[kind_ix(stage.kind)] += job.stage_size(ix).saturating_sub(stage.completed);
     }
     left
+}
+
+/// The active jobs with a deadline, in id order: `active` and `jobs` are both ordered by
+/// id and every active job is in `jobs`, so one merged walk finds them all.
+fn active_deadline_jobs(state: &State) -> impl Iterator<Item = (&Job, Timestamp)> {
+    let mut jobs = state.jobs.iter().peekable();
+    state.active.iter().filter_map(move |id| {
+        while jobs.next_if(|(k, _)| *k < id).is_some() {}
+        let (_, job) = jobs.next_if(|(k, _)| *k == id)?;
+        job.deadline.map(|deadline| (job, deadline))
+    })
 }
 
 impl Market {
@@ -235,16 +259,27 @@ impl Market {
         slots: [u32; 2],
     ) -> Admissions {
         self.forget_ended(state);
-        let view = SchedView::new(state);
         // Each job with its work, sorted together: no map from job to work per quote.
         let mut admitted: Vec<(Admitted, f64)> = Vec::with_capacity(self.estimates.len());
         let mut sizes_ms = 0.0;
-        for job in view.active_jobs() {
-            let Some(deadline) = job.deadline() else { continue };
-            let Some(known) = self.estimated(state, job.id(), settings, slots) else { continue };
-            let (demand, work) = demand_of(&known.estimate, left_of(&job), slots);
-            sizes_ms += known.whole_fluid_ms;
-            admitted.push((Admitted { job: job.id(), deadline, demand }, work));
+        let mut unseen = Vec::new();
+        let mut known = self.estimates.iter_mut().peekable();
+        for (job, deadline) in active_deadline_jobs(state) {
+            while known.next_if(|(id, _)| **id < job.id).is_some() {}
+            let Some((_, estimated)) = known.next_if(|(id, _)| **id == job.id) else {
+                unseen.push((job, deadline));
+                continue;
+            };
+            estimated.fit_to(slots);
+            let (demand, work) = demand_of(&estimated.estimate, left_of(job), slots);
+            sizes_ms += estimated.whole_fluid_ms;
+            admitted.push((Admitted { job: job.id, deadline, demand }, work));
+        }
+        for (job, deadline) in unseen {
+            let Some(estimated) = self.estimated(state, job.id, settings, slots) else { continue };
+            let (demand, work) = demand_of(&estimated.estimate, left_of(job), slots);
+            sizes_ms += estimated.whole_fluid_ms;
+            admitted.push((Admitted { job: job.id, deadline, demand }, work));
         }
         admitted.sort_unstable_by_key(|(a, _)| (a.deadline, a.job));
         let works = admitted.iter().map(|(_, work)| *work).collect();
@@ -263,11 +298,7 @@ impl Market {
         slots: [u32; 2],
     ) -> Option<Estimated> {
         if let Some(known) = self.estimates.get_mut(&id) {
-            if known.slots != slots {
-                let whole = SlotKind::ALL.map(|k| known.estimate.phase(k).tasks);
-                known.whole_fluid_ms = demand_of(&known.estimate, whole, slots).0.fluid_ms;
-                known.slots = slots;
-            }
+            known.fit_to(slots);
             return Some(*known);
         }
         let spec = &state.jobs.get(&id)?.spec;
