@@ -27,6 +27,7 @@ mod completions;
 mod connection;
 mod deadline;
 mod demo;
+mod estimate;
 #[cfg(test)]
 mod fake_master;
 mod history;
@@ -130,6 +131,9 @@ enum Command {
     /// Write man pages into a directory (scripts/man.sh).
     #[command(hide = true)]
     Man(man::ManArgs),
+    /// How good runtime estimates are: `--eval` prints R² and prediction-interval
+    /// coverage per method on each job name's newest runs held out.
+    Estimate(estimate::EstimateArgs),
 }
 
 fn main() -> ExitCode {
@@ -161,6 +165,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => status::run(&cli.connection, args, json).await,
         Command::Jobs(args) => jobs::run(&cli.connection, args, json).await,
         Command::History(args) => history::run(&cli.connection, args, json).await,
+        Command::Estimate(args) => estimate::run(&cli.connection, args, json).await,
         Command::Nodes => nodes::run(&cli.connection, json).await,
         Command::Reservation => reservation::run(&cli.connection, json).await,
         Command::Cancel(args) => cancel::run(&cli.connection, args, json).await,

@@ -15,8 +15,9 @@ use crate::money::Credits;
 use crate::pki::{PkiError, TlsFiles};
 use crate::protocol::{
     AccountSummary, ChoiceRefusal, ClientRequest, DEFAULT_MAX_FRAME, DeadlineChoice, ErrorReply,
-    HistoryQuery, JobHistory, JobState, JobStatus, JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage,
-    MarketInfo, NodeSummary, Purchase, QueueView, QuoteInfo, Request, ReservationView, Response,
+    EstimateEvalQuery, EstimateEvalReport, HistoryQuery, JobHistory, JobState, JobStatus, JobSummary,
+    JobsPage, JobsQuery, LedgerEntry, LedgerPage, MarketInfo, NodeSummary, Purchase, QueueView, QuoteInfo,
+    Request, ReservationView, Response,
 };
 use crate::spec::JobSpec;
 use crate::time::Timestamp;
@@ -198,6 +199,15 @@ impl Client {
     pub async fn cancel(&self, job: JobId) -> Result<JobState, ClientError> {
         self.expect(Request::Cancel { job }, |response| match response {
             Response::Cancelled { state, .. } => Some(state),
+            _ => None,
+        })
+        .await
+    }
+
+    /// The estimator's R² and PI coverage on held-out runs the caller may see.
+    pub async fn estimate_eval(&self, query: EstimateEvalQuery) -> Result<EstimateEvalReport, ClientError> {
+        self.expect(Request::EstimateEval(query), |response| match response {
+            Response::EstimateEval(report) => Some(report),
             _ => None,
         })
         .await
@@ -460,6 +470,7 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::Purchased(_) => "Purchased",
         Response::ChoiceRefused(_) => "ChoiceRefused",
         Response::Queue(_) => "Queue",
+        Response::EstimateEval(_) => "EstimateEval",
     }
 }
 

@@ -76,6 +76,35 @@ fn a_delay_sensitive_job_jumps_ahead_of_slack_and_edf_keeps_every_deadline() {
 }
 
 #[test]
+fn against_the_fcfs_run_the_delay_sensitive_job_jumped_ahead_and_nobody_else_did() {
+    let trace = trace();
+    let mrm = sim::run(&trace, &config(PolicySettings::Edf {}, SimAdmission::Mrm)).unwrap();
+    let fcfs_config = SimConfig { market: None, ..config(PolicySettings::Fifo {}, SimAdmission::Fcfs) };
+    let fcfs = sim::run(&trace, &fcfs_config).unwrap();
+    // Under FCFS ds ran last (30–40 s), after dt3 (20–30 s); under MRM it ended at 30 s,
+    // before dt3 (40 s): the pairwise comparison counts it, the start-based one does not.
+    let end = |run: &sim::SimRun, ix: usize| run.jobs[ix].ended.unwrap().0;
+    assert_eq!((end(&fcfs, 2), end(&fcfs, 3)), (30_000, 40_000));
+    let mut summary = MarketSummary::new(&trace, &mrm.jobs, &mrm.purchases);
+    summary.compare_with_fcfs(&trace, &mrm.jobs, &fcfs.jobs);
+    let (ds, dt) = (figures(&summary, "delay-sensitive"), figures(&summary, "delay-tolerant"));
+    assert_eq!(ds.jumped_pct, 0.0);
+    assert_eq!(
+        (ds.jumped_vs_fcfs_pct, ds.found_queued_pct, ds.jumped_vs_fcfs_queued_pct),
+        (Some(100.0), Some(100.0), Some(100.0))
+    );
+    // dt1 found nobody queued; dt2 found dt1 running and dt3 found dt2 queued.
+    assert_eq!(dt.jumped_vs_fcfs_pct, Some(0.0));
+    let found = dt.found_queued_pct.unwrap();
+    assert!((found - 100.0 / 3.0).abs() < 1e-9, "{dt:?}");
+    // A run compared with itself has nobody jumping.
+    let same = sim::run(&trace, &fcfs_config).unwrap();
+    let mut summary = MarketSummary::new(&trace, &same.jobs, &same.purchases);
+    summary.compare_with_fcfs(&trace, &same.jobs, &fcfs.jobs);
+    assert!(summary.classes.iter().all(|(_, f)| f.jumped_vs_fcfs_pct == Some(0.0)));
+}
+
+#[test]
 fn fcfs_promises_hold_under_fifo_and_nobody_jumps() {
     let trace = trace();
     let run = sim::run(&trace, &config(PolicySettings::Fifo {}, SimAdmission::Fcfs)).unwrap();

@@ -264,6 +264,8 @@ pub enum Request {
     /// The jobs with pending tasks in the policy's order, with why each waits; answered
     /// `Queue`.
     Queue,
+    /// The estimator's R² and PI coverage on held-out history; answered `EstimateEval`.
+    EstimateEval(super::EstimateEvalQuery),
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -384,6 +386,8 @@ pub enum Response {
     ChoiceRefused(super::ChoiceRefusal),
     /// The queue of pending work.
     Queue(super::QueueView),
+    /// The answer to `EstimateEval`.
+    EstimateEval(super::EstimateEvalReport),
 }
 
 impl Response {

@@ -2,6 +2,7 @@
 //! sockets here (see `transport` for quinn streams).
 
 pub mod accounts;
+pub mod estimate_eval;
 pub mod frame;
 pub mod history;
 pub mod messages;
@@ -12,6 +13,7 @@ pub mod reservation;
 pub use accounts::{
     AccountMarket, AccountSummary, EntryKind, LedgerEntry, LedgerPage, MAX_LEDGER_PAGE, MarketInfo,
 };
+pub use estimate_eval::{EstimateEvalQuery, EstimateEvalReport, EvalMethod, EvalRow};
 pub use frame::{DEFAULT_MAX_FRAME, FrameError, decode_frame, encode_frame};
 pub use history::{JobHistory, StageHistory};
 pub use messages::*;

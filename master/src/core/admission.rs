@@ -69,6 +69,12 @@ impl Schedule {
     /// The schedule of `jobs` at `now`.
     pub fn new(now: Timestamp, mut jobs: Vec<Admitted>) -> Schedule {
         jobs.sort_by_key(|j| (j.deadline, j.job));
+        Schedule::from_sorted(now, jobs)
+    }
+
+    /// The schedule of `jobs` at `now`, already in EDF order (by deadline, then job id).
+    pub fn from_sorted(now: Timestamp, jobs: Vec<Admitted>) -> Schedule {
+        debug_assert!(jobs.windows(2).all(|w| (w[0].deadline, w[0].job) <= (w[1].deadline, w[1].job)));
         let mut prefix = Vec::with_capacity(jobs.len() + 1);
         prefix.push(0.0);
         for job in &jobs {

@@ -173,11 +173,11 @@ fn input_gb(bytes: Option<u64>) -> f64 {
 
 /// One past run's phase: its task count, declared input and measured work.
 #[derive(Clone, Copy, PartialEq, Debug)]
-struct PhaseSample {
-    tasks: u32,
-    input_gb: f64,
+pub(super) struct PhaseSample {
+    pub(super) tasks: u32,
+    pub(super) input_gb: f64,
     /// Sum of the completed tasks' run times.
-    work_ms: f64,
+    pub(super) work_ms: f64,
     /// Standard deviation of the tasks' times within the run.
     task_sd_ms: f64,
 }
@@ -189,7 +189,7 @@ impl PhaseSample {
 }
 
 /// The phase samples of `kind` from runs whose tasks of that kind all reported a time.
-fn samples(runs: &[&JobHistory], kind: SlotKind) -> Vec<PhaseSample> {
+pub(super) fn samples(runs: &[&JobHistory], kind: SlotKind) -> Vec<PhaseSample> {
     runs.iter()
         .filter_map(|run| {
             let times: Vec<Option<u64>> =
@@ -215,7 +215,7 @@ fn mean_sd(values: impl Iterator<Item = f64> + Clone) -> (f64, f64, usize) {
 }
 
 /// Per-name bins: the mean and spread of per-task time over past runs.
-fn bins(samples: &[PhaseSample], tasks: u32, z: f64) -> Option<PhaseEstimate> {
+pub(super) fn bins(samples: &[PhaseSample], tasks: u32, z: f64) -> Option<PhaseEstimate> {
     if samples.len() < MIN_RUNS_BINS {
         return None;
     }
@@ -253,7 +253,7 @@ fn from_spec(spec: &JobSpec, kind: SlotKind, tasks: u32, z: f64) -> Option<Phase
 
 /// OLS of phase work on `[1, tasks, input_gb]` (input dropped when it never varies).
 /// `None` when there are too few runs or the features do not vary enough to fit.
-fn ols(samples: &[PhaseSample], tasks: u32, input_gb: f64, z: f64) -> Option<PhaseEstimate> {
+pub(super) fn ols(samples: &[PhaseSample], tasks: u32, input_gb: f64, z: f64) -> Option<PhaseEstimate> {
     if samples.len() < MIN_RUNS_OLS {
         return None;
     }

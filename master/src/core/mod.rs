@@ -25,6 +25,7 @@ pub mod accounting;
 pub mod admission;
 pub mod command;
 pub mod estimate;
+pub mod estimate_eval;
 pub mod event;
 mod history;
 pub mod invariants;
@@ -258,6 +259,22 @@ impl Core {
         let now = self.latest.max(now);
         let settings = self.config.admission;
         self.market.quote(now, &self.state, &settings, spec, choice)
+    }
+
+    /// The estimator's R² and PI coverage on held-out history (`estimate --eval`), at
+    /// the configured PI level, over the runs in memory the caller may see (all for an
+    /// admin, their accounts' for a user).
+    pub fn estimate_eval(
+        &self,
+        caller: &Caller,
+        query: &slotmarket_common::protocol::EstimateEvalQuery,
+    ) -> Result<slotmarket_common::protocol::EstimateEvalReport, estimate::EstimateError> {
+        let runs: Vec<_> = self.state.history.all().filter(|r| caller.may_act_for(&r.account)).collect();
+        let settings = estimate_eval::EvalSettings {
+            holdout_pct: query.holdout_pct,
+            pi_level: self.config.admission.pi_level,
+        };
+        estimate_eval::evaluate(&runs, query.name.as_deref(), &settings)
     }
 
     /// Read-only queries for status, listings and the console.

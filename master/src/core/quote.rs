@@ -4,7 +4,7 @@
 //! choice (`--earliest`, `--deadline`, `--max-price`) turned into a deadline and a price,
 //! or refused with the best alternative.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 use slotmarket_common::ids::JobId;
@@ -14,7 +14,7 @@ use thiserror::Error;
 
 use super::admission::{Admitted, Demand, Schedule};
 use super::estimate::{self, DEFAULT_PI_LEVEL, EstimateError, EstimateSettings, JobEstimate};
-use super::policy::{JobInfo, SchedView};
+use super::policy::SchedView;
 use super::pricing::{PriceCurve, Priced, Quoter};
 use super::state::{Job, State, kind_ix};
 
@@ -152,11 +152,34 @@ pub enum QuoteError {
 /// The quoting state the core keeps: estimates of admitted jobs, made once each.
 #[derive(Debug, Default)]
 pub(crate) struct Market {
-    /// Estimates of jobs with a deadline, made when first seen by a quote.
-    estimates: HashMap<JobId, JobEstimate>,
+    /// Estimates of jobs with a deadline, made when first seen by a quote, with the
+    /// slot counts their whole size was computed for and that size. Ordered by id, as
+    /// the active jobs are, so a quote walks both together instead of searching a map
+    /// once per job (that search was a third of a quote against 10,000 jobs).
+    estimates: BTreeMap<JobId, Estimated>,
     /// Whether a running job's estimate is stretched by how its completed tasks ran
     /// ([`rescaled`]); `CoreConfig::predict_from_progress`.
     pub(crate) rescale: bool,
+}
+
+/// A deadline job's estimate and its whole fluid size on `slots` (a quote walks every
+/// admitted job; the whole size changes only with the cluster, so it is kept).
+#[derive(Clone, Copy, Debug)]
+struct Estimated {
+    estimate: JobEstimate,
+    slots: [u32; 2],
+    whole_fluid_ms: f64,
+}
+
+impl Estimated {
+    /// Recomputes the whole size if the cluster's slots changed since.
+    fn fit_to(&mut self, slots: [u32; 2]) {
+        if self.slots != slots {
+            let whole = SlotKind::ALL.map(|k| self.estimate.phase(k).tasks);
+            self.whole_fluid_ms = demand_of(&self.estimate, whole, slots).0.fluid_ms;
+            self.slots = slots;
+        }
+    }
 }
 
 /// The admitted jobs as the model sees them, and what pricing needs besides.
@@ -226,10 +249,34 @@ pub(crate) fn rescaled(estimate: &JobEstimate, job: &Job) -> JobEstimate {
     out
 }
 
+/// The demand and work `job` has left under its estimate, stretched by how its tasks ran
+/// when `rescale` is on. The whole size that normalises slack stays the unstretched one:
+/// it measures the workload's typical job, not this job's delays.
+fn remaining(estimated: &Estimated, job: &Job, rescale: bool, slots: [u32; 2]) -> (Demand, f64) {
+    let estimate = if rescale { rescaled(&estimated.estimate, job) } else { estimated.estimate };
+    demand_of(&estimate, left_of(job), slots)
+}
+
 /// Tasks of each kind a job has not completed (running ones count in full: the model
-/// does not know how far along they are, so it stays on the safe side).
-fn left_of(job: &JobInfo<'_>) -> [u32; 2] {
-    SlotKind::ALL.map(|k| job.tasks(k) - job.completed(k))
+/// does not know how far along they are, so it stays on the safe side). One pass over
+/// the stages for both kinds: a quote does this for every admitted job.
+fn left_of(job: &Job) -> [u32; 2] {
+    let mut left = [0u32; 2];
+    for (ix, stage) in job.stages.iter().enumerate() {
+        left[kind_ix(stage.kind)] += job.stage_size(ix).saturating_sub(stage.completed);
+    }
+    left
+}
+
+/// The active jobs with a deadline, in id order: `active` and `jobs` are both ordered by
+/// id and every active job is in `jobs`, so one merged walk finds them all.
+fn active_deadline_jobs(state: &State) -> impl Iterator<Item = (&Job, Timestamp)> {
+    let mut jobs = state.jobs.iter().peekable();
+    state.active.iter().filter_map(move |id| {
+        while jobs.next_if(|(k, _)| *k < id).is_some() {}
+        let (_, job) = jobs.next_if(|(k, _)| *k == id)?;
+        job.deadline.map(|deadline| (job, deadline))
+    })
 }
 
 impl Market {
@@ -251,35 +298,31 @@ impl Market {
         slots: [u32; 2],
     ) -> Admissions {
         self.forget_ended(state);
-        let view = SchedView::new(state);
-        let mut admitted = Vec::new();
-        let mut works = HashMap::new();
+        // Each job with its work, sorted together: no map from job to work per quote.
+        let mut admitted: Vec<(Admitted, f64)> = Vec::with_capacity(self.estimates.len());
         let mut sizes_ms = 0.0;
-        for job in view.active_jobs() {
-            let Some(deadline) = job.deadline() else { continue };
-            let estimate = match self.estimates.get(&job.id()) {
-                Some(e) => *e,
-                None => {
-                    let Some(spec) = state.jobs.get(&job.id()).map(|j| &j.spec) else { continue };
-                    let runs: Vec<_> = state.history.runs(&spec.name).collect();
-                    // A deadline job that cannot be estimated (no history, no [estimate])
-                    // was admitted without MRM; the model cannot account for it.
-                    let Ok(e) = estimate::estimate(spec, &runs, settings) else { continue };
-                    *self.estimates.entry(job.id()).or_insert(e)
-                }
+        let mut unseen = Vec::new();
+        let mut known = self.estimates.iter_mut().peekable();
+        for (job, deadline) in active_deadline_jobs(state) {
+            while known.next_if(|(id, _)| **id < job.id).is_some() {}
+            let Some((_, estimated)) = known.next_if(|(id, _)| **id == job.id) else {
+                unseen.push((job, deadline));
+                continue;
             };
-            let estimate = match state.jobs.get(&job.id()) {
-                Some(j) if self.rescale => rescaled(&estimate, j),
-                _ => estimate,
-            };
-            let (demand, work) = demand_of(&estimate, left_of(&job), slots);
-            let whole = SlotKind::ALL.map(|k| estimate.phase(k).tasks);
-            sizes_ms += demand_of(&estimate, whole, slots).0.fluid_ms;
-            works.insert(job.id(), work);
-            admitted.push(Admitted { job: job.id(), deadline, demand });
+            estimated.fit_to(slots);
+            let (demand, work) = remaining(estimated, job, self.rescale, slots);
+            sizes_ms += estimated.whole_fluid_ms;
+            admitted.push((Admitted { job: job.id, deadline, demand }, work));
         }
-        let schedule = Schedule::new(now, admitted);
-        let works = schedule.jobs().iter().map(|a| works.get(&a.job).copied().unwrap_or(0.0)).collect();
+        for (job, deadline) in unseen {
+            let Some(estimated) = self.estimated(state, job.id, settings, slots) else { continue };
+            let (demand, work) = remaining(&estimated, job, self.rescale, slots);
+            sizes_ms += estimated.whole_fluid_ms;
+            admitted.push((Admitted { job: job.id, deadline, demand }, work));
+        }
+        admitted.sort_unstable_by_key(|(a, _)| (a.deadline, a.job));
+        let works = admitted.iter().map(|(_, work)| *work).collect();
+        let schedule = Schedule::from_sorted(now, admitted.into_iter().map(|(a, _)| a).collect());
         Admissions { schedule, works, sizes_ms }
     }
 
@@ -304,6 +347,30 @@ impl Market {
                 (job.job, Timestamp(finish_ms.max(now_ms).ceil() as u64))
             })
             .collect()
+    }
+
+    /// The estimate of deadline job `id` and its whole size on `slots`, made on first
+    /// sight; `None` for a job that cannot be estimated (no history, no `[estimate]`):
+    /// it was admitted without MRM and the model cannot account for it.
+    fn estimated(
+        &mut self,
+        state: &State,
+        id: JobId,
+        settings: &EstimateSettings,
+        slots: [u32; 2],
+    ) -> Option<Estimated> {
+        if let Some(known) = self.estimates.get_mut(&id) {
+            known.fit_to(slots);
+            return Some(*known);
+        }
+        let spec = &state.jobs.get(&id)?.spec;
+        let runs: Vec<_> = state.history.runs(&spec.name).collect();
+        let estimate = estimate::estimate(spec, &runs, settings).ok()?;
+        let whole = SlotKind::ALL.map(|k| estimate.phase(k).tasks);
+        let whole_fluid_ms = demand_of(&estimate, whole, slots).0.fluid_ms;
+        let known = Estimated { estimate, slots, whole_fluid_ms };
+        self.estimates.insert(id, known);
+        Some(known)
     }
 
     /// Quotes `spec` at `now` and prices the deadline `choice` asks for.

@@ -270,6 +270,14 @@ impl Actor {
             }
             Request::Price => return answer(reply, Response::Price(self.core.market(&caller))),
             Request::Queue => return answer(reply, Response::Queue(self.core.queue(&caller))),
+            Request::EstimateEval(query) => {
+                let report = self.core.estimate_eval(&caller, &query);
+                let response = report.map_or_else(
+                    |err| Response::error(ErrorKind::BadRequest, err.to_string()),
+                    Response::EstimateEval,
+                );
+                return answer(reply, response);
+            }
             Request::Watch { .. } => {
                 let response = Response::error(ErrorKind::BadRequest, "watch is a streaming request");
                 return answer(reply, response);

@@ -46,6 +46,11 @@ pub struct Mrm {
     pub users: u32,
     /// Seed.
     pub seed: u64,
+    /// Distinct programs (`prog0`..), each job one of them by name with the program's
+    /// own task length (spread over 0.5–1.5 × the base) and ±10 % per job, so that runs
+    /// share a history as the paper's four job types do; 0: every job its own name and a
+    /// length drawn between 0.5 and 1.5 × the base.
+    pub programs: u32,
 }
 
 impl Default for Mrm {
@@ -62,6 +67,7 @@ impl Default for Mrm {
             reduce_slots: 80,
             users: 10,
             seed: 1,
+            programs: 0,
         }
     }
 }
@@ -76,7 +82,12 @@ impl Mrm {
                 at += rng.exponential(self.interarrival_s);
             }
             let (maps, reduces) = mrm_bin(&mut rng);
-            let scale = 0.5 + rng.unit();
+            let unit = rng.unit();
+            let program = (self.programs > 0).then(|| rng.range(0, self.programs - 1));
+            let scale = match program {
+                None => 0.5 + unit,
+                Some(p) => (0.5 + (f64::from(p) + 0.5) / f64::from(self.programs)) * (0.9 + 0.2 * unit),
+            };
             let (map_mean, reduce_mean) = (self.map_s * scale, self.reduce_s * scale);
             let class = self.sensitive_share.map(|share| {
                 if rng.chance(share) { JobClass::DelaySensitive } else { JobClass::DelayTolerant }
@@ -92,6 +103,7 @@ impl Mrm {
             emit(TraceJob {
                 class,
                 deadline_s,
+                name: program.map(|p| format!("prog{p}")),
                 ..TraceJob::new(format!("j{}", n + 1), round_ms(at), user, stages)
             })?;
         }

@@ -127,6 +127,15 @@ pub struct ClassFigures {
     pub p95_premium: f64,
     /// Share that started before some job submitted earlier had started, in percent.
     pub jumped_pct: f64,
+    /// The paper's jump-ahead (§6.3, after Table 8): share of the class's jobs that
+    /// finished before some job that finished before them when the same trace ran under
+    /// FCFS, in percent; `None` without that run (`run --compare-fcfs`).
+    pub jumped_vs_fcfs_pct: Option<f64>,
+    /// The same share among the jobs that found a delay-tolerant job submitted before
+    /// them still waiting to start when they arrived (the paper's restricted figure).
+    pub jumped_vs_fcfs_queued_pct: Option<f64>,
+    /// Share of the class's jobs that found such a waiting delay-tolerant job, in percent.
+    pub found_queued_pct: Option<f64>,
 }
 
 /// The market figures of a run: per class (`delay-sensitive`, `delay-tolerant`, `none`).
@@ -173,7 +182,72 @@ fn jumped(jobs: &[JobResult]) -> Vec<bool> {
     out
 }
 
+/// For each job, whether it finished before some job `k` that finished strictly before
+/// it in `fcfs` (the same trace run first-come first-served): the paper's pairwise
+/// comparison of completion orders. A job that did not finish in both runs never counts.
+pub fn jumped_vs_fcfs(jobs: &[JobResult], fcfs: &[JobResult]) -> Vec<bool> {
+    let mut out = vec![false; jobs.len()];
+    let mut order: Vec<(Timestamp, Timestamp, usize)> =
+        jobs.iter().zip(fcfs).filter_map(|(j, f)| Some((f.ended?, j.ended?, j.ix))).collect();
+    order.sort_unstable();
+    // In FCFS finishing order, a job jumped when some job that finished strictly earlier
+    // under FCFS finished later here: the latest such finish is all that matters.
+    let mut latest_before = Timestamp::ZERO;
+    let mut group = 0;
+    while group < order.len() {
+        let fcfs_end = order[group].0;
+        let next = order[group..].iter().position(|o| o.0 != fcfs_end).map_or(order.len(), |p| group + p);
+        for &(_, end, ix) in &order[group..next] {
+            out[ix] = latest_before > end;
+        }
+        for &(_, end, _) in &order[group..next] {
+            latest_before = latest_before.max(end);
+        }
+        group = next;
+    }
+    out
+}
+
+/// For each job, whether a delay-tolerant job submitted before it had not started when
+/// it was submitted (only then can it jump ahead of one, §6.3).
+pub fn found_queued_tolerant(trace: &Trace, jobs: &[JobResult]) -> Vec<bool> {
+    let mut order: Vec<&JobResult> = jobs.iter().filter(|j| j.submitted.is_some()).collect();
+    order.sort_by_key(|j| (j.submitted, j.ix));
+    let mut out = vec![false; jobs.len()];
+    // The latest start of the delay-tolerant jobs submitted so far (never: the end of time).
+    let mut latest_start = Timestamp::ZERO;
+    for job in order {
+        let submitted = job.submitted.unwrap_or(Timestamp::ZERO);
+        out[job.ix] = latest_start > submitted;
+        if trace.jobs[job.ix].class == Some(JobClass::DelayTolerant) {
+            latest_start = latest_start.max(job.started.unwrap_or(Timestamp(u64::MAX)));
+        }
+    }
+    out
+}
+
 impl MarketSummary {
+    /// Adds the paper's jump-ahead figures per class, from `fcfs`: the same trace run
+    /// first-come first-served (FIFO, no admission) with the same seed.
+    pub fn compare_with_fcfs(&mut self, trace: &Trace, jobs: &[JobResult], fcfs: &[JobResult]) {
+        let jumped = jumped_vs_fcfs(jobs, fcfs);
+        let queued = found_queued_tolerant(trace, jobs);
+        for (name, f) in &mut self.classes {
+            let members: Vec<usize> = (0..jobs.len())
+                .filter(|&ix| trace.jobs[ix].class.map_or("none", JobClass::name) == name.as_str())
+                .filter(|&ix| jobs[ix].outcome != Outcome::Rejected)
+                .collect();
+            let share = |of: &[usize], who: &dyn Fn(usize) -> bool| {
+                (!of.is_empty())
+                    .then(|| 100.0 * of.iter().filter(|&&ix| who(ix)).count() as f64 / of.len() as f64)
+            };
+            let found: Vec<usize> = members.iter().copied().filter(|&ix| queued[ix]).collect();
+            f.jumped_vs_fcfs_pct = share(&members, &|ix| jumped[ix]);
+            f.jumped_vs_fcfs_queued_pct = share(&found, &|ix| jumped[ix]);
+            f.found_queued_pct = share(&members, &|ix| queued[ix]);
+        }
+    }
+
     /// The figures of `jobs` (a run of `trace`) with what each bought.
     pub fn new(trace: &Trace, jobs: &[JobResult], purchases: &[Option<Purchase>]) -> MarketSummary {
         let jumps = jumped(jobs);
@@ -216,6 +290,18 @@ impl MarketSummary {
                 f.p95_premium,
                 f.jumped_pct
             )?;
+        }
+        if self.classes.iter().any(|(_, f)| f.jumped_vs_fcfs_pct.is_some()) {
+            writeln!(
+                out,
+                "\nagainst the FCFS run: class, jumped ahead %, found a DT job queued %, jumped among those %"
+            )?;
+            let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+            for (name, f) in &self.classes {
+                let (all, found, among) =
+                    (f.jumped_vs_fcfs_pct, f.found_queued_pct, f.jumped_vs_fcfs_queued_pct);
+                writeln!(out, "{name:<16} {:>8} {:>8} {:>8}", cell(all), cell(found), cell(among))?;
+            }
         }
         Ok(())
     }

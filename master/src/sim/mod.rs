@@ -45,7 +45,7 @@ use slotmarket_common::identity::{Identity, Role};
 
 use crate::core::policy::jockey::{CompletionModel, build_completion_model};
 use slotmarket_common::ids::{AgentId, ContainerId, JobId, TaskId};
-use slotmarket_common::protocol::{ContainerReport, JobState, Response};
+use slotmarket_common::protocol::{ContainerReport, JobHistory, JobState, Response};
 use slotmarket_common::spec::DeadlineSpec;
 use slotmarket_common::time::Timestamp;
 use thiserror::Error;
@@ -93,6 +93,9 @@ pub struct SimConfig {
     pub market: Option<market::MarketConfig>,
     /// Accounts created with budgets, and spending-rate changes, at given times (DP).
     pub account_events: Vec<AccountEvent>,
+    /// Keep every ended job's history record in [`SimRun::history`] (for estimator
+    /// evaluation; off for big runs, where it would hold every task's time).
+    pub keep_history: bool,
 }
 
 impl Default for SimConfig {
@@ -111,6 +114,7 @@ impl Default for SimConfig {
             check_invariants: false,
             market: None,
             account_events: Vec::new(),
+            keep_history: false,
         }
     }
 }
@@ -185,6 +189,9 @@ pub struct SimRun {
     pub stats: RunStats,
     /// What each trace job bought, in trace order (all `None` without a market).
     pub purchases: Vec<Option<market::Purchase>>,
+    /// Ended jobs' history records in the order they ended (empty unless
+    /// [`SimConfig::keep_history`]).
+    pub history: Vec<JobHistory>,
 }
 
 /// Something due at a virtual time.
@@ -240,6 +247,7 @@ struct Simulation<'t> {
     models: Vec<CompletionModel>,
     stats: RunStats,
     purchases: Vec<Option<market::Purchase>>,
+    history: Vec<JobHistory>,
 }
 
 impl<'t> Simulation<'t> {
@@ -294,6 +302,7 @@ impl<'t> Simulation<'t> {
             models: Vec::new(),
             stats: RunStats::default(),
             purchases: vec![None; if config.market.is_some() { trace.len() } else { 0 }],
+            history: Vec::new(),
         })
     }
 
@@ -559,6 +568,9 @@ impl<'t> Simulation<'t> {
                 self.stats.models_built += 1;
                 self.models.push(model);
             }
+            Command::Persist(Persist::History { record, .. }) if self.config.keep_history => {
+                self.history.push(record);
+            }
             Command::Persist(_) | Command::JobChanged { .. } | Command::DropAgent { .. } => {}
         }
     }
@@ -647,6 +659,12 @@ impl<'t> Simulation<'t> {
                 result.outcome = Outcome::Unfinished;
             }
         }
-        SimRun { jobs: self.jobs, usage: totals.usage, stats: self.stats, purchases: self.purchases }
+        SimRun {
+            jobs: self.jobs,
+            usage: totals.usage,
+            stats: self.stats,
+            purchases: self.purchases,
+            history: self.history,
+        }
     }
 }

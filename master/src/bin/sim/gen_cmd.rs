@@ -67,6 +67,10 @@ pub(crate) struct GenArgs {
     /// mrm, dp: number of users (default 10).
     #[arg(long, default_value_t = 10)]
     users: u32,
+    /// mrm: distinct programs (job names `prog0`..), each with its own task length, so
+    /// runs share a history (for `slotmarket-sim estimate --eval`); 0: a name per job.
+    #[arg(long, default_value_t = 0)]
+    programs: u32,
     /// dress: share of small-demand jobs.
     #[arg(long, default_value_t = 0.3)]
     small_share: f64,
@@ -149,6 +153,7 @@ fn mrm(args: &GenArgs) -> Mrm {
         reduce_slots: args.cluster_reduce_slots,
         users: args.users,
         seed: args.seed,
+        programs: args.programs,
     }
 }
 

@@ -10,11 +10,13 @@
 //! slotmarket-sim run --trace mrm.jsonl --policy fifo --out runs/fifo
 //! slotmarket-sim run --trace mrm.jsonl --policy edf --admission mrm --kappa 2 --alpha 1.5
 //! slotmarket-sim report runs/fifo runs/fair -o plots
+//! slotmarket-sim estimate --eval --trace mrm.jsonl --holdout-pct 20
 //! ```
 //!
 //! Standard output carries only results, so two runs with the same trace, policy and
 //! seed print the same bytes; `--timing` adds speed and memory figures on standard error.
 
+mod estimate_cmd;
 mod gen_cmd;
 mod jockey_cmd;
 mod quote_cmd;
@@ -30,7 +32,7 @@ use clap::{Args, Parser, Subcommand};
 use slotmarket_common::time::Timestamp;
 use slotmarket_master::config::PolicyTable;
 use slotmarket_master::core::pricing::PriceCurve;
-use slotmarket_master::core::{AdmissionMode, AdmissionSettings, CoreConfig};
+use slotmarket_master::core::{AdmissionMode, AdmissionSettings, CoreConfig, PolicySettings};
 use slotmarket_master::sim::accounts::read_account_events;
 use slotmarket_master::sim::market::{MarketConfig, MarketSummary, SimAdmission};
 use slotmarket_master::sim::report::{Summary, write_jobs_csv, write_slots_csv};
@@ -61,6 +63,8 @@ enum Command {
     BenchQuote(quote_cmd::QuoteArgs),
     /// Jockey's §5 comparison over seeds, as Markdown tables.
     Jockey(jockey_cmd::JockeyArgs),
+    /// The estimator's R² and PI coverage on held-out runs of a simulated history.
+    Estimate(estimate_cmd::EstimateArgs),
 }
 
 /// Flags of `run`.
@@ -139,6 +143,11 @@ struct RunArgs {
     /// infeasible, and counted).
     #[arg(long)]
     trace_deadlines: bool,
+    /// With --admission: also run the trace first-come first-served (fifo, no
+    /// admission, same seed) and add the paper's jump-ahead figures: the share of each
+    /// class that finished before a job that finished before it under FCFS.
+    #[arg(long)]
+    compare_fcfs: bool,
     /// proportional: the allocation interval in seconds (`--set interval_s=S`).
     #[arg(long, value_name = "S")]
     interval: Option<f64>,
@@ -192,6 +201,7 @@ fn main() -> Result<()> {
         Some(Command::Report(args)) => report_cmd::run(args),
         Some(Command::BenchQuote(args)) => quote_cmd::run(args),
         Some(Command::Jockey(args)) => jockey_cmd::run(args),
+        Some(Command::Estimate(args)) => estimate_cmd::run(args),
         None => run(cli.run),
     }
 }
@@ -227,6 +237,7 @@ impl TryFrom<&RunArgs> for SimConfig {
             max_steps: args.max_steps,
             check_invariants: args.check_invariants,
             account_events,
+            keep_history: false,
         })
     }
 }
@@ -257,8 +268,13 @@ fn run(args: RunArgs) -> Result<()> {
     } else {
         summary.write_text(&mut stdout)?;
     }
-    let market_summary =
+    let mut market_summary =
         config.market.is_some().then(|| MarketSummary::new(&trace, &result.jobs, &result.purchases));
+    if let (Some(m), true) = (market_summary.as_mut(), args.compare_fcfs) {
+        let fcfs = fcfs_config(&config);
+        let fcfs_run = sim::run(&trace, &fcfs).context("the FCFS run for --compare-fcfs failed")?;
+        m.compare_with_fcfs(&trace, &result.jobs, &fcfs_run.jobs);
+    }
     if let Some(m) = &market_summary {
         if args.json {
             writeln!(stdout, "{}", serde_json::to_string(m).context("market summary as JSON")?)?;
@@ -290,6 +306,16 @@ fn run(args: RunArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `config` run first-come first-served: fifo, no admission, nothing bought.
+fn fcfs_config(config: &SimConfig) -> SimConfig {
+    let core = CoreConfig {
+        policy: PolicySettings::Fifo {},
+        admission: AdmissionSettings::default(),
+        ..config.core.clone()
+    };
+    SimConfig { core, market: None, ..config.clone() }
 }
 
 /// Writes the summary (text and JSON) and both CSVs into `dir`.
