@@ -5,7 +5,7 @@
 //! Layout:
 //! - `connection` — connection options (flags, environment, config file) → a `Client`;
 //! - `output` — aligned tables for people, stable JSON shapes for scripts;
-//! - `submit`, `status`, `jobs`, `history`, `nodes`, `cancel`, `node` — one request each (`jobs
+//! - `submit`, `status`, `jobs`, `history`, `profile`, `nodes`, `cancel`, `node` — one request each (`jobs
 //!   --all` pages through every job);
 //! - `account`, `budget`, `ledger` — accounts, admins' grants and the ledger;
 //! - `pki` — the cluster CA and certificates;
@@ -33,6 +33,7 @@ mod nodes;
 mod output;
 mod pki;
 mod price;
+mod profile;
 mod rate;
 mod reservation;
 mod status;
@@ -106,6 +107,9 @@ enum Command {
     /// Move a running job's deadline (`set JOB +20m`) or drop it (`clear JOB`).
     #[command(subcommand)]
     Deadline(deadline::DeadlineCommand),
+    /// Show the Jockey profile of a job name: per stage its tasks, barriers, task times
+    /// and failures, from the recorded runs you may see.
+    Profile(profile::ProfileArgs),
 }
 
 fn main() -> ExitCode {
@@ -150,6 +154,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Rate(command) => rate::run(&cli.connection, command, json).await,
         Command::Price => price::run(&cli.connection, json).await,
         Command::Deadline(command) => deadline::run(&cli.connection, command, json).await,
+        Command::Profile(args) => profile::run(&cli.connection, args, json).await,
     }
 }
 

@@ -14,8 +14,8 @@ use crate::money::Credits;
 use crate::pki::{PkiError, TlsFiles};
 use crate::protocol::{
     AccountSummary, ClientRequest, DEFAULT_MAX_FRAME, ErrorReply, HistoryQuery, JobHistory, JobState,
-    JobStatus, JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage, MarketInfo, NodeSummary, Request,
-    ReservationView, Response,
+    JobStatus, JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage, MarketInfo, NodeSummary,
+    ProfileView, Request, ReservationView, Response,
 };
 use crate::spec::JobSpec;
 use crate::time::Timestamp;
@@ -137,6 +137,15 @@ impl Client {
     pub async fn history(&self, query: HistoryQuery) -> Result<Vec<JobHistory>, ClientError> {
         self.expect(Request::History(query), |response| match response {
             Response::History(runs) => Some(runs),
+            _ => None,
+        })
+        .await
+    }
+
+    /// The Jockey profile of job name `name`.
+    pub async fn profile(&self, name: String) -> Result<ProfileView, ClientError> {
+        self.expect(Request::Profile { name }, |response| match response {
+            Response::Profile(view) => Some(view),
             _ => None,
         })
         .await
@@ -353,5 +362,6 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::RateSet { .. } => "RateSet",
         Response::Price(_) => "Price",
         Response::DeadlineSet { .. } => "DeadlineSet",
+        Response::Profile(_) => "Profile",
     }
 }

@@ -245,6 +245,12 @@ pub enum Request {
         /// The new deadline.
         deadline: Option<Timestamp>,
     },
+    /// The Jockey profile of a job name, from the recorded runs the caller may see;
+    /// answered `Profile`.
+    Profile {
+        /// The job name.
+        name: String,
+    },
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -357,6 +363,8 @@ pub enum Response {
         /// Its deadline now.
         deadline: Option<Timestamp>,
     },
+    /// A job name's profile.
+    Profile(super::ProfileView),
 }
 
 impl Response {
@@ -507,6 +515,14 @@ pub struct SloStatus {
     pub guaranteed: u32,
     /// The largest guarantee it has had.
     pub peak_guaranteed: u32,
+    /// The interval of its finish under the guarantee, without slack (the completion
+    /// model's 10th and 90th percentiles), when a simulated model is built.
+    #[serde(default)]
+    pub finish_interval: Option<(Timestamp, Timestamp)>,
+    /// How much slower than its profile its completed tasks ran, in thousandths (1000:
+    /// as profiled).
+    #[serde(default)]
+    pub slowdown_permille: u32,
 }
 
 /// A stage's task counts.

@@ -5,6 +5,7 @@ pub mod accounts;
 pub mod frame;
 pub mod history;
 pub mod messages;
+pub mod profile;
 pub mod reservation;
 
 pub use accounts::{
@@ -13,4 +14,5 @@ pub use accounts::{
 pub use frame::{DEFAULT_MAX_FRAME, FrameError, decode_frame, encode_frame};
 pub use history::{JobHistory, StageHistory};
 pub use messages::*;
+pub use profile::{ProfileView, StageProfileView};
 pub use reservation::{ReservationView, ReservedKind};
