@@ -110,6 +110,8 @@ pub struct SloState {
     /// The interval of the finish under the guarantee, without slack, at the last step
     /// (the model's [`model::INTERVAL`] quantiles); `None` without a simulated model.
     pub finish_interval: Option<(Timestamp, Timestamp)>,
+    /// The deadline the last step controlled for.
+    pub deadline: Option<Timestamp>,
 }
 
 impl SloState {
@@ -167,6 +169,11 @@ impl Jockey {
             let Some(deadline) = job.deadline() else { continue };
             let mut slo = self.jobs.remove(&job.id()).unwrap_or_default();
             slo.account(now);
+            if slo.deadline.is_some_and(|d| d != deadline) && !slo.frozen {
+                // A moved deadline is news, not noise: hysteresis would take minutes to
+                // follow it, so the next step jumps to its raw allocation at once.
+                slo.smoothed = None;
+            }
             if (all || slo.smoothed.is_none()) && !slo.frozen {
                 self.step(now, view, job, deadline, total, &mut slo);
             }
@@ -257,6 +264,7 @@ impl Jockey {
             frozen: !self.config.adapt && model_based,
             slowdown,
             finish_interval,
+            deadline: Some(deadline),
             ..*slo
         };
     }
