@@ -14,6 +14,7 @@ use slotmarket_master::sim::jockey_experiment::{
     Outcome, Row, Variant, allocation_plot, completion_plot, indicator_markdown, markdown, run_one, trace_of,
 };
 use slotmarket_master::sim::jockey_gen::JockeyMix;
+use slotmarket_master::sim::report::SloSample;
 
 /// Flags of `jockey`.
 #[derive(Args, Debug)]
@@ -244,4 +245,62 @@ fn timeline_csv(outcome: &Outcome) -> String {
         ));
     }
     csv
+}
+
+/// Flags of `plot-allocation`.
+#[derive(Args, Debug)]
+pub(crate) struct PlotAllocationArgs {
+    /// A timeline CSV with the columns t_s, guarantee, running and deadline_s (as
+    /// `jockey --plots` and scripts/jockey-live.sh write them).
+    csv: std::path::PathBuf,
+    /// The plot's title.
+    #[arg(long, default_value = "Allocation over time")]
+    title: String,
+    /// Where to write the SVG.
+    #[arg(short, long)]
+    out: std::path::PathBuf,
+}
+
+/// Draws Fig. 6 from a timeline CSV: a live run's or a simulated one's.
+pub(crate) fn plot_allocation(args: PlotAllocationArgs) -> Result<()> {
+    let text =
+        std::fs::read_to_string(&args.csv).with_context(|| format!("reading {}", args.csv.display()))?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let column = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or_else(|| anyhow!("{}: no column {name}", args.csv.display()))
+    };
+    let (t, guarantee, running, deadline) =
+        (column("t_s")?, column("guarantee")?, column("running")?, column("deadline_s")?);
+    let mut outcome = Outcome {
+        met: true,
+        completion_vs_deadline: 0.0,
+        above_oracle: 0.0,
+        peak: 0,
+        mean_guarantee: 0.0,
+        oracle: 0.0,
+        deadline_s: 0.0,
+        timeline: Vec::new(),
+    };
+    for (n, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let cells: Vec<&str> = line.split(',').collect();
+        let number = |i: usize| -> Result<f64> {
+            let cell = cells.get(i).copied().unwrap_or_default().trim();
+            cell.parse::<f64>()
+                .with_context(|| format!("{} line {}: {cell:?} is not a number", args.csv.display(), n + 2))
+        };
+        outcome.deadline_s = number(deadline)?;
+        outcome.timeline.push(SloSample {
+            at_ms: (number(t)? * 1000.0).max(0.0) as u64,
+            guarantee: number(guarantee)?.max(0.0) as u32,
+            running: number(running)?.max(0.0) as u32,
+            progress: 0.0,
+            predicted_finish_ms: None,
+        });
+    }
+    std::fs::write(&args.out, allocation_plot(&args.title, &outcome))
+        .with_context(|| format!("writing {}", args.out.display()))
 }

@@ -61,6 +61,8 @@ enum Command {
     BenchQuote(quote_cmd::QuoteArgs),
     /// Jockey's §5 comparison over seeds, as Markdown tables.
     Jockey(jockey_cmd::JockeyArgs),
+    /// Draw a deadline job's allocation over time (Fig. 6) from a timeline CSV.
+    PlotAllocation(jockey_cmd::PlotAllocationArgs),
 }
 
 /// Flags of `run`.
@@ -190,6 +192,7 @@ fn main() -> Result<()> {
         Some(Command::Report(args)) => report_cmd::run(args),
         Some(Command::BenchQuote(args)) => quote_cmd::run(args),
         Some(Command::Jockey(args)) => jockey_cmd::run(args),
+        Some(Command::PlotAllocation(args)) => jockey_cmd::plot_allocation(args),
         None => run(cli.run),
     }
 }
