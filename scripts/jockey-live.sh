@@ -2,8 +2,9 @@
 # Jockey on a real local cluster: a master under `jockey` (control step every INTERVAL
 # seconds) and two agents (4 map + 2 reduce slots each) on 127.0.0.1. A wordcount job
 # named "slo-wordcount" (MAPS map tasks that each sleep PAUSE seconds first, 2 reduces)
-# runs once alone to leave its profile, then again under a deadline of DEADLINE seconds
-# while best-effort wordcount jobs (12 maps each) arrive every SPACING seconds and keep
+# runs once alone to leave its profile, then again under a deadline of DEADLINE seconds,
+# its maps sleeping SLOW_PAUSE seconds instead (a run slower than its profile), while
+# best-effort wordcount jobs (12 maps each) arrive every SPACING seconds and keep
 # the cluster full. Every second the script records the deadline job's guaranteed slots,
 # running tasks and progress from `slotmarket status --json` into OUT/timeline.csv, then
 # draws OUT/allocation.svg (Fig. 6) with `slotmarket-sim plot-allocation` and prints
@@ -21,8 +22,9 @@ cd "$(dirname "$0")/.."
 PROFILE=${PROFILE:-debug}
 INTERVAL=${INTERVAL:-2}
 PAUSE=${PAUSE:-3}
+SLOW_PAUSE=${SLOW_PAUSE:-6}
 MAPS=${MAPS:-24}
-DEADLINE=${DEADLINE:-60}
+DEADLINE=${DEADLINE:-45}
 SPACING=${SPACING:-4}
 BACKGROUND=${BACKGROUND:-12}
 OUT=${OUT:-${TMPDIR:-/tmp}/slotmarket-jockey-live}
@@ -61,8 +63,8 @@ for t in 0 1 2 3; do
     "$BIN/slotmarket-task" gen-text --output "$INPUT" --bytes 400000 --seed 3 --task "$t" --tasks 4 >/dev/null 2>&1
 done
 
-# A wordcount job named $1 of $2 map tasks (each sleeping PAUSE seconds first), 2 reduces,
-# with the deadline line $3 (may be empty).
+# A wordcount job named $1 of $2 map tasks (each sleeping $4 seconds, default PAUSE,
+# first), 2 reduces, with the deadline line $3 (may be empty).
 job_spec() {
     cat <<SPEC
 name = "$1"
@@ -72,7 +74,7 @@ $3
 name = "map"
 tasks = $2
 slot = "map"
-command = "sleep $PAUSE && slotmarket-task wordcount map --input {input} --task {task} --tasks {tasks} --reducers {tasks.reduce} --job-dir {job_dir}"
+command = "sleep ${4:-$PAUSE} && slotmarket-task wordcount map --input {input} --task {task} --tasks {tasks} --reducers {tasks.reduce} --job-dir {job_dir}"
 [[stage]]
 name = "reduce"
 tasks = 2
@@ -131,7 +133,7 @@ submit_background() {
 submit_background &
 GROUP[background]=$!
 sleep "$SPACING"
-job_spec slo-wordcount "$MAPS" "deadline = \"+${DEADLINE}s\"" >"$WORK/jobs/slo.toml"
+job_spec slo-wordcount "$MAPS" "deadline = \"+${DEADLINE}s\"" "$SLOW_PAUSE" >"$WORK/jobs/slo.toml"
 slo=$("$BIN/slotmarket" submit "$WORK/jobs/slo.toml")
 start=$(date +%s%N)
 echo "t_s,guarantee,running,progress,predicted_finish_s,deadline_s" >"$OUT/timeline.csv"
