@@ -222,15 +222,7 @@ impl Jockey {
             job.stages().map(|s| f64::from(s.completed) / f64::from(s.tasks.max(1))).collect();
         let progress = self.config.indicator.progress(&profile, &done);
         let amdahl = Amdahl::of(&profile, &done);
-        // The model knows the profiled run; a run whose tasks take longer (more input, a
-        // slower cluster: Table 3) has that much more time left at the same progress.
-        let slowdown = if self.config.rescale {
-            let completed: Vec<u32> = job.stages().map(|s| s.completed).collect();
-            let observed: Vec<u64> = job.completed_run_ms().collect();
-            profile.observed_slowdown(&completed, &observed)
-        } else {
-            1.0
-        };
+        let slowdown = self.slowdown(&profile, &job);
         let remaining = |a: u32| {
             slowdown
                 * match &model {
@@ -267,6 +259,18 @@ impl Jockey {
             deadline: Some(deadline),
             ..*slo
         };
+    }
+
+    /// How much slower than `profile` the job's completed tasks ran (1 unless `rescale`):
+    /// the model knows the profiled run, and a run whose tasks take longer (more input, a
+    /// slower cluster: Table 3) has that much more time left at the same progress.
+    fn slowdown(&self, profile: &JobProfile, job: &JobInfo<'_>) -> f64 {
+        if !self.config.rescale {
+            return 1.0;
+        }
+        let completed: Vec<u32> = job.stages().map(|s| s.completed).collect();
+        let observed: Vec<u64> = job.completed_run_ms().collect();
+        profile.observed_slowdown(&completed, &observed)
     }
 
     /// The simulated model of `profile`'s job if it is built for this profile; asks for
