@@ -5,7 +5,7 @@
 //! Layout:
 //! - `connection` — connection options (flags, environment, config file) → a `Client`;
 //! - `output` — aligned tables for people, stable JSON shapes for scripts;
-//! - `submit`, `status`, `jobs`, `history`, `nodes`, `cancel`, `node` — one request each (`jobs
+//! - `submit`, `status`, `jobs`, `history`, `profile`, `nodes`, `cancel`, `node` — one request each (`jobs
 //!   --all` pages through every job);
 //! - `run` (a one-stage job from a command line), `wait` (follows jobs, reconnecting
 //!   across a master restart; `submit --wait` uses it too), `queue` (pending work and why
@@ -39,6 +39,7 @@ mod nodes;
 mod output;
 mod pki;
 mod price;
+mod profile;
 mod queue;
 mod quote;
 mod rate;
@@ -134,6 +135,9 @@ enum Command {
     /// How good runtime estimates are: `--eval` prints R² and prediction-interval
     /// coverage per method on each job name's newest runs held out.
     Estimate(estimate::EstimateArgs),
+    /// Show the Jockey profile of a job name: per stage its tasks, barriers, task times
+    /// and failures, from the recorded runs you may see.
+    Profile(profile::ProfileArgs),
 }
 
 fn main() -> ExitCode {
@@ -185,6 +189,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Queue => queue::run(&cli.connection, json).await,
         Command::Completions(args) => completions::run(Cli::command(), &args),
         Command::Man(args) => man::run(Cli::command(), &args),
+        Command::Profile(args) => profile::run(&cli.connection, args, json).await,
     }
 }
 

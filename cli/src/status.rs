@@ -59,6 +59,14 @@ fn render(status: &JobStatus) -> String {
         let finish = slo.predicted_finish.map_or_else(|| "-".into(), slotmarket_common::spec::format_rfc3339);
         head.push(("progress", format!("{:.1} %", f64::from(slo.progress_permille) / 10.0)));
         head.push(("predicted", format!("{finish} (with slack)")));
+        if let Some((low, high)) = slo.finish_interval {
+            let at = slotmarket_common::spec::format_rfc3339;
+            head.push(("interval", format!("{} .. {} (10th-90th percentile)", at(low), at(high))));
+        }
+        head.push((
+            "slowdown",
+            format!("{:.2} × profiled task times", f64::from(slo.slowdown_permille) / 1000.0),
+        ));
         head.push((
             "slots",
             format!(
@@ -172,11 +180,21 @@ mod tests {
             predicted_finish: Some(slotmarket_common::time::Timestamp(1_800_000_000_000)),
             guaranteed: 12,
             peak_guaranteed: 20,
+            finish_interval: Some((
+                slotmarket_common::time::Timestamp(1_799_999_400_000),
+                slotmarket_common::time::Timestamp(1_800_000_300_000),
+            )),
+            slowdown_permille: 1_250,
         });
         let text = render(&status);
         assert!(text.contains("progress   42.5 %\n"), "{text}");
         assert!(text.contains("predicted  2027-01-15T08:00:00Z (with slack)\n"), "{text}");
         assert!(text.contains("slots      12 guaranteed (peak 20), 3 running\n"), "{text}");
+        assert!(
+            text.contains("interval   2027-01-15T07:50:00Z .. 2027-01-15T08:05:00Z (10th-90th percentile)\n"),
+            "{text}"
+        );
+        assert!(text.contains("slowdown   1.25 × profiled task times\n"), "{text}");
         assert!(!text.contains("class"), "no class outside dress: {text}");
     }
 

@@ -16,8 +16,8 @@ use crate::pki::{PkiError, TlsFiles};
 use crate::protocol::{
     AccountSummary, ChoiceRefusal, ClientRequest, DEFAULT_MAX_FRAME, DeadlineChoice, ErrorReply,
     EstimateEvalQuery, EstimateEvalReport, HistoryQuery, JobHistory, JobState, JobStatus, JobSummary,
-    JobsPage, JobsQuery, LedgerEntry, LedgerPage, MarketInfo, NodeSummary, Purchase, QueueView, QuoteInfo,
-    Request, ReservationView, Response,
+    JobsPage, JobsQuery, LedgerEntry, LedgerPage, MarketInfo, NodeSummary, ProfileView, Purchase, QueueView,
+    QuoteInfo, Request, ReservationView, Response,
 };
 use crate::spec::JobSpec;
 use crate::time::Timestamp;
@@ -171,6 +171,15 @@ impl Client {
     pub async fn history(&self, query: HistoryQuery) -> Result<Vec<JobHistory>, ClientError> {
         self.expect(Request::History(query), |response| match response {
             Response::History(runs) => Some(runs),
+            _ => None,
+        })
+        .await
+    }
+
+    /// The Jockey profile of job name `name`.
+    pub async fn profile(&self, name: String) -> Result<ProfileView, ClientError> {
+        self.expect(Request::Profile { name }, |response| match response {
+            Response::Profile(view) => Some(view),
             _ => None,
         })
         .await
@@ -471,6 +480,7 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::ChoiceRefused(_) => "ChoiceRefused",
         Response::Queue(_) => "Queue",
         Response::EstimateEval(_) => "EstimateEval",
+        Response::Profile(_) => "Profile",
     }
 }
 

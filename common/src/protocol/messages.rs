@@ -266,6 +266,12 @@ pub enum Request {
     Queue,
     /// The estimator's R² and PI coverage on held-out history; answered `EstimateEval`.
     EstimateEval(super::EstimateEvalQuery),
+    /// The Jockey profile of a job name, from the recorded runs the caller may see;
+    /// answered `Profile`.
+    Profile {
+        /// The job name.
+        name: String,
+    },
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -388,6 +394,8 @@ pub enum Response {
     Queue(super::QueueView),
     /// The answer to `EstimateEval`.
     EstimateEval(super::EstimateEvalReport),
+    /// A job name's profile.
+    Profile(super::ProfileView),
 }
 
 impl Response {
@@ -552,6 +560,14 @@ pub struct SloStatus {
     pub guaranteed: u32,
     /// The largest guarantee it has had.
     pub peak_guaranteed: u32,
+    /// The interval of its finish under the guarantee, without slack (the completion
+    /// model's 10th and 90th percentiles), when a simulated model is built.
+    #[serde(default)]
+    pub finish_interval: Option<(Timestamp, Timestamp)>,
+    /// How much slower than its profile its completed tasks ran, in thousandths (1000:
+    /// as profiled).
+    #[serde(default)]
+    pub slowdown_permille: u32,
 }
 
 /// A stage's task counts.

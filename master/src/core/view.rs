@@ -10,17 +10,48 @@ use std::ops::Bound;
 
 use slotmarket_common::protocol::{
     AccountSummary, DemandClass, ErrorKind, ErrorReply, JobHistory, JobStatus, JobSummary, JobsQuery,
-    LedgerPage, NodeSummary, ReservationView, ReservedKind, SloStatus, StageStatus,
+    LedgerPage, NodeSummary, ProfileView, ReservationView, ReservedKind, SloStatus, StageStatus,
 };
+use slotmarket_common::spec::{JobSpec, StageSpec};
 use std::collections::BTreeSet;
 
 use super::Caller;
 use super::accounting::AccountError;
+use super::policy::jockey::JobProfile;
 use super::policy::{DressReport, Policy, PolicyName};
 use super::reactor::may_see;
 use super::reactor::reserve;
 use super::state::{Agent, Job, State, kind_ix};
 use slotmarket_common::spec::SlotKind;
+
+/// A spec with a recorded run's stages (names, slot kinds, task counts), no barriers.
+fn spec_of_run(run: &JobHistory) -> JobSpec {
+    let stages = run
+        .stages
+        .iter()
+        .map(|s| StageSpec {
+            name: s.name.clone(),
+            tasks: s.run_ms.len() as u32,
+            slot: s.slot,
+            command: String::new(),
+            after: Vec::new(),
+        })
+        .collect();
+    JobSpec {
+        name: run.name.clone(),
+        input: None,
+        max_attempts: None,
+        stages,
+        class: run.class,
+        queue: None,
+        deadline: None,
+        account: None,
+        input_bytes: run.input_bytes,
+        estimate: None,
+        time_limit: None,
+        after: Vec::new(),
+    }
+}
 
 /// A borrowed, read-only look at the core.
 #[derive(Clone, Copy, Debug)]
@@ -46,6 +77,8 @@ impl<'a> CoreView<'a> {
             predicted_finish: s.predicted_finish,
             guaranteed: s.guarantee,
             peak_guaranteed: s.peak_guarantee,
+            finish_interval: s.finish_interval,
+            slowdown_permille: (s.slowdown * 1000.0).round() as u32,
         });
         Ok(status)
     }
@@ -93,6 +126,21 @@ impl<'a> CoreView<'a> {
         runs.retain(|r| caller.may_act_for(&r.account));
         runs.sort_by_key(|r| std::cmp::Reverse((r.finished, r.job)));
         runs.into_iter().take(limit).cloned().collect()
+    }
+
+    /// The Jockey profile of job name `name` from the recorded runs the caller may see;
+    /// `None` without one. The stage DAG is taken from the newest job of that name the
+    /// core holds, else from the newest run's stages without barriers.
+    pub fn profile(&self, caller: &Caller, name: &str) -> Option<ProfileView> {
+        let runs: Vec<&JobHistory> =
+            self.state.history.runs(name).filter(|r| caller.may_act_for(&r.account)).collect();
+        let held = self.state.jobs.values().rev().find(|j| j.spec.name == name).map(|j| j.spec.clone());
+        let dag_known = held.is_some();
+        let spec = match held {
+            Some(spec) => spec,
+            None => spec_of_run(runs.iter().max_by_key(|r| r.job)?),
+        };
+        JobProfile::from_history(&spec, runs).map(|p| p.view(dag_known))
     }
 
     /// Every agent registration, by id.

@@ -265,6 +265,16 @@ impl Actor {
             }
             Request::History(query) => return answer(reply, reads::history(&view, &caller, &query)),
             Request::Nodes => return answer(reply, Response::Nodes(view.nodes())),
+            Request::Profile { name } => {
+                let response = match view.profile(&caller, &name) {
+                    Some(profile) => Response::Profile(profile),
+                    None => Response::error(
+                        ErrorKind::NotFound,
+                        format!("no recorded run of a job named {name:?} that you may see"),
+                    ),
+                };
+                return answer(reply, response);
+            }
             Request::Reservation => {
                 return answer(reply, Response::Reservation(self.core.reservation(&caller)));
             }

@@ -9,6 +9,8 @@ use std::fmt::Write as _;
 use slotmarket_common::time::Timestamp;
 
 use super::jockey_gen::{JockeyMix, SLO_ID};
+use super::plot::{Series, series_chart};
+use super::report::SloSample;
 use super::workload::{Trace, TraceError};
 use super::{SimConfig, SimError};
 use crate::core::{CoreConfig, PolicySettings};
@@ -23,7 +25,7 @@ pub struct Variant {
 }
 
 /// What one run of the deadline job showed.
-#[derive(Clone, Copy, PartialEq, Debug)]
+#[derive(Clone, PartialEq, Debug)]
 pub struct Outcome {
     /// Finished by its (final) deadline.
     pub met: bool,
@@ -37,6 +39,37 @@ pub struct Outcome {
     pub mean_guarantee: f64,
     /// The oracle allocation ⌈T/d⌉.
     pub oracle: f64,
+    /// The deadline, in seconds after submission.
+    pub deadline_s: f64,
+    /// The controller's state at every tick of the run, times relative to submission.
+    pub timeline: Vec<SloSample>,
+}
+
+impl Outcome {
+    /// Table 10's first metric: the longest stretch, in seconds, over which the
+    /// progress indicator did not move.
+    pub fn longest_constant_s(&self) -> f64 {
+        let mut longest = 0u64;
+        let mut since: Option<&SloSample> = None;
+        for sample in &self.timeline {
+            match since {
+                Some(start) if (sample.progress - start.progress).abs() < 1e-12 => {
+                    longest = longest.max(sample.at_ms - start.at_ms);
+                }
+                _ => since = Some(sample),
+            }
+        }
+        longest as f64 / 1000.0
+    }
+
+    /// Table 10's second metric: the mean change, in seconds, of the predicted finish
+    /// from one control step to the next.
+    pub fn mean_delta_t_s(&self) -> f64 {
+        let finishes: Vec<f64> =
+            self.timeline.iter().filter_map(|s| s.predicted_finish_ms).map(|t| t as f64).collect();
+        let changes: Vec<f64> = finishes.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
+        changes.iter().sum::<f64>() / changes.len().max(1) as f64 / 1000.0
+    }
 }
 
 /// Why the experiment could not run.
@@ -95,6 +128,16 @@ pub fn run_one(trace: &Trace, cluster: &SimConfig, variant: &Variant) -> Result<
         peak,
         mean_guarantee: guaranteed_ms as f64 / ran_ms as f64,
         oracle,
+        deadline_s: deadline_after_ms as f64 / 1000.0,
+        timeline: result
+            .slo_timeline
+            .iter()
+            .map(|s| SloSample {
+                at_ms: s.at_ms.saturating_sub(submitted.0),
+                predicted_finish_ms: s.predicted_finish_ms.map(|t| t.saturating_sub(submitted.0)),
+                ..*s
+            })
+            .collect(),
     })
 }
 
@@ -103,6 +146,8 @@ pub fn run_one(trace: &Trace, cluster: &SimConfig, variant: &Variant) -> Result<
 pub struct Row {
     /// The variant.
     pub label: String,
+    /// The seed of each outcome.
+    pub seeds: Vec<u64>,
     /// Each run's outcome, by seed.
     pub outcomes: Vec<Outcome>,
 }
@@ -145,4 +190,71 @@ pub fn markdown(rows: &[Row]) -> String {
         );
     }
     out
+}
+
+/// The indicator comparison (Table 10) in Markdown: per row, the missed share and
+/// allocation above the oracle, with the mean longest interval the indicator stood still
+/// and the mean step-to-step change of the predicted finish.
+pub fn indicator_markdown(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| indicator | runs | missed | allocation above oracle (mean) | longest constant interval (mean s) | average ΔT (mean s) |\n|---|---:|---:|---:|---:|---:|\n",
+    );
+    for row in rows {
+        let n = row.outcomes.len().max(1) as f64;
+        let constant = row.outcomes.iter().map(Outcome::longest_constant_s).sum::<f64>() / n;
+        let delta = row.outcomes.iter().map(Outcome::mean_delta_t_s).sum::<f64>() / n;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.1} % | {:+.1} % | {constant:.0} | {delta:.0} |",
+            row.label,
+            row.outcomes.len(),
+            100.0 * row.missed(),
+            100.0 * row.mean_above_oracle(),
+        );
+    }
+    out
+}
+
+/// Fig. 6: one run's guaranteed and running slots over time (minutes since submission),
+/// with the oracle allocation and the deadline marked.
+pub fn allocation_plot(title: &str, outcome: &Outcome) -> String {
+    let minutes = |ms: u64| ms as f64 / 60_000.0;
+    let guarantee = outcome.timeline.iter().map(|s| (minutes(s.at_ms), f64::from(s.guarantee))).collect();
+    let running = outcome.timeline.iter().map(|s| (minutes(s.at_ms), f64::from(s.running))).collect();
+    let top = outcome.timeline.iter().map(|s| s.guarantee.max(s.running)).max().unwrap_or(1).max(1);
+    let end = outcome.timeline.last().map_or(0.0, |s| minutes(s.at_ms));
+    let deadline = outcome.deadline_s / 60.0;
+    let series = [
+        Series { label: "guaranteed".into(), colour: 0, dashed: false, points: guarantee },
+        Series { label: "running".into(), colour: 2, dashed: false, points: running },
+        Series {
+            label: "oracle".into(),
+            colour: 3,
+            dashed: true,
+            points: vec![(0.0, outcome.oracle), (end.max(deadline), outcome.oracle)],
+        },
+        Series {
+            label: "deadline".into(),
+            colour: 1,
+            dashed: true,
+            points: vec![(deadline, 0.0), (deadline, f64::from(top))],
+        },
+    ];
+    series_chart(title, "minutes since submission", "slots", &series, None)
+}
+
+/// Fig. 5: per variant, the CDF over runs of completion time relative to the deadline.
+pub fn completion_plot(title: &str, rows: &[Row]) -> String {
+    let series: Vec<Series> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let mut values: Vec<f64> = row.outcomes.iter().map(|o| o.completion_vs_deadline).collect();
+            values.sort_by(f64::total_cmp);
+            let n = values.len().max(1) as f64;
+            let points = values.iter().enumerate().map(|(k, &v)| (v, (k + 1) as f64 / n)).collect();
+            Series { label: row.label.clone(), colour: i, dashed: false, points }
+        })
+        .collect();
+    series_chart(title, "completion time / deadline", "fraction of runs", &series, Some(1.0))
 }

@@ -54,7 +54,7 @@ use crate::core::{
     Command, Core, CoreConfig, Event, IdHasher, KillReason, NodeHealth, Persist, RequestId, invariants,
 };
 use agents::Agents;
-use report::{JobResult, Outcome, SlotUsage};
+use report::{JobResult, Outcome, SloSample, SlotUsage};
 use wakeup::Wakeup;
 use workload::{Trace, secs_to_ms};
 
@@ -248,6 +248,9 @@ struct Simulation<'t> {
     stats: RunStats,
     purchases: Vec<Option<market::Purchase>>,
     history: Vec<JobHistory>,
+    /// Admitted deadline jobs that have not ended, whose controller state is sampled
+    /// at every tick, with their trace index.
+    slo_open: Vec<(JobId, u32)>,
 }
 
 impl<'t> Simulation<'t> {
@@ -303,6 +306,7 @@ impl<'t> Simulation<'t> {
             stats: RunStats::default(),
             purchases: vec![None; if config.market.is_some() { trace.len() } else { 0 }],
             history: Vec::new(),
+            slo_open: Vec::new(),
         })
     }
 
@@ -369,6 +373,7 @@ impl<'t> Simulation<'t> {
                 }
                 let out = self.core.tick(self.now);
                 let out = self.after_call(out)?;
+                self.sample_slo_jobs();
                 self.carry_out(out)
             }
             SimEvent::Arrive(ix) => {
@@ -596,6 +601,9 @@ impl<'t> Simulation<'t> {
             Response::Submitted { job } => {
                 self.job_of.insert(job, ix);
                 self.jobs[ix as usize].job = Some(job);
+                if self.trace.jobs[ix as usize].deadline().is_some() {
+                    self.slo_open.push((job, ix));
+                }
                 for (n, step) in self.trace.jobs[ix as usize].deadline_moves.iter().enumerate() {
                     let at = self.now + Duration::from_millis(secs_to_ms(step.after_s));
                     self.push(at, SimEvent::MoveDeadline(ix, n as u32));
@@ -627,9 +635,24 @@ impl<'t> Simulation<'t> {
         }
     }
 
+    /// Records the controller's state of every open deadline job (Fig. 6).
+    fn sample_slo_jobs(&mut self) {
+        for &(job, ix) in &self.slo_open {
+            let Some(s) = self.core.slo_state(job) else { continue };
+            self.jobs[ix as usize].slo_timeline.push(SloSample {
+                at_ms: self.now.0,
+                guarantee: s.guarantee,
+                running: s.running,
+                progress: s.progress,
+                predicted_finish_ms: s.predicted_finish.map(|t| t.0),
+            });
+        }
+    }
+
     /// Job `ix` ended (or was rejected) at `at`: it is no longer open and its followers
     /// may come.
     fn end(&mut self, ix: u32, at: Timestamp) {
+        self.slo_open.retain(|&(_, open)| open != ix);
         if self.jobs[ix as usize].ended.replace(at).is_none() {
             self.open_jobs -= 1;
         }

@@ -115,6 +115,39 @@ pub fn slot_use(runs: &[RunData]) -> String {
     line_chart("Slot use over time", "time (s)", "busy share of slots", &lines, false, 1.0)
 }
 
+/// One labelled line of [`series_chart`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    /// Legend label.
+    pub label: String,
+    /// Colour index (series with one index share a colour).
+    pub colour: usize,
+    /// Drawn dashed.
+    pub dashed: bool,
+    /// The (x, y) points, in drawing order.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A line chart of arbitrary series on linear axes, y from 0 to `y_max` (or to a nice
+/// value above the highest point): Jockey's allocation over time (Fig. 6), completion
+/// relative to the deadline (Fig. 5) and the like.
+pub fn series_chart(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    y_max: Option<f64>,
+) -> String {
+    let top = y_max.unwrap_or_else(|| {
+        nice_ceiling(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(0.0, f64::max))
+    });
+    let lines: Vec<Line<'_>> = series
+        .iter()
+        .map(|s| Line { label: s.label.clone(), colour: s.colour, dashed: s.dashed, points: &s.points })
+        .collect();
+    line_chart(title, x_label, y_label, &lines, false, if top > 0.0 { top } else { 1.0 })
+}
+
 /// Mean (bar) and p95 (tick) waiting time per class, one bar per run in each class.
 pub fn wait_by_class(runs: &[RunData]) -> String {
     let mut classes: Vec<&str> = runs.iter().flat_map(|r| r.jobs.iter().map(JobRecord::class_key)).collect();
@@ -411,6 +444,30 @@ mod tests {
         }
         assert_eq!(completion_cdf(&runs).matches("<polyline").count(), 2);
         assert_eq!(slot_use(&runs).matches("<polyline").count(), 4);
+    }
+
+    #[test]
+    fn a_series_chart_draws_every_series_under_its_ceiling() {
+        let series = [
+            Series {
+                label: "guarantee".into(),
+                colour: 0,
+                dashed: false,
+                points: vec![(0.0, 10.0), (60.0, 37.0)],
+            },
+            Series {
+                label: "deadline".into(),
+                colour: 1,
+                dashed: true,
+                points: vec![(90.0, 0.0), (90.0, 37.0)],
+            },
+        ];
+        let svg = series_chart("Allocation", "time (s)", "slots", &series, None);
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert!(svg.contains("stroke-dasharray"));
+        assert!(svg.contains(">guarantee<") && svg.contains(">deadline<"), "{svg}");
+        // 37 rounds up to a 50 ceiling: the highest point sits below the plot's top.
+        assert!(svg.contains(">50<"), "{svg}");
     }
 
     #[test]

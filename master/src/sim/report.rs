@@ -47,6 +47,24 @@ pub struct JobResult {
     /// Under `jockey`, for a deadline job: the guaranteed slot time (the guarantee
     /// integrated over its run) in milliseconds and the largest guarantee.
     pub guaranteed: Option<(u64, u32)>,
+    /// Under `jockey`, for a deadline job: the controller's state after every tick
+    /// while it ran (Fig. 6's allocation over time).
+    pub slo_timeline: Vec<SloSample>,
+}
+
+/// The SLO controller's view of a deadline job at one tick of a simulated run.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub struct SloSample {
+    /// Virtual time, in milliseconds.
+    pub at_ms: u64,
+    /// Guaranteed slots.
+    pub guarantee: u32,
+    /// Tasks running at the last control step.
+    pub running: u32,
+    /// Progress at the last control step, in [0, 1].
+    pub progress: f64,
+    /// Predicted finish (with slack) at the last control step, in milliseconds.
+    pub predicted_finish_ms: Option<u64>,
 }
 
 impl JobResult {
@@ -63,6 +81,7 @@ impl JobResult {
             kills: 0,
             slot_ms: 0,
             guaranteed: None,
+            slo_timeline: Vec::new(),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Deadlines that move while a job runs: `SetDeadline` is answered with the new deadline,
 //! shown by `status`, survives a `kill -9` of the master, and only the job's owner (or an
 //! admin) may move it. Under `jockey`, a deadline job with a past run is guaranteed slots
-//! from a completion model the master builds off its scheduling loop.
+//! from a completion model the master builds off its scheduling loop, and `Profile` shows
+//! what the job's past run says.
 
 use slotmarket_common::protocol::JobState;
 use slotmarket_common::spec::JobSpec;
@@ -63,6 +64,17 @@ async fn under_jockey_a_deadline_job_is_guaranteed_slots_from_a_model_built_off_
     let alice = cluster.client("alice").await;
     let first = alice.submit(etl(None)).await.expect("submit the profiling run");
     assert_eq!(wait_finished(&alice, first).await.summary.state, JobState::Completed);
+    // The profile of that one run: the spec's stages and barrier, the tasks' run times.
+    let profile = alice.profile("etl".into()).await.expect("a profile after one run");
+    assert_eq!((profile.runs, profile.newest_run, profile.dag_known), (1, first, true));
+    let shape: Vec<(&str, u32, Vec<String>)> =
+        profile.stages.iter().map(|s| (s.name.as_str(), s.tasks, s.after.clone())).collect();
+    assert_eq!(shape, vec![("map", 2, vec![]), ("reduce", 1, vec!["map".to_string()])]);
+    assert!(profile.stages[0].mean_ms >= 1_000 && profile.stages[0].samples == 2, "{profile:?}");
+    let bob = cluster.client("bob").await;
+    let unseen = bob.profile("etl".into()).await.expect_err("bob sees no run of alice's");
+    assert!(unseen.to_string().contains("no recorded run"), "{unseen}");
+    bob.close().await;
     alice.close().await;
 
     cluster.restart_master_with(&["--policy", "jockey"]).await;

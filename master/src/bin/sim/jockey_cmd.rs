@@ -7,8 +7,14 @@ use clap::Args;
 use slotmarket_master::config::PolicyTable;
 use slotmarket_master::core::{CoreConfig, PolicySettings};
 use slotmarket_master::sim::SimConfig;
-use slotmarket_master::sim::jockey_experiment::{Outcome, Row, Variant, markdown, run_one, trace_of};
+use std::path::Path;
+
+use slotmarket_master::core::policy::jockey::Indicator;
+use slotmarket_master::sim::jockey_experiment::{
+    Outcome, Row, Variant, allocation_plot, completion_plot, indicator_markdown, markdown, run_one, trace_of,
+};
 use slotmarket_master::sim::jockey_gen::JockeyMix;
+use slotmarket_master::sim::report::SloSample;
 
 /// Flags of `jockey`.
 #[derive(Args, Debug)]
@@ -46,9 +52,19 @@ pub(crate) struct JockeyArgs {
     /// Also print every run's outcome.
     #[arg(long)]
     runs: bool,
-    /// Only these variants (jockey, no-adapt, amdahl, max, fifo).
+    /// Only these variants (jockey, no-adapt, amdahl, max, fifo, jockey-norescale).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Compare the progress indicators instead (Table 10): Jockey once per indicator.
+    #[arg(long)]
+    indicators: bool,
+    /// Write SVG plots here: allocation over time of seed `--plot-seed` per variant
+    /// (Fig. 6) and completion relative to the deadline over all seeds (Fig. 5).
+    #[arg(long, value_name = "DIR")]
+    plots: Option<std::path::PathBuf>,
+    /// The seed whose allocation over time is plotted.
+    #[arg(long, default_value_t = 1)]
+    plot_seed: u64,
 }
 
 fn parse_move(text: &str) -> Result<(f64, f64), String> {
@@ -65,8 +81,15 @@ fn variants(args: &JockeyArgs) -> Result<Vec<Variant>> {
             PolicyTable::layered(None, Some("jockey"), &keys).with_context(|| format!("{label}: --set"))?;
         Ok(Variant { label: label.into(), policy })
     };
+    if args.indicators {
+        return Indicator::ALL
+            .iter()
+            .map(|i| jockey(i.name(), &[&format!("indicator=\"{}\"", i.name())]))
+            .collect();
+    }
     let all = vec![
         jockey("jockey", &[])?,
+        jockey("jockey-norescale", &["rescale=false"])?,
         jockey("no-adapt", &["adapt=false"])?,
         jockey("amdahl", &["predictor=\"amdahl\""])?,
         jockey("max", &["predictor=\"max\""])?,
@@ -78,10 +101,12 @@ fn variants(args: &JockeyArgs) -> Result<Vec<Variant>> {
 pub(crate) fn run(args: JockeyArgs) -> Result<()> {
     let variants = variants(&args)?;
     for &deadline_slots in &args.deadline_slots {
-        let mut rows: Vec<Row> =
-            variants.iter().map(|v| Row { label: v.label.clone(), outcomes: Vec::new() }).collect();
+        let mut rows: Vec<Row> = variants
+            .iter()
+            .map(|v| Row { label: v.label.clone(), seeds: Vec::new(), outcomes: Vec::new() })
+            .collect();
         // Two workers (the machine's cores), each taking every other seed.
-        let results: Vec<Result<Vec<(usize, Outcome)>>> = std::thread::scope(|scope| {
+        let results: Vec<Result<Vec<(u64, usize, Outcome)>>> = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..2u64)
                 .map(|w| {
                     let (args, variants) = (&args, &variants);
@@ -95,17 +120,77 @@ pub(crate) fn run(args: JockeyArgs) -> Result<()> {
                 .collect()
         });
         for result in results {
-            for (i, outcome) in result? {
+            for (seed, i, outcome) in result? {
                 if args.runs {
-                    eprintln!("{deadline_slots} {} {outcome:?}", rows[i].label);
+                    eprintln!(
+                        "{deadline_slots} seed {seed} {}: met {} completion {:.3} above oracle {:+.3} mean {:.1} oracle {} peak {}",
+                        rows[i].label,
+                        outcome.met,
+                        outcome.completion_vs_deadline,
+                        outcome.above_oracle,
+                        outcome.mean_guarantee,
+                        outcome.oracle,
+                        outcome.peak
+                    );
                 }
+                rows[i].seeds.push(seed);
                 rows[i].outcomes.push(outcome);
             }
         }
         println!("deadline: profiled work over {deadline_slots} slots, plus 1.5 × the critical path\n");
-        println!("{}", markdown(&rows));
+        if args.indicators {
+            println!("{}", indicator_markdown(&rows));
+        } else {
+            println!("{}", markdown(&rows));
+            if let Some(feasible) = feasible_rows(&rows) {
+                println!("the runs max allocation meets (a deadline no allocation can meet is left out):\n");
+                println!("{}", markdown(&feasible));
+            }
+        }
+        if let Some(dir) = &args.plots {
+            write_plots(dir, deadline_slots, args.plot_seed, &rows)?;
+        }
     }
     Ok(())
+}
+
+/// Every row cut down to the seeds the `max` variant met, when there is a `max` row: a
+/// run that the whole cluster cannot finish in time says nothing about a policy.
+fn feasible_rows(rows: &[Row]) -> Option<Vec<Row>> {
+    let max = rows.iter().find(|r| r.label == "max")?;
+    let met: Vec<u64> = max.seeds.iter().zip(&max.outcomes).filter(|(_, o)| o.met).map(|(&s, _)| s).collect();
+    let keep = |row: &Row| {
+        let (seeds, outcomes) = row
+            .seeds
+            .iter()
+            .zip(&row.outcomes)
+            .filter(|(s, _)| met.contains(s))
+            .map(|(&s, o)| (s, o.clone()))
+            .unzip();
+        Row { label: row.label.clone(), seeds, outcomes }
+    };
+    Some(rows.iter().map(keep).collect())
+}
+
+/// Fig. 6 (allocation over time of one seed, one plot per variant) and Fig. 5
+/// (completion relative to the deadline, as a CDF over seeds per variant).
+fn write_plots(dir: &Path, deadline_slots: u32, seed: u64, rows: &[Row]) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for row in rows {
+        let Some(outcome) = row.seeds.iter().position(|&s| s == seed).map(|i| &row.outcomes[i]) else {
+            continue;
+        };
+        let svg =
+            allocation_plot(&format!("{}, seed {seed}, deadline N = {deadline_slots}", row.label), outcome);
+        let path = dir.join(format!("allocation-{}-n{deadline_slots}-seed{seed}.svg", row.label));
+        std::fs::write(&path, svg).with_context(|| format!("writing {}", path.display()))?;
+        let path = path.with_extension("csv");
+        std::fs::write(&path, timeline_csv(outcome))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let svg = completion_plot(&format!("Completion / deadline (CDF over seeds), N = {deadline_slots}"), rows);
+    let path = dir.join(format!("completion-n{deadline_slots}.svg"));
+    std::fs::write(&path, svg).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Every variant on each of `seeds`: (variant index, outcome) pairs.
@@ -114,7 +199,7 @@ fn run_seeds(
     variants: &[Variant],
     deadline_slots: u32,
     seeds: &[u64],
-) -> Result<Vec<(usize, Outcome)>> {
+) -> Result<Vec<(u64, usize, Outcome)>> {
     let mut out = Vec::new();
     for &seed in seeds {
         let mix = JockeyMix {
@@ -139,8 +224,83 @@ fn run_seeds(
         for (i, variant) in variants.iter().enumerate() {
             let outcome = run_one(&trace, &cluster, variant)
                 .with_context(|| format!("seed {seed}, {}", variant.label))?;
-            out.push((i, outcome));
+            out.push((seed, i, outcome));
         }
     }
     Ok(out)
+}
+
+/// The controller's state at every tick of one run, as CSV (the data behind Fig. 6).
+fn timeline_csv(outcome: &Outcome) -> String {
+    let mut csv = String::from("t_s,guarantee,running,progress,predicted_finish_s,deadline_s\n");
+    for s in &outcome.timeline {
+        let finish = s.predicted_finish_ms.map_or_else(String::new, |f| format!("{:.0}", f as f64 / 1000.0));
+        csv.push_str(&format!(
+            "{:.0},{},{},{:.4},{finish},{:.0}\n",
+            s.at_ms as f64 / 1000.0,
+            s.guarantee,
+            s.running,
+            s.progress,
+            outcome.deadline_s
+        ));
+    }
+    csv
+}
+
+/// Flags of `plot-allocation`.
+#[derive(Args, Debug)]
+pub(crate) struct PlotAllocationArgs {
+    /// A timeline CSV with the columns t_s, guarantee, running and deadline_s (as
+    /// `jockey --plots` and scripts/jockey-live.sh write them).
+    csv: std::path::PathBuf,
+    /// The plot's title.
+    #[arg(long, default_value = "Allocation over time")]
+    title: String,
+    /// Where to write the SVG.
+    #[arg(short, long)]
+    out: std::path::PathBuf,
+}
+
+/// Draws Fig. 6 from a timeline CSV: a live run's or a simulated one's.
+pub(crate) fn plot_allocation(args: PlotAllocationArgs) -> Result<()> {
+    let text =
+        std::fs::read_to_string(&args.csv).with_context(|| format!("reading {}", args.csv.display()))?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let column = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or_else(|| anyhow!("{}: no column {name}", args.csv.display()))
+    };
+    let (t, guarantee, running, deadline) =
+        (column("t_s")?, column("guarantee")?, column("running")?, column("deadline_s")?);
+    let mut outcome = Outcome {
+        met: true,
+        completion_vs_deadline: 0.0,
+        above_oracle: 0.0,
+        peak: 0,
+        mean_guarantee: 0.0,
+        oracle: 0.0,
+        deadline_s: 0.0,
+        timeline: Vec::new(),
+    };
+    for (n, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let cells: Vec<&str> = line.split(',').collect();
+        let number = |i: usize| -> Result<f64> {
+            let cell = cells.get(i).copied().unwrap_or_default().trim();
+            cell.parse::<f64>()
+                .with_context(|| format!("{} line {}: {cell:?} is not a number", args.csv.display(), n + 2))
+        };
+        outcome.deadline_s = number(deadline)?;
+        outcome.timeline.push(SloSample {
+            at_ms: (number(t)? * 1000.0).max(0.0) as u64,
+            guarantee: number(guarantee)?.max(0.0) as u32,
+            running: number(running)?.max(0.0) as u32,
+            progress: 0.0,
+            predicted_finish_ms: None,
+        });
+    }
+    std::fs::write(&args.out, allocation_plot(&args.title, &outcome))
+        .with_context(|| format!("writing {}", args.out.display()))
 }

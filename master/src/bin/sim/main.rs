@@ -65,6 +65,8 @@ enum Command {
     Jockey(jockey_cmd::JockeyArgs),
     /// The estimator's R² and PI coverage on held-out runs of a simulated history.
     Estimate(estimate_cmd::EstimateArgs),
+    /// Draw a deadline job's allocation over time (Fig. 6) from a timeline CSV.
+    PlotAllocation(jockey_cmd::PlotAllocationArgs),
 }
 
 /// Flags of `run`.
@@ -202,6 +204,7 @@ fn main() -> Result<()> {
         Some(Command::BenchQuote(args)) => quote_cmd::run(args),
         Some(Command::Jockey(args)) => jockey_cmd::run(args),
         Some(Command::Estimate(args)) => estimate_cmd::run(args),
+        Some(Command::PlotAllocation(args)) => jockey_cmd::plot_allocation(args),
         None => run(cli.run),
     }
 }

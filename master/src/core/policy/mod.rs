@@ -463,6 +463,12 @@ impl<'a> JobInfo<'a> {
         self.stages().filter(|s| s.kind == kind).map(|s| s.pending()).sum()
     }
 
+    /// Per stage in spec order, the summed run time in milliseconds of the attempts that
+    /// completed its tasks (0 for an ended job, whose per-task records are freed).
+    pub fn completed_run_ms(&self) -> impl Iterator<Item = u64> + use<'a> {
+        self.job.stages.iter().map(|s| s.tasks.iter().filter_map(|t| t.run_ms).sum())
+    }
+
     /// Its stages, in spec order.
     pub fn stages(&self) -> impl Iterator<Item = StageInfo> + use<'a> {
         let job = self.job;

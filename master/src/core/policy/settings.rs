@@ -125,6 +125,10 @@ pub enum PolicySettings {
         /// empty (default): 1 until the deadline, −1 ten minutes late, −1000 at 1000.
         #[serde(default)]
         utility: Vec<(f64, f64)>,
+        /// Scale predictions by how much slower (or faster) than profiled the run's
+        /// completed tasks were (default true); false trusts the profile as it is.
+        #[serde(default = "jockey_defaults::yes")]
+        rescale: bool,
     },
 }
 
@@ -307,6 +311,7 @@ impl PolicySettings {
             quantile,
             preemption,
             utility,
+            rescale,
         } = self
         else {
             return Ok(JockeyConfig::default());
@@ -342,6 +347,7 @@ impl PolicySettings {
             model_runs: *model_runs,
             quantile: *quantile,
             preemption: *preemption,
+            rescale: *rescale,
         })
     }
 }

@@ -123,18 +123,66 @@ fn a_moved_deadline_is_stored_answered_and_followed() {
     let due = Timestamp(env.now.0 + 8 * 60_000);
     env.handle(Event::DeadlineSetRequested { request, caller: alice(), job: etl, deadline: Some(due) });
     assert_eq!(env.take_reply(request), Response::DeadlineSet { job: etl, deadline: Some(due) });
-    assert_eq!(env.take_persists(), vec![Persist::Deadline { job: etl, deadline: Some(due) }]);
+    assert_eq!(env.take_persists()[0], Persist::Deadline { job: etl, deadline: Some(due) });
     assert_eq!(env.status(etl).summary.deadline, Some(due));
+    // Now behind: Amdahl's 1.2 × (60 + 1140/a) s by 5 minutes needs 6 slots, and a moved
+    // deadline is followed at once, not by hysteresis's fifth of the gap a minute.
+    assert_eq!(env.take_launches(5).len(), 5);
+    assert_eq!(env.jockey_state(etl).guarantee, 6);
     env.advance(5);
     env.heartbeat("n1");
     env.advance(55);
     env.heartbeat("n1");
     env.tick();
-    // Now behind: the allocation grows (by the hysteresis share of the gap).
-    // Amdahl: 1.2 × (60 + 1140/a) s by d − 3 min needs 10; 20 % of the way from 1 is 2.8.
-    assert_eq!(env.take_launches(2).len(), 2);
+    // A minute on, predicted inside the dead zone: the allocation holds.
+    assert_eq!(env.jockey_state(etl).guarantee, 6);
+    assert!(env.take_all_launches().is_empty());
     // Someone else's job is not theirs to move.
     let request = env.request();
     env.handle(Event::DeadlineSetRequested { request, caller: bob(), job: etl, deadline: None });
     assert!(matches!(env.take_reply(request), Response::Error(_)));
+}
+
+/// Runs etl (20 tasks profiled at 60 s) due in 10 minutes under Amdahl, its first four
+/// tasks taking 180 s, and answers the controller's state at the step a minute later.
+fn three_times_slower(rescale: bool) -> crate::core::policy::jockey::SloState {
+    let toml = format!("name = \"jockey\"\npredictor = \"amdahl\"\ninterval_s = 60\nrescale = {rescale}\n");
+    let config =
+        CoreConfig { policy: toml::from_str(&toml).expect("jockey settings parse"), ..CoreConfig::default() };
+    let mut env = TestEnv::with_config(config);
+    let recovery =
+        StoreRecovery { next_job: JobId(100), next_container: ContainerId(1), history: vec![etl_run(7)] };
+    env.handle(Event::StoreRecovered(recovery));
+    env.join_agent("n1", 10, 0);
+    let etl = env.submit(etl_due_in(10));
+    // 1.2 × (60 + 1140/a) s by 7 minutes needs 4 slots.
+    let first = env.take_launches(4);
+    for launch in &first {
+        env.start(launch.container);
+    }
+    for _ in 0..3 {
+        env.advance(60);
+        env.heartbeat("n1");
+    }
+    for launch in &first {
+        env.report(launch.container, ContainerState::Completed);
+    }
+    env.advance(60);
+    env.heartbeat("n1");
+    env.tick();
+    env.jockey_state(etl)
+}
+
+#[test]
+fn a_run_slower_than_its_profile_is_given_more_slots_at_once() {
+    // Profiled, the job is on time: four tasks done in 4 minutes predict a finish inside
+    // the dead zone, and the allocation holds.
+    let trusting = three_times_slower(false);
+    assert_eq!((trusting.guarantee, trusting.slowdown), (4, 1.0));
+    // Its tasks took three times their profiled 60 s: (4 × 180 + 10 × 60) / (4 × 60 +
+    // 10 × 60) = 1.57 times the profile, which puts the finish past the deadline; the
+    // raw allocation is the whole agent (10) and hysteresis moves a fifth of the way.
+    let rescaled = three_times_slower(true);
+    assert!((rescaled.slowdown - 1320.0 / 840.0).abs() < 1e-9, "{}", rescaled.slowdown);
+    assert_eq!(rescaled.guarantee, 6);
 }

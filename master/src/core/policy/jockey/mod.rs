@@ -25,8 +25,10 @@ use super::slots::FreeSlots;
 use super::{Assignment, Decisions, JobInfo, KillReason, Policy, PolicyName, SchedView, Trigger};
 
 pub use control::{Control, Utility};
-pub use model::{Amdahl, BUCKETS, CompletionModel, ModelRequest, allocation_grid, build_completion_model};
-pub use profile::{JobProfile, StageProfile};
+pub use model::{
+    Amdahl, BUCKETS, CompletionModel, INTERVAL, ModelRequest, allocation_grid, build_completion_model,
+};
+pub use profile::{JobProfile, SLOWDOWN_PRIOR_TASKS, SLOWDOWN_RANGE, StageProfile};
 pub use progress::Indicator;
 
 /// How a job's remaining time is predicted.
@@ -61,6 +63,8 @@ pub struct JockeyConfig {
     pub quantile: f64,
     /// Kill other jobs' tasks to hand a job its guaranteed slots at once.
     pub preemption: bool,
+    /// Scale predictions by the run's observed slowdown against its profile.
+    pub rescale: bool,
 }
 
 impl Default for JockeyConfig {
@@ -74,6 +78,7 @@ impl Default for JockeyConfig {
             model_runs: 20,
             quantile: 0.9,
             preemption: true,
+            rescale: true,
         }
     }
 }
@@ -97,6 +102,16 @@ pub struct SloState {
     pub peak_guarantee: u32,
     /// When `guaranteed_slot_ms` was last brought up to date.
     pub accounted_to: Option<Timestamp>,
+    /// Tasks it ran at the last control step.
+    pub running: u32,
+    /// How much slower than its profile its completed tasks ran, at the last step (1:
+    /// as profiled, or not measured).
+    pub slowdown: f64,
+    /// The interval of the finish under the guarantee, without slack, at the last step
+    /// (the model's [`model::INTERVAL`] quantiles); `None` without a simulated model.
+    pub finish_interval: Option<(Timestamp, Timestamp)>,
+    /// The deadline the last step controlled for.
+    pub deadline: Option<Timestamp>,
 }
 
 impl SloState {
@@ -154,10 +169,16 @@ impl Jockey {
             let Some(deadline) = job.deadline() else { continue };
             let mut slo = self.jobs.remove(&job.id()).unwrap_or_default();
             slo.account(now);
+            if slo.deadline.is_some_and(|d| d != deadline) && !slo.frozen {
+                // A moved deadline is news, not noise: hysteresis would take minutes to
+                // follow it, so the next step jumps to its raw allocation at once.
+                slo.smoothed = None;
+            }
             if (all || slo.smoothed.is_none()) && !slo.frozen {
                 self.step(now, view, job, deadline, total, &mut slo);
             }
             slo.peak_guarantee = slo.peak_guarantee.max(slo.guarantee);
+            slo.running = SlotKind::ALL.iter().map(|&k| job.running(k)).sum();
             live.insert(job.id(), slo);
         }
         // What is left ended (or lost its deadline): keep its final state for reports.
@@ -201,11 +222,17 @@ impl Jockey {
             job.stages().map(|s| f64::from(s.completed) / f64::from(s.tasks.max(1))).collect();
         let progress = self.config.indicator.progress(&profile, &done);
         let amdahl = Amdahl::of(&profile, &done);
-        let remaining = |a: u32| match &model {
-            Some(m) => m.remaining(progress, a),
-            None => amdahl.remaining(a),
+        let slowdown = self.slowdown(&profile, &job);
+        let remaining = |a: u32| {
+            slowdown
+                * match &model {
+                    Some(m) => m.remaining_between(progress, a),
+                    None => amdahl.remaining(a),
+                }
         };
-        let grid = allocation_grid(total);
+        // Every allocation is a candidate, not only the modelled ones: picking from a
+        // grid of 15 % steps would round each raw allocation up by up to 15 %.
+        let grid: Vec<u32> = (1..=total).collect();
         let control = &self.config.control;
         let raw = control.raw_allocation(now.0 as i64, deadline.0 as i64, &grid, remaining).unwrap_or(total);
         let previous = slo.smoothed.map(|s| s.ceil().max(1.0) as u32).unwrap_or(raw);
@@ -216,6 +243,9 @@ impl Jockey {
         let guarantee = smoothed.ceil() as u32;
         let model_based = model.is_some() || self.config.predictor != Predictor::Simulator;
         let finish = now.0 as f64 + control.slack * remaining(guarantee);
+        let at = |ms: f64| Timestamp((now.0 as f64 + slowdown * ms).max(0.0) as u64);
+        let finish_interval =
+            model.as_ref().map(|m| m.interval(progress, guarantee)).map(|(lo, hi)| (at(lo), at(hi)));
         *slo = SloState {
             // A guess made while the simulated model is being built is not a history to
             // smooth from: the first model-based step starts afresh.
@@ -224,8 +254,23 @@ impl Jockey {
             progress,
             predicted_finish: Some(Timestamp(finish.max(0.0) as u64)),
             frozen: !self.config.adapt && model_based,
+            slowdown,
+            finish_interval,
+            deadline: Some(deadline),
             ..*slo
         };
+    }
+
+    /// How much slower than `profile` the job's completed tasks ran (1 unless `rescale`):
+    /// the model knows the profiled run, and a run whose tasks take longer (more input, a
+    /// slower cluster: Table 3) has that much more time left at the same progress.
+    fn slowdown(&self, profile: &JobProfile, job: &JobInfo<'_>) -> f64 {
+        if !self.config.rescale {
+            return 1.0;
+        }
+        let completed: Vec<u32> = job.stages().map(|s| s.completed).collect();
+        let observed: Vec<u64> = job.completed_run_ms().collect();
+        profile.observed_slowdown(&completed, &observed)
     }
 
     /// The simulated model of `profile`'s job if it is built for this profile; asks for

@@ -54,7 +54,13 @@ pub struct CompletionModel {
     /// Each stage's total queueing time (`Q_s`) measured at the middle allocation, for
     /// the `totalworkWithQ` indicator.
     pub queue_ms: Vec<f64>,
+    /// Like `remaining_ms`, the [`INTERVAL`] quantiles of the sampled remaining times:
+    /// the predicted finish's interval that `slotmarket status` shows.
+    pub interval_ms: Vec<Vec<(f64, f64)>>,
 }
+
+/// The quantiles of the simulated remaining times a model keeps as its interval.
+pub const INTERVAL: (f64, f64) = (0.1, 0.9);
 
 impl CompletionModel {
     /// C(p, a): the remaining time at progress `p` under the largest modelled allocation
@@ -63,6 +69,29 @@ impl CompletionModel {
         let i = self.allocations.iter().rposition(|&m| m <= a).unwrap_or(0);
         let b = ((p.clamp(0.0, 1.0) * BUCKETS as f64) as usize).min(BUCKETS - 1);
         self.remaining_ms.get(i).and_then(|row| row.get(b)).copied().unwrap_or(0.0)
+    }
+
+    /// C(p, a) for any `a`: between two modelled allocations, interpolated linearly in
+    /// `1 / a` (remaining time falls roughly as work over slots), so an allocation
+    /// between grid points is not priced as the one below it; outside the grid, the
+    /// nearest end.
+    pub fn remaining_between(&self, p: f64, a: u32) -> f64 {
+        let Some(i) = self.allocations.iter().rposition(|&m| m <= a) else { return self.remaining(p, a) };
+        let (Some(&low), Some(&high)) = (self.allocations.get(i), self.allocations.get(i + 1)) else {
+            return self.remaining(p, a);
+        };
+        let (r_low, r_high) = (self.remaining(p, low), self.remaining(p, high));
+        let inverse = |x: u32| 1.0 / f64::from(x.max(1));
+        let w = (inverse(low) - inverse(a)) / (inverse(low) - inverse(high));
+        r_low + w.clamp(0.0, 1.0) * (r_high - r_low)
+    }
+
+    /// The [`INTERVAL`] of remaining times at progress `p` under allocation `a`, chosen
+    /// as [`remaining`](Self::remaining) chooses.
+    pub fn interval(&self, p: f64, a: u32) -> (f64, f64) {
+        let i = self.allocations.iter().rposition(|&m| m <= a).unwrap_or(0);
+        let b = ((p.clamp(0.0, 1.0) * BUCKETS as f64) as usize).min(BUCKETS - 1);
+        self.interval_ms.get(i).and_then(|row| row.get(b)).copied().unwrap_or((0.0, 0.0))
     }
 }
 
@@ -89,10 +118,9 @@ pub fn build_completion_model(request: &ModelRequest) -> CompletionModel {
     for (stage, &q) in profile.stages.iter_mut().zip(&queue_ms) {
         stage.queue_ms = q;
     }
-    let remaining_ms = request
-        .allocations
-        .iter()
-        .map(|&a| {
+    let (mut remaining_ms, mut interval_ms) = (Vec::new(), Vec::new());
+    for &a in &request.allocations {
+        let sampled = {
             let mut buckets: Vec<Vec<f64>> = vec![Vec::new(); BUCKETS];
             for _ in 0..request.runs.max(1) {
                 let mut seen: Vec<(f64, u64)> = Vec::new();
@@ -104,28 +132,35 @@ pub fn build_completion_model(request: &ModelRequest) -> CompletionModel {
                     buckets[b].push(end.saturating_sub(at) as f64);
                 }
             }
-            quantiles(buckets, request.quantile)
-        })
-        .collect();
+            for samples in &mut buckets {
+                samples.sort_by(f64::total_cmp);
+            }
+            buckets
+        };
+        remaining_ms.push(quantiles(&sampled, request.quantile));
+        let (low, high) = (quantiles(&sampled, INTERVAL.0), quantiles(&sampled, INTERVAL.1));
+        interval_ms.push(low.into_iter().zip(high).collect());
+    }
     CompletionModel {
         name: profile.name.clone(),
         newest_run: profile.newest_run,
         allocations: request.allocations.clone(),
         remaining_ms,
         queue_ms,
+        interval_ms,
     }
 }
 
-/// Each bucket's quantile; an empty bucket takes the value of the nearest bucket below
-/// it that has one (less progress: more time left, the safe side), or above it.
-fn quantiles(buckets: Vec<Vec<f64>>, q: f64) -> Vec<f64> {
+/// Each bucket's quantile (its samples sorted); an empty bucket takes the value of the
+/// nearest bucket below it that has one (less progress: more time left, the safe side),
+/// or above it.
+fn quantiles(buckets: &[Vec<f64>], q: f64) -> Vec<f64> {
     let mut out: Vec<Option<f64>> = buckets
-        .into_iter()
-        .map(|mut samples| {
+        .iter()
+        .map(|samples| {
             if samples.is_empty() {
                 return None;
             }
-            samples.sort_by(f64::total_cmp);
             let ix = ((samples.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
             Some(samples[ix])
         })
@@ -261,12 +296,19 @@ mod tests {
         assert_eq!(model.remaining(0.0, 1), 15_000.0);
         assert_eq!(model.remaining(0.0, 4), 6_000.0);
         assert_eq!(model.remaining(0.0, 12), 4_000.0);
-        // Between modelled allocations the one below answers (the safe side).
+        // Between modelled allocations the one below answers (the safe side)...
         assert_eq!(model.remaining(0.0, 11), 6_000.0);
+        // ... or the two around it, in 1 / a: 1/6 is halfway from 1/4 to 1/12, so
+        // halfway from 6 s to 4 s.
+        assert!((model.remaining_between(0.0, 6) - 5_000.0).abs() < 1e-9);
+        assert_eq!(model.remaining_between(0.0, 12), 4_000.0);
+        assert_eq!(model.remaining_between(0.0, 40), 4_000.0);
         // Maps done (12 of 15 s of work): only the reducer's 3 s remain.
         assert_eq!(model.remaining(0.8, 4), 3_000.0);
         // On four slots the maps start in waves at 0, 1 and 2 s: 4 × (0 + 1 + 2) s queued.
         assert_eq!(model.queue_ms, vec![12_000.0, 0.0]);
+        // Deterministic: the interval closes on the one value.
+        assert_eq!(model.interval(0.0, 4), (6_000.0, 6_000.0));
         // Same request, same model.
         assert_eq!(model, build_completion_model(&request(vec![1, 4, 12])));
     }
@@ -278,6 +320,8 @@ mod tests {
         failing.runs = 20;
         let model = build_completion_model(&failing);
         assert!(model.remaining(0.0, 4) > 6_000.0, "{}", model.remaining(0.0, 4));
+        let (low, high) = model.interval(0.0, 4);
+        assert!(low < high && high <= model.remaining(0.0, 4) + 1e-9, "{low} {high}");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! Built from the core's job history and the running job's own spec, so a stage whose
 //! task count changed keeps its per-task times and takes the new count.
 
-use slotmarket_common::protocol::JobHistory;
+use slotmarket_common::ids::JobId;
+use slotmarket_common::protocol::{JobHistory, ProfileView, StageProfileView};
 use slotmarket_common::spec::{JobSpec, SlotKind};
 
 /// One stage of a profile.
@@ -57,6 +58,12 @@ pub struct JobProfile {
     /// Stages in spec order.
     pub stages: Vec<StageProfile>,
 }
+
+/// Tasks' worth of "as profiled" evidence that [`JobProfile::observed_slowdown`] starts
+/// from, so that the first few completions move it only a little.
+pub const SLOWDOWN_PRIOR_TASKS: f64 = 10.0;
+/// The slowdown a run is believed to have at most and at least.
+pub const SLOWDOWN_RANGE: (f64, f64) = (0.5, 4.0);
 
 /// Time assumed for a task of a stage when no kept run completed any task at all.
 const UNKNOWN_TASK_MS: u64 = 60_000;
@@ -117,6 +124,72 @@ impl JobProfile {
     /// Total work of the job in slot-milliseconds (`Σ T_s`).
     pub fn work_ms(&self) -> f64 {
         self.stages.iter().map(StageProfile::work_ms).sum()
+    }
+
+    /// How much slower than profiled this run's tasks are so far: the run time its
+    /// completed tasks took (`observed_ms[s]` over `completed[s]` tasks per stage) over
+    /// what the profile expects of them, shrunk towards 1 by a prior of
+    /// [`SLOWDOWN_PRIOR_TASKS`] tasks at the profiled mean, and kept in
+    /// [`SLOWDOWN_RANGE`]. A stage part done is expected to have finished its shortest
+    /// tasks (those finish first when the stage runs wide), so a few quick tasks early in
+    /// a stage do not read as a speed-up.
+    pub fn observed_slowdown(&self, completed: &[u32], observed_ms: &[u64]) -> f64 {
+        let (mut observed, mut expected, mut seen) = (0.0, 0.0, 0u64);
+        for ((stage, &c), &ms) in self.stages.iter().zip(completed).zip(observed_ms) {
+            if c == 0 || stage.run_ms.is_empty() {
+                continue;
+            }
+            let share = (f64::from(c) / f64::from(stage.tasks.max(c))).clamp(0.0, 1.0);
+            let shortest = ((share * stage.run_ms.len() as f64).ceil() as usize).clamp(1, stage.run_ms.len());
+            let mean_shortest = stage.run_ms[..shortest].iter().sum::<u64>() as f64 / shortest as f64;
+            observed += ms as f64;
+            expected += f64::from(c) * mean_shortest;
+            seen += u64::from(c);
+        }
+        if seen == 0 || expected <= 0.0 {
+            return 1.0;
+        }
+        let prior = SLOWDOWN_PRIOR_TASKS * expected / seen as f64;
+        ((observed + prior) / (expected + prior)).clamp(SLOWDOWN_RANGE.0, SLOWDOWN_RANGE.1)
+    }
+
+    /// The longest chain of longest tasks through the DAG, in milliseconds.
+    pub fn critical_path_ms(&self) -> u64 {
+        let after = self.path_after_ms();
+        self.stages.iter().zip(&after).map(|(s, a)| s.longest_ms() + a).max().unwrap_or(0)
+    }
+
+    /// The profile as `slotmarket profile` shows it; `dag_known` says whether the
+    /// barriers come from a spec.
+    pub fn view(&self, dag_known: bool) -> ProfileView {
+        let quantile =
+            |ms: &[u64], q: f64| ms.get(((ms.len().max(1) - 1) as f64 * q).round() as usize).copied();
+        let stages = self
+            .stages
+            .iter()
+            .map(|s| StageProfileView {
+                name: s.name.clone(),
+                slot: s.kind,
+                tasks: s.tasks,
+                after: s.after.iter().filter_map(|&d| self.stages.get(d)).map(|d| d.name.clone()).collect(),
+                samples: s.run_ms.len() as u32,
+                mean_ms: s.mean_ms().round() as u64,
+                p50_ms: quantile(&s.run_ms, 0.5).unwrap_or(0),
+                p90_ms: quantile(&s.run_ms, 0.9).unwrap_or(0),
+                max_ms: s.longest_ms(),
+                failure_permille: (s.failure * 1000.0).round() as u32,
+                work_ms: s.work_ms().round() as u64,
+            })
+            .collect();
+        ProfileView {
+            name: self.name.clone(),
+            runs: self.runs as u32,
+            newest_run: JobId(self.newest_run),
+            dag_known,
+            work_ms: self.work_ms().round() as u64,
+            critical_path_ms: self.critical_path_ms(),
+            stages,
+        }
     }
 
     /// `L_s` of §4.1 for every stage: the longest chain of longest tasks from the end of
@@ -233,6 +306,53 @@ pub(crate) mod tests {
         assert!((load.work_ms() - 10_000.0).abs() < 1e-6);
         assert_eq!(profile.path_after_ms(), vec![5_000, 0]);
         assert_eq!(profile.unconstrained_times(), vec![(0, 3_000), (3_000, 8_000)]);
+    }
+
+    #[test]
+    fn a_run_slower_than_its_profile_reads_as_a_slowdown() {
+        let spec = spec("etl", &[("extract", 4, &[]), ("load", 1, &["extract"])]);
+        let runs =
+            [run(3, "etl", &[("extract", &[1_000, 1_000, 3_000, 3_000], &[1; 4]), ("load", &[5_000], &[1])])];
+        let profile = JobProfile::from_history(&spec, &runs).unwrap();
+        // Nothing done yet: as profiled.
+        assert_eq!(profile.observed_slowdown(&[0, 0], &[0, 0]), 1.0);
+        // Half the stage done: its two shortest tasks were expected (1 s each), 4 s seen:
+        // (4 + 10 × 1) / (2 + 10 × 1) s.
+        let half = profile.observed_slowdown(&[2, 0], &[4_000, 0]);
+        assert!((half - 14.0 / 12.0).abs() < 1e-9, "{half}");
+        // All of it twice as slow: (16 + 10 × 2) / (8 + 10 × 2) s with the 2 s mean.
+        let all = profile.observed_slowdown(&[4, 0], &[16_000, 0]);
+        assert!((all - 36.0 / 28.0).abs() < 1e-9, "{all}");
+        // Faster than profiled reads below 1, but never below the range.
+        assert!(profile.observed_slowdown(&[4, 0], &[4_000, 0]) < 1.0);
+        let instant = profile.observed_slowdown(&[4, 1], &[0, 0]);
+        assert!((instant - 26.0 / 39.0).abs() < 1e-9, "{instant}");
+        let mut wide = profile.clone();
+        wide.stages[0].tasks = 400;
+        assert_eq!(wide.observed_slowdown(&[400, 0], &[0, 0]), SLOWDOWN_RANGE.0);
+        assert_eq!(wide.observed_slowdown(&[400, 0], &[8_000_000, 0]), SLOWDOWN_RANGE.1);
+    }
+
+    #[test]
+    fn the_view_shows_each_stage_with_its_barriers_and_times() {
+        let spec = spec("etl", &[("extract", 4, &[]), ("load", 1, &["extract"])]);
+        let runs = [run(
+            3,
+            "etl",
+            &[("extract", &[1_000, 2_000, 3_000, 4_000], &[1, 1, 1, 1]), ("load", &[5_000], &[2])],
+        )];
+        let view = JobProfile::from_history(&spec, &runs).unwrap().view(true);
+        assert_eq!(view.newest_run, JobId(3));
+        assert_eq!(view.critical_path_ms, 9_000);
+        let extract = &view.stages[0];
+        assert_eq!(
+            (extract.samples, extract.mean_ms, extract.p50_ms, extract.p90_ms, extract.max_ms),
+            (4, 2_500, 3_000, 4_000, 4_000)
+        );
+        assert_eq!(view.stages[1].after, vec!["extract".to_string()]);
+        assert_eq!(view.stages[1].failure_permille, 500);
+        // 4 × 2.5 s, plus one 5 s task failing every other attempt (10 s).
+        assert_eq!(view.work_ms, 20_000);
     }
 
     #[test]
