@@ -326,6 +326,14 @@ impl Actor {
             Request::RateSet { account, rate } => {
                 Event::RateSetRequested { request: id, caller, account, rate }
             }
+            Request::SetDeadline { .. } if self.core.admission().mode == AdmissionMode::Mrm => {
+                // A bought deadline is priced and kept feasible for every admitted job;
+                // moving it by hand would do neither.
+                let message = "this master sells deadlines ([admission] mode = \"mrm\"): a deadline cannot \
+                               be moved or dropped by hand; cancel the job and buy another with `slotmarket \
+                               submit --deadline T`";
+                return answer(reply, Response::error(ErrorKind::BadRequest, message));
+            }
             Request::SetDeadline { job, deadline } => {
                 Event::DeadlineSetRequested { request: id, caller, job, deadline }
             }

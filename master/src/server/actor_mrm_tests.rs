@@ -156,6 +156,16 @@ fn under_mrm_a_spec_deadline_must_be_bought_and_a_plain_job_runs_best_effort() {
     let Response::Submitted { job } = ask(&mut actor, alice.clone(), Request::Submit { spec: spec() }) else {
         panic!("a best-effort job was refused")
     };
-    let Response::Job(status) = ask(&mut actor, alice, Request::Status { job }) else { panic!("no status") };
+    let Response::Job(status) = ask(&mut actor, alice.clone(), Request::Status { job }) else {
+        panic!("no status")
+    };
     assert_eq!((status.summary.deadline, status.summary.price), (None, None));
+    // Nor can a deadline be set by hand afterwards, which would skip pricing too.
+    let set = Request::SetDeadline { job, deadline: Some(Timestamp(u64::MAX / 2)) };
+    let Response::Error(err) = ask(&mut actor, alice.clone(), set) else {
+        panic!("a deadline was set by hand under MRM")
+    };
+    assert!(err.message.contains("cannot be moved"), "{}", err.message);
+    let Response::Job(status) = ask(&mut actor, alice, Request::Status { job }) else { panic!("no status") };
+    assert_eq!(status.summary.deadline, None);
 }
