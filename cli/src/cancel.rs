@@ -153,12 +153,7 @@ mod tests {
             Request::Cancel { job } => vec![Response::Cancelled { job, state: JobState::Cancelled }],
             _ => vec![],
         });
-        let conn = ConnectionArgs {
-            master: Some(fake.addr.to_string()),
-            cert_dir: Some(fake.certs.path().to_path_buf()),
-            identity: Some("alice".into()),
-            ..ConnectionArgs::default()
-        };
+        let conn = fake.conn_args("alice");
         let args = CancelArgs { jobs: vec![], all: true, state: vec![JobState::Pending] };
         assert_eq!(run(&conn, args, true).await.unwrap(), ExitCode::SUCCESS);
         let cancels: Vec<Request> =

@@ -14,7 +14,7 @@ use slotmarket_common::protocol::{
 use slotmarket_common::time::Timestamp;
 use slotmarket_common::transport::{self, read_frame, write_frame};
 
-use crate::connection::ClientOptions;
+use crate::connection::{ClientOptions, ConnectionArgs};
 
 /// How the fake answers a request: every response in order, then the stream ends.
 type Answer = dyn Fn(Request) -> Vec<Response> + Send + Sync;
@@ -62,6 +62,17 @@ impl FakeMaster {
             server_name: "localhost".into(),
             cert_dir: self.certs.path().to_path_buf(),
             identity: identity.into(),
+        }
+    }
+
+    /// Command-line connection flags for `identity` against this fake, as a user would
+    /// pass them (`--master`, `--cert-dir`, `--identity`).
+    pub(crate) fn conn_args(&self, identity: &str) -> ConnectionArgs {
+        ConnectionArgs {
+            master: Some(self.addr.to_string()),
+            cert_dir: Some(self.certs.path().to_path_buf()),
+            identity: Some(identity.into()),
+            ..ConnectionArgs::default()
         }
     }
 

@@ -178,12 +178,7 @@ mod tests {
             "name = \"x\"\n[[stage]]\nname = \"a\"\ntasks = 2\nslot = \"map\"\ncommand = \"true\"\n",
         )
         .unwrap();
-        let conn = ConnectionArgs {
-            master: Some(fake.addr.to_string()),
-            cert_dir: Some(fake.certs.path().to_path_buf()),
-            identity: Some("alice".into()),
-            ..ConnectionArgs::default()
-        };
+        let conn = fake.conn_args("alice");
         let code = run(&conn, QuoteArgs { spec: file }, true).await.unwrap();
         assert_eq!(code, ExitCode::SUCCESS);
         assert!(matches!(fake.requests()[..], [Request::Quote { .. }]), "{:?}", fake.requests());

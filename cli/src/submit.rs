@@ -405,12 +405,7 @@ mod tests {
                 file
             })
             .collect();
-        let conn = ConnectionArgs {
-            master: Some(fake.addr.to_string()),
-            cert_dir: Some(fake.certs.path().to_path_buf()),
-            identity: Some("alice".into()),
-            ..ConnectionArgs::default()
-        };
+        let conn = fake.conn_args("alice");
         let got = run(&conn, many(&files, true), true).await.unwrap();
         // One spec was refused: exit 1, yet every other one was submitted and followed.
         assert_eq!(got, ExitCode::FAILURE);
@@ -468,12 +463,7 @@ mod tests {
             });
             let file = fake.certs.path().join("job.toml");
             std::fs::write(&file, SPEC).unwrap();
-            let conn = ConnectionArgs {
-                master: Some(fake.addr.to_string()),
-                cert_dir: Some(fake.certs.path().to_path_buf()),
-                identity: Some("alice".into()),
-                ..ConnectionArgs::default()
-            };
+            let conn = fake.conn_args("alice");
             let got = run(
                 &conn,
                 SubmitArgs {
@@ -515,12 +505,7 @@ mod tests {
         });
         let file = fake.certs.path().join("job.toml");
         std::fs::write(&file, SPEC).unwrap();
-        let conn = ConnectionArgs {
-            master: Some(fake.addr.to_string()),
-            cert_dir: Some(fake.certs.path().to_path_buf()),
-            identity: Some("alice".into()),
-            ..ConnectionArgs::default()
-        };
+        let conn = fake.conn_args("alice");
         let args = |earliest, max_price| SubmitArgs {
             spec: file.clone(),
             more: vec![],

@@ -298,12 +298,7 @@ mod tests {
             }
             _ => vec![],
         });
-        let conn = ConnectionArgs {
-            master: Some(fake.addr.to_string()),
-            cert_dir: Some(fake.certs.path().to_path_buf()),
-            identity: Some("alice".into()),
-            ..ConnectionArgs::default()
-        };
+        let conn = fake.conn_args("alice");
         let one = WaitArgs { jobs: vec![JobId(1)], reconnect_for: 1 };
         assert_eq!(run(&conn, one, true).await.unwrap(), ExitCode::SUCCESS);
         let both = WaitArgs { jobs: vec![JobId(1), JobId(2)], reconnect_for: 1 };

@@ -343,12 +343,7 @@ mod tests {
         std::fs::write(&workload, text).unwrap();
         let out = dir.path().join("out");
         let args = RunArgs { workload, out: Some(out.clone()), seed: None, timeout: 20, dry_run: false };
-        let conn = ConnectionArgs {
-            master: Some(fake.addr.to_string()),
-            cert_dir: Some(fake.certs.path().to_path_buf()),
-            identity: Some("alice".into()),
-            ..ConnectionArgs::default()
-        };
+        let conn = fake.conn_args("alice");
         assert_eq!(run_workload(&conn, args, true).await.unwrap(), ExitCode::SUCCESS);
         let csv = std::fs::read_to_string(out.join("jobs.csv")).unwrap();
         assert_eq!(csv.lines().next(), Some(metrics::JOB_COLUMNS));
