@@ -245,6 +245,14 @@ pub enum Request {
         /// The new deadline.
         deadline: Option<Timestamp>,
     },
+    /// Admins: set a created account's DP income in credits per hour, credited every
+    /// allocation interval (0 stops it); answered `IncomeSet`.
+    IncomeSet {
+        /// The account.
+        account: AccountId,
+        /// Credits per hour (not negative).
+        income: Credits,
+    },
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -357,6 +365,8 @@ pub enum Response {
         /// Its deadline now.
         deadline: Option<Timestamp>,
     },
+    /// The account after an `IncomeSet`; the income counts from the next interval.
+    IncomeSet(AccountSummary),
 }
 
 impl Response {

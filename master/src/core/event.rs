@@ -145,6 +145,25 @@ pub enum Event {
         /// The new deadline.
         deadline: Option<slotmarket_common::time::Timestamp>,
     },
+    /// An admin sets a created account's DP income (credits per hour).
+    IncomeSetRequested {
+        /// Where the reply goes.
+        request: RequestId,
+        /// Who asked.
+        caller: Caller,
+        /// The account.
+        account: AccountId,
+        /// Credits per hour.
+        income: Credits,
+    },
+    /// The DP spending rates and incomes the store kept, replayed after
+    /// `AccountsRecovered` when the master starts.
+    AccountSettingsRecovered {
+        /// Spending rates set at run time, by account.
+        rates: Vec<(AccountId, Credits)>,
+        /// Incomes set by administrators, by account.
+        income: Vec<(AccountId, Credits)>,
+    },
 }
 
 /// The store's state outside the active jobs, as read back after a restart.

@@ -171,3 +171,22 @@ fn dp_income_and_interval_charges_survive_a_reopen_as_grants_plus_income_minus_c
     // grants 3 + income 0.5 - charges (2 + 1.5) = 0.
     assert_eq!((lab.granted(), lab.charged(), lab.balance()), (cr("3.5"), cr("3.5"), Credits::ZERO));
 }
+
+#[test]
+fn dp_rates_and_incomes_are_kept_and_the_latest_setting_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    store
+        .apply(&[
+            Persist::Rate { account: id("bob"), rate: cr("2") },
+            Persist::Income { account: id("lab"), income: cr("10") },
+            Persist::Rate { account: id("lab"), rate: cr("1.5") },
+        ])
+        .unwrap();
+    store.apply(&[Persist::Rate { account: id("bob"), rate: cr("4") }]).unwrap();
+    drop(store);
+    let store = Store::open(dir.path()).unwrap();
+    let (rates, income) = store.recover_account_settings().unwrap();
+    assert_eq!(rates, vec![(id("bob"), cr("4")), (id("lab"), cr("1.5"))]);
+    assert_eq!(income, vec![(id("lab"), cr("10"))]);
+}

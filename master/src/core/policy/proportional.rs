@@ -237,7 +237,10 @@ impl Proportional {
                     }
                 }
             }
-            for (account, &per_hour) in &self.income {
+            // Incomes set at run time override the settings' ones.
+            let mut incomes = self.income.clone();
+            incomes.extend(view.incomes().iter().map(|(a, &i)| (a.clone(), i)));
+            for (account, &per_hour) in &incomes {
                 let amount = interval_cost(per_hour, 1, elapsed);
                 if amount.is_positive() && view.balance(account).is_some() {
                     let reason = format!("income for {:.1} s at {per_hour}/hour", elapsed.as_secs_f64());
