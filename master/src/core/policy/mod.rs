@@ -17,6 +17,7 @@ pub mod jockey;
 mod preempt;
 mod priority;
 mod proportional;
+mod proportional_lag;
 mod settings;
 mod slots;
 
