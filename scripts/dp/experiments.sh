@@ -8,8 +8,8 @@ set -euo pipefail
 out=${1:-runs/dp}
 sim=${SIM:-${CARGO_TARGET_DIR:-target}/release/slotmarket-sim}
 seeds=${SEEDS:-"1 2 3 4 5 6 7 8 9 10"}
-# Extra flags for every proportional run, e.g. DP_ARGS="--set compensation_s=0".
-read -r -a dp_args <<<"${DP_ARGS:-}"
+# Extra flags for every proportional run (default: compensation over 60 s; "" for none).
+read -r -a dp_args <<<"${DP_ARGS---set compensation_s=60}"
 # Grace period of the runs with preemption (seconds).
 grace=${GRACE:-0}
 here=$(dirname "$0")

@@ -12,7 +12,7 @@
 //!
 //! An account in the market that leaves part of its share to others (between two of its
 //! jobs, in a job's last wave, while waiting for slots without preemption) is owed those
-//! slot-seconds and paid back over the compensation horizon: its allotment rises by its
+//! slot-seconds and, with `compensation_s` set, paid back over that horizon: its allotment rises by its
 //! lag over the horizon and the borrowers' falls by theirs (`proportional_lag`), so over
 //! time each account gets its rate's share of the slots it could have used. Preemption
 //! kills for no more than an account's uncompensated share.
@@ -64,14 +64,11 @@ pub struct ProportionalSettings {
     /// Income per account in credits per hour, credited every interval (default none).
     #[serde(default)]
     pub income: BTreeMap<String, f64>,
-    /// Seconds over which slots an account lent to others are paid back (default 60;
-    /// 0 turns compensation off: shares follow the rates of the moment only).
-    #[serde(default = "default_compensation_s")]
+    /// Seconds over which slots an account lent to others are paid back (default 0:
+    /// off, shares follow the rates of the moment only; 60 meets the 2-user goal, but
+    /// starves top-rate users with 80 users, see docs/experiments/dp.md).
+    #[serde(default)]
     pub compensation_s: f64,
-}
-
-fn default_compensation_s() -> f64 {
-    60.0
 }
 
 fn default_interval_s() -> f64 {
@@ -91,7 +88,7 @@ impl Default for ProportionalSettings {
             default_rate: default_rate(),
             rates: BTreeMap::new(),
             income: BTreeMap::new(),
-            compensation_s: default_compensation_s(),
+            compensation_s: 0.0,
         }
     }
 }
