@@ -2,7 +2,8 @@
 # DP on a real local cluster: a master under `proportional` (interval INTERVAL s,
 # preemption on, grace 0) and three agents (4 map + 2 reduce slots each, 12 map slots)
 # on 127.0.0.1. Two accounts, alice at rate 1 and bob at rate 2, each run a closed-loop
-# stream of real wordcount jobs (12 maps that first sleep PAUSE s); at BOOST_AT s alice
+# stream of real wordcount jobs (MAPS maps, default 12, that first sleep PAUSE s; the
+# policy's compensation_s is COMPENSATION, default 0); at BOOST_AT s alice
 # raises her rate to 4. `slotmarket price --json` is sampled every second into
 # OUT/slots.csv (t_s, account, rate, share_map, used_map, pending_map) and
 # scripts/dp/live_plot.py draws OUT/slots.svg.
@@ -20,6 +21,8 @@ INTERVAL=${INTERVAL:-5}
 PAUSE=${PAUSE:-6}
 DURATION=${DURATION:-150}
 BOOST_AT=${BOOST_AT:-75}
+MAPS=${MAPS:-12}
+COMPENSATION=${COMPENSATION:-0}
 OUT=${OUT:-${TMPDIR:-/tmp}/slotmarket-dp-live}
 AGENTS=3
 
@@ -60,7 +63,7 @@ name = "$1"
 input = "$INPUT"
 [[stage]]
 name = "map"
-tasks = 12
+tasks = $MAPS
 slot = "map"
 command = "sleep $PAUSE && slotmarket-task wordcount map --input {input} --task {task} --tasks {tasks} --reducers {tasks.reduce} --job-dir {job_dir}"
 [[stage]]
@@ -77,6 +80,7 @@ cat >"$WORK/master.toml" <<TOML
 name = "proportional"
 interval_s = $INTERVAL
 preemption = true
+compensation_s = $COMPENSATION
 [policy.rates]
 alice = 1
 bob = 2
@@ -111,7 +115,7 @@ stream() {
     done
 }
 for who in alice bob; do
-    setsid bash -c "$(declare -f stream job_spec); BIN='$BIN' WORK='$WORK' INPUT='$INPUT' PAUSE='$PAUSE' stream $who" &
+    setsid bash -c "$(declare -f stream job_spec); BIN='$BIN' WORK='$WORK' INPUT='$INPUT' PAUSE='$PAUSE' MAPS='$MAPS' stream $who" &
     GROUP[stream-$who]=$!
 done
 
