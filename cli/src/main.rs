@@ -272,6 +272,23 @@ mod tests {
             (add.name.as_str(), add.budget, add.members),
             ("lab", Some(Credits(12_500_000)), vec!["alice".to_string(), "bob".into()])
         );
+        let cli = Cli::try_parse_from(["slotmarket", "account", "add", "lab", "--income", "2.5"]).unwrap();
+        let Command::Account(account::AccountArgs {
+            command: Some(account::AccountCommand::Add(add)), ..
+        }) = cli.command
+        else {
+            panic!("not account add")
+        };
+        assert_eq!(add.income, Some(Credits(2_500_000)));
+        let cli = Cli::try_parse_from(["slotmarket", "account", "income", "lab", "0.5"]).unwrap();
+        let Command::Account(account::AccountArgs {
+            command: Some(account::AccountCommand::Income(income)),
+            ..
+        }) = cli.command
+        else {
+            panic!("not account income")
+        };
+        assert_eq!((income.name.as_str(), income.income), ("lab", Credits(500_000)));
         let cli = Cli::try_parse_from(["slotmarket", "account", "lab", "--json"]).unwrap();
         let Command::Account(args) = cli.command else { panic!("not account") };
         assert_eq!((args.command.is_none(), args.name.as_deref()), (true, Some("lab")));

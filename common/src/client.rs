@@ -303,6 +303,20 @@ impl Client {
         .await
     }
 
+    /// Admins: sets the DP income (credits per hour) of a created `account`; answers the
+    /// account after it.
+    pub async fn income_set(
+        &self,
+        account: AccountId,
+        income: Credits,
+    ) -> Result<AccountSummary, ClientError> {
+        self.expect(Request::IncomeSet { account, income }, |response| match response {
+            Response::IncomeSet(summary) => Some(summary),
+            _ => None,
+        })
+        .await
+    }
+
     /// The DP price and the shares of the accounts the caller may read.
     pub async fn price(&self) -> Result<MarketInfo, ClientError> {
         self.expect(Request::Price, |response| match response {
@@ -481,6 +495,7 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::Queue(_) => "Queue",
         Response::EstimateEval(_) => "EstimateEval",
         Response::Profile(_) => "Profile",
+        Response::IncomeSet(_) => "IncomeSet",
     }
 }
 

@@ -7,7 +7,11 @@
 set -euo pipefail
 out=${1:-runs/dp}
 sim=${SIM:-${CARGO_TARGET_DIR:-target}/release/slotmarket-sim}
-seeds=${SEEDS:-"1 2 3 4 5"}
+seeds=${SEEDS:-"1 2 3 4 5 6 7 8 9 10"}
+# Extra flags for every proportional run (default: compensation over 60 s; "" for none).
+read -r -a dp_args <<<"${DP_ARGS---set compensation_s=60}"
+# Grace period of the runs with preemption (seconds).
+grace=${GRACE:-0}
 here=$(dirname "$0")
 mkdir -p "$out"
 
@@ -28,10 +32,10 @@ experiment() {
       --reduce-s "$reduce_s" --seed "$seed" -o "$trace"
     local common=(--trace "$trace" --seed "$seed" --horizon "$horizon")
     "$sim" run "${common[@]}" --policy fifo --out "$out/$name-fifo-$seed" >/dev/null
-    "$sim" run "${common[@]}" --policy proportional --interval "$interval" "${sets[@]}" \
+    "$sim" run "${common[@]}" --policy proportional --interval "$interval" "${sets[@]}" "${dp_args[@]}" \
       --out "$out/$name-dp-$seed" >/dev/null
-    "$sim" run "${common[@]}" --policy proportional --interval "$interval" --preempt "${sets[@]}" \
-      --out "$out/$name-dpp-$seed" >/dev/null
+    "$sim" run "${common[@]}" --policy proportional --interval "$interval" --preempt --set "grace_s=$grace" \
+      "${sets[@]}" "${dp_args[@]}" --out "$out/$name-dpp-$seed" >/dev/null
   done
   local csv
   csv=$(IFS=,; echo "${rates[*]}")

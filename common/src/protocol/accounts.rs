@@ -114,6 +114,12 @@ pub struct AccountSummary {
     pub entries: u64,
     /// Sequence number of its latest entry (0 if none), the `after_seq` to watch from.
     pub last_seq: u64,
+    /// The DP spending rate its user set (credits per slot-hour); `None`: the rate the
+    /// policy's settings give it.
+    pub rate: Option<Credits>,
+    /// The DP income an administrator set (credits per hour); `None`: the income the
+    /// policy's settings give it, if any.
+    pub income: Option<Credits>,
 }
 
 /// A slice of one account's ledger, oldest first.

@@ -272,6 +272,14 @@ pub enum Request {
         /// The job name.
         name: String,
     },
+    /// Admins: set a created account's DP income in credits per hour, credited every
+    /// allocation interval (0 stops it); answered `IncomeSet`.
+    IncomeSet {
+        /// The account.
+        account: AccountId,
+        /// Credits per hour (not negative).
+        income: Credits,
+    },
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -396,6 +404,8 @@ pub enum Response {
     EstimateEval(super::EstimateEvalReport),
     /// A job name's profile.
     Profile(super::ProfileView),
+    /// The account after an `IncomeSet`; the income counts from the next interval.
+    IncomeSet(AccountSummary),
 }
 
 impl Response {

@@ -87,6 +87,12 @@ pub enum AccountError {
         /// The rate given.
         rate: Credits,
     },
+    /// An income below zero.
+    #[error("an income must not be negative, got {income}")]
+    NegativeIncome {
+        /// The income given.
+        income: Credits,
+    },
 }
 
 /// Why stored accounts and entries do not replay into a consistent ledger.
@@ -204,6 +210,8 @@ impl Account {
             balance: self.balance(),
             entries: self.entries.len() as u64,
             last_seq: self.entries.last().map_or(0, |e| e.seq),
+            rate: None,
+            income: None,
         }
     }
 }
@@ -219,11 +227,20 @@ pub struct Accounts {
     /// Spending rates (credits per slot-hour) users set at run time, by account; an
     /// account not listed spends at the rate the policy's settings give it.
     rates: BTreeMap<AccountId, Credits>,
+    /// Incomes (credits per hour) administrators set on created accounts; an account not
+    /// listed earns what the policy's settings give it.
+    income: BTreeMap<AccountId, Credits>,
 }
 
 impl Default for Accounts {
     fn default() -> Accounts {
-        Accounts { by_id: BTreeMap::new(), next_seq: 1, refused_on_replay: 0, rates: BTreeMap::new() }
+        Accounts {
+            by_id: BTreeMap::new(),
+            next_seq: 1,
+            refused_on_replay: 0,
+            rates: BTreeMap::new(),
+            income: BTreeMap::new(),
+        }
     }
 }
 
@@ -256,6 +273,43 @@ impl Accounts {
         }
         self.rates.insert(id.clone(), rate);
         Ok(())
+    }
+
+    /// The income set on `id` by an administrator, if any.
+    pub fn income(&self, id: &AccountId) -> Option<Credits> {
+        self.income.get(id).copied()
+    }
+
+    /// Every income set by an administrator, by account.
+    pub fn incomes(&self) -> &BTreeMap<AccountId, Credits> {
+        &self.income
+    }
+
+    /// Sets the income of the created account `id` (credits per hour); refused when
+    /// negative or when the account does not exist (income is posted to its ledger).
+    pub fn set_income(&mut self, id: &AccountId, income: Credits) -> Result<(), AccountError> {
+        if income.is_negative() {
+            return Err(AccountError::NegativeIncome { income });
+        }
+        if !self.by_id.contains_key(id) {
+            return Err(AccountError::NotFound { account: id.clone() });
+        }
+        self.income.insert(id.clone(), income);
+        Ok(())
+    }
+
+    /// Restores the rates and incomes a store kept (entries for accounts that no longer
+    /// exist are kept too: a user's rate needs no created account).
+    pub fn restore_settings(&mut self, rates: Vec<(AccountId, Credits)>, income: Vec<(AccountId, Credits)>) {
+        self.rates.extend(rates.into_iter().filter(|(_, r)| !r.is_negative()));
+        self.income.extend(income.into_iter().filter(|(_, i)| !i.is_negative()));
+    }
+
+    /// `summary` with the account's set rate and income filled in.
+    fn with_settings(&self, mut summary: AccountSummary) -> AccountSummary {
+        summary.rate = self.rate(&summary.account);
+        summary.income = self.income(&summary.account);
+        summary
     }
 
     /// Entries a recovery refused (see [`Accounts::replay`] for the strict check).
@@ -509,7 +563,7 @@ impl Accounts {
         if !self.may_read(caller, account) {
             return Err(AccountError::NotFound { account: account.clone() });
         }
-        Ok(self.by_id.get(account).map_or_else(|| implicit(account), Account::summary))
+        Ok(self.with_settings(self.by_id.get(account).map_or_else(|| implicit(account), Account::summary)))
     }
 
     /// Every account `caller` may read, by name: all created accounts for
@@ -523,7 +577,7 @@ impl Accounts {
             let at = out.partition_point(|a| a.account < own);
             out.insert(at, implicit(&own));
         }
-        out
+        out.into_iter().map(|a| self.with_settings(a)).collect()
     }
 
     /// Entries of `account` after `after_seq`, at most `limit` (capped at
@@ -590,6 +644,8 @@ fn implicit(account: &AccountId) -> AccountSummary {
         balance: Credits::ZERO,
         entries: 0,
         last_seq: 0,
+        rate: None,
+        income: None,
     }
 }
 

@@ -178,6 +178,20 @@ pub enum Persist {
         /// Its new deadline.
         deadline: Option<Timestamp>,
     },
+    /// A DP spending rate was set (credits per slot-hour); kept across restarts.
+    Rate {
+        /// The account.
+        account: AccountId,
+        /// Its rate.
+        rate: slotmarket_common::money::Credits,
+    },
+    /// A DP income was set on a created account (credits per hour); kept across restarts.
+    Income {
+        /// The account.
+        account: AccountId,
+        /// Its income.
+        income: slotmarket_common::money::Credits,
+    },
 }
 
 #[cfg(test)]

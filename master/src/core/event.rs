@@ -156,6 +156,25 @@ pub enum Event {
         /// Which deadline to buy.
         choice: slotmarket_common::protocol::DeadlineChoice,
     },
+    /// An admin sets a created account's DP income (credits per hour).
+    IncomeSetRequested {
+        /// Where the reply goes.
+        request: RequestId,
+        /// Who asked.
+        caller: Caller,
+        /// The account.
+        account: AccountId,
+        /// Credits per hour.
+        income: Credits,
+    },
+    /// The DP spending rates and incomes the store kept, replayed after
+    /// `AccountsRecovered` when the master starts.
+    AccountSettingsRecovered {
+        /// Spending rates set at run time, by account.
+        rates: Vec<(AccountId, Credits)>,
+        /// Incomes set by administrators, by account.
+        income: Vec<(AccountId, Credits)>,
+    },
 }
 
 /// The store's state outside the active jobs, as read back after a restart.

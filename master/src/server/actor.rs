@@ -153,6 +153,7 @@ impl Actor {
     /// `run`, so the jobs are in place before any agent joins.
     pub(super) fn recover(&mut self) -> Result<usize, StoreError> {
         let (accounts, ledger) = self.store.recover_accounts()?;
+        let (rates, income) = self.store.recover_account_settings()?;
         let store = self.store.recover_store()?;
         let jobs = self.store.recover()?;
         let count = jobs.len();
@@ -163,6 +164,7 @@ impl Actor {
         if refused > 0 {
             warn!(refused, "stored account records the core could not apply");
         }
+        commands.extend(self.core.handle(now, Event::AccountSettingsRecovered { rates, income }));
         commands.extend(self.core.handle(now, Event::StoreRecovered(store)));
         for job in jobs {
             commands.extend(self.core.handle(now, Event::JobRecovered(job)));
@@ -336,6 +338,9 @@ impl Actor {
             }
             Request::SetDeadline { job, deadline } => {
                 Event::DeadlineSetRequested { request: id, caller, job, deadline }
+            }
+            Request::IncomeSet { account, income } => {
+                Event::IncomeSetRequested { request: id, caller, account, income }
             }
         };
         self.next_request += 1;

@@ -51,7 +51,55 @@ pub(super) fn insert_entry(tx: &Transaction<'_>, entry: &LedgerEntry) -> Result<
     Ok(())
 }
 
+/// Writes one DP setting of `account` (`column` is `rate_micro` or `income_micro`, a
+/// constant of this module's callers, never input).
+pub(super) fn upsert_setting(
+    tx: &Transaction<'_>,
+    account: &AccountId,
+    column: &'static str,
+    amount: Credits,
+) -> Result<(), StoreError> {
+    let sql = format!(
+        "INSERT INTO account_settings (account, {column}) VALUES (?1, ?2)
+         ON CONFLICT(account) DO UPDATE SET {column} = excluded.{column}"
+    );
+    tx.prepare_cached(&sql)?.execute(params![account.0, amount.micros()])?;
+    Ok(())
+}
+
+/// Rates and incomes by account, as `recover_account_settings` answers them.
+pub type AccountSettings = (Vec<(AccountId, Credits)>, Vec<(AccountId, Credits)>);
+
 impl Store {
+    /// The DP spending rates and incomes kept for accounts, by account name: replay them
+    /// into the core after the accounts (`Event::AccountSettingsRecovered`).
+    pub fn recover_account_settings(&self) -> Result<AccountSettings, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT account, rate_micro, income_micro FROM account_settings ORDER BY account")?;
+        let rows = stmt.query_map([], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, Option<i64>>(1)?, row.get::<_, Option<i64>>(2)?))
+        })?;
+        let (mut rates, mut income) = (Vec::new(), Vec::new());
+        for row in rows {
+            let (name, rate, per_hour) = row?;
+            let check = |v: i64| {
+                if v < 0 {
+                    Err(StoreError::Corrupt(format!("negative DP setting {v} on account {name}")))
+                } else {
+                    Ok(Credits(v))
+                }
+            };
+            if let Some(rate) = rate {
+                rates.push((AccountId(name.clone()), check(rate)?));
+            }
+            if let Some(per_hour) = per_hour {
+                income.push((AccountId(name.clone()), check(per_hour)?));
+            }
+        }
+        Ok((rates, income))
+    }
+
     /// Every account and the whole ledger in sequence order, after checking that they
     /// replay into consistent balances (strictly increasing sequence, known accounts,
     /// amounts signed as their kind says, no balance ever below zero). A ledger that does

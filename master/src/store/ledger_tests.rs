@@ -217,3 +217,22 @@ fn a_deadline_purchase_reads_back_and_prices_its_ended_job() {
     assert_eq!((status.summary.price, status.summary.paid), (Some(cr("0.25")), Some(cr("0.25"))));
     assert_eq!(status.summary.deadline, Some(deadline));
 }
+
+#[test]
+fn dp_rates_and_incomes_are_kept_and_the_latest_setting_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    store
+        .apply(&[
+            Persist::Rate { account: id("bob"), rate: cr("2") },
+            Persist::Income { account: id("lab"), income: cr("10") },
+            Persist::Rate { account: id("lab"), rate: cr("1.5") },
+        ])
+        .unwrap();
+    store.apply(&[Persist::Rate { account: id("bob"), rate: cr("4") }]).unwrap();
+    drop(store);
+    let store = Store::open(dir.path()).unwrap();
+    let (rates, income) = store.recover_account_settings().unwrap();
+    assert_eq!(rates, vec![(id("bob"), cr("4")), (id("lab"), cr("1.5"))]);
+    assert_eq!(income, vec![(id("lab"), cr("10"))]);
+}

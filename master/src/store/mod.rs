@@ -14,6 +14,8 @@ use rusqlite::{Connection, Transaction, params};
 use slotmarket_common::protocol::JobState;
 use thiserror::Error;
 
+pub use ledger::AccountSettings;
+
 use crate::core::Persist;
 
 /// File name of the database inside the data directory.
@@ -139,6 +141,8 @@ fn apply_one(tx: &Transaction<'_>, op: &Persist) -> Result<(), StoreError> {
             ledger::insert_account(tx, account, members, *created)?
         }
         Persist::Ledger(entry) => ledger::insert_entry(tx, entry)?,
+        Persist::Rate { account, rate } => ledger::upsert_setting(tx, account, "rate_micro", *rate)?,
+        Persist::Income { account, income } => ledger::upsert_setting(tx, account, "income_micro", *income)?,
         Persist::Deadline { job, deadline } => {
             tx.execute(
                 "UPDATE jobs SET deadline_ms = ?2 WHERE id = ?1",

@@ -6,7 +6,8 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// Step `i` brings a database from version `i` to `i + 1`; version 0 is an empty file.
-const MIGRATIONS: &[&str] = &[V1, V2_JOBS_AND_HISTORY, ACCOUNTS_AND_LEDGER, DEADLINE_PURCHASES];
+const MIGRATIONS: &[&str] =
+    &[V1, V2_JOBS_AND_HISTORY, ACCOUNTS_AND_LEDGER, DEADLINE_PURCHASES, DP_RATES_AND_INCOME];
 
 /// The version this build writes: the number of migration steps.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -99,6 +100,17 @@ BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
 /// listings read a job's price from them, so they are indexed by job.
 const DEADLINE_PURCHASES: &str = "
 CREATE INDEX ledger_deadline_by_job ON ledger(job) WHERE kind = 'deadline';
+";
+
+/// DP spending rates (set by users) and incomes (set by administrators), one row per
+/// account, so a restarted master keeps them. Not a foreign key: a user may set a rate on
+/// their implicit account before an administrator creates it.
+const DP_RATES_AND_INCOME: &str = "
+CREATE TABLE account_settings (
+    account      TEXT    PRIMARY KEY,
+    rate_micro   INTEGER,
+    income_micro INTEGER
+);
 ";
 
 /// Brings a database to [`SCHEMA_VERSION`], one step per transaction, or refuses a file

@@ -1,7 +1,8 @@
 //! The `proportional` (DP) policy on a real master: a user sets their own spending rate
 //! (and only theirs), running tasks are charged every interval and income credited, a
 //! charge never overdraws, and after the master is SIGKILLed and restarted the ledger is
-//! intact and every balance equals grants + income - charges.
+//! intact, every balance equals grants + income - charges, and the rate its user set and
+//! the income an admin set are kept.
 
 use std::time::Duration;
 
@@ -35,16 +36,22 @@ fn total(ledger: &Value, kind: &str) -> i64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn interval_charges_and_income_survive_a_master_kill_as_grants_plus_income_minus_charges() {
+async fn interval_charges_income_and_rates_survive_a_master_kill_as_grants_plus_income_minus_charges() {
     let mut cluster = TestCluster::start(&[agent("n1", 2, 0)]).await;
     // Half-second intervals; alice earns 1 credit a second and bids 1 per slot-second.
     let config = cluster.dir.path().join("dp.toml");
-    let table = "[policy]\nname = \"proportional\"\ninterval_s = 0.5\n[policy.rates]\nalice = 3600\n\
-                 [policy.income]\nalice = 3600\n";
+    let table = "[policy]\nname = \"proportional\"\ninterval_s = 0.5\n[policy.rates]\nalice = 3600\n";
     std::fs::write(&config, table).expect("write config");
     let config = config.to_string_lossy().into_owned();
     cluster.restart_master_with(&["--config", &config]).await;
-    ok(&cluster, "admin", &["account", "add", "alice", "--budget", "2"]).await;
+    // The admin gives alice an income when creating her account, then doubles it; she
+    // may not set it herself.
+    let added =
+        ok(&cluster, "admin", &["account", "add", "alice", "--budget", "2", "--income", "1800"]).await;
+    assert_eq!(added["account"]["income"], "1800.00", "{added}");
+    let (success, _, stderr) = slotmarket(&cluster, "alice", &["account", "income", "alice", "1"]).await;
+    assert!(!success && stderr.contains("may not set income"), "{stderr}");
+    ok(&cluster, "admin", &["account", "income", "alice", "3600"]).await;
 
     // Alice sets her own rate; bob may not set hers.
     let set = ok(&cluster, "alice", &["rate", "set", "7200"]).await;
@@ -78,4 +85,9 @@ async fn interval_charges_and_income_survive_a_master_kill_as_grants_plus_income
     let balance = summary["balance_micro"].as_i64().expect("balance");
     assert_eq!(balance, grants + income - charges, "{summary}");
     assert!(balance >= 0);
+    // The rate alice set and the income the admin set outlived the master.
+    assert_eq!(
+        (summary["rate_set"].as_str(), summary["income"].as_str()),
+        (Some("7200.00"), Some("3600.00"))
+    );
 }

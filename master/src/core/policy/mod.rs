@@ -17,10 +17,11 @@ pub mod jockey;
 mod preempt;
 mod priority;
 mod proportional;
+mod proportional_lag;
 mod settings;
 mod slots;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 
@@ -362,6 +363,11 @@ impl<'a> SchedView<'a> {
     /// The spending rate its user set on `account` at run time, if any.
     pub fn spending_rate(&self, account: &AccountId) -> Option<Credits> {
         self.state.accounts.rate(account)
+    }
+
+    /// The incomes (credits per hour) administrators set at run time, by account.
+    pub fn incomes(&self) -> &BTreeMap<AccountId, Credits> {
+        self.state.accounts.incomes()
     }
 
     /// Containers running a current task attempt (containers of ended jobs, which are

@@ -10,6 +10,13 @@
 //! has waited the grace period takes slots back from those over theirs, youngest
 //! attempts first.
 //!
+//! An account in the market that leaves part of its share to others (between two of its
+//! jobs, in a job's last wave, while waiting for slots without preemption) is owed those
+//! slot-seconds and, with `compensation_s` set, paid back over that horizon: its allotment rises by its
+//! lag over the horizon and the borrowers' falls by theirs (`proportional_lag`), so over
+//! time each account gets its rate's share of the slots it could have used. Preemption
+//! kills for no more than an account's uncompensated share.
+//!
 //! Rates and income are in credits per slot-hour and per hour, so an income of 1 keeps
 //! buying about one slot at rate 1 (§5). Charges and income are [`Posting`]s the reactor
 //! writes to the ledger in the same step as the interval's decisions.
@@ -24,6 +31,7 @@ use slotmarket_common::spec::SlotKind;
 use slotmarket_common::time::Timestamp;
 
 use super::preempt::{kills_in_flight, newest_of};
+use super::proportional_lag::{LagBook, Standing};
 use super::slots::FreeSlots;
 use super::{Assignment, Decisions, KillReason, Policy, PolicyName, Posting, SchedView, Trigger};
 use crate::core::state::kind_ix;
@@ -56,6 +64,11 @@ pub struct ProportionalSettings {
     /// Income per account in credits per hour, credited every interval (default none).
     #[serde(default)]
     pub income: BTreeMap<String, f64>,
+    /// Seconds over which slots an account lent to others are paid back (default 0:
+    /// off, shares follow the rates of the moment only; 60 meets the 2-user goal, but
+    /// starves top-rate users with 80 users, see docs/experiments/dp.md).
+    #[serde(default)]
+    pub compensation_s: f64,
 }
 
 fn default_interval_s() -> f64 {
@@ -75,6 +88,7 @@ impl Default for ProportionalSettings {
             default_rate: default_rate(),
             rates: BTreeMap::new(),
             income: BTreeMap::new(),
+            compensation_s: 0.0,
         }
     }
 }
@@ -87,6 +101,10 @@ impl ProportionalSettings {
         }
         if !(self.grace_s.is_finite() && self.grace_s >= 0.0) {
             return Some(("grace_s".into(), format!("must not be negative, got {}", self.grace_s)));
+        }
+        if !(self.compensation_s.is_finite() && (0.0..=86_400.0).contains(&self.compensation_s)) {
+            let problem = format!("must be from 0 to 86400 seconds, got {}", self.compensation_s);
+            return Some(("compensation_s".into(), problem));
         }
         let amounts = std::iter::once(("default_rate".to_string(), self.default_rate))
             .chain(self.rates.iter().map(|(a, &r)| (format!("rates.{a}"), r)))
@@ -132,6 +150,12 @@ pub struct Proportional {
     allotments: BTreeMap<AccountId, Allotment>,
     /// Since when each (account, kind) has waited below its allotment.
     starved_since: BTreeMap<(AccountId, usize), Timestamp>,
+    /// The payback horizon of lent slots; zero: no compensation.
+    compensation: Duration,
+    /// Slot-seconds each account lent (positive) or borrowed (negative).
+    lags: LagBook,
+    /// The allotments by rate alone (no compensation): preemption enforces no more.
+    base: BTreeMap<AccountId, Allotment>,
 }
 
 /// What an account was given at an interval.
@@ -178,6 +202,9 @@ impl Proportional {
             in_force: BTreeMap::new(),
             allotments: BTreeMap::new(),
             starved_since: BTreeMap::new(),
+            compensation: duration_of(settings.compensation_s),
+            lags: LagBook::default(),
+            base: BTreeMap::new(),
         }
     }
 
@@ -204,7 +231,45 @@ impl Proportional {
         }
         let bids: Vec<(AccountId, Credits)> =
             work.keys().map(|a| (a.clone(), self.in_force.get(a).copied().unwrap_or_default())).collect();
-        self.allotments = allot(view, work, &bids);
+        self.base = allot(view, work, &bids, None);
+        self.allotments = if self.compensation.is_zero() {
+            self.base.clone()
+        } else {
+            allot(view, work, &bids, Some((&self.lags, self.compensation)))
+        };
+    }
+
+    /// Records each account's rate share and the slots it holds after this step's
+    /// `assignments`, for the lag book to charge the time until the next step.
+    fn record_standings(
+        &mut self,
+        now: Timestamp,
+        view: &SchedView<'_>,
+        work: &BTreeMap<AccountId, Work>,
+        assignments: &[Assignment],
+    ) {
+        if self.compensation.is_zero() {
+            return;
+        }
+        let bids: Vec<(AccountId, Credits)> =
+            work.keys().map(|a| (a.clone(), self.in_force.get(a).copied().unwrap_or_default())).collect();
+        let mut standings: BTreeMap<AccountId, Standing> = BTreeMap::new();
+        for kind in SlotKind::ALL {
+            let k = kind_ix(kind);
+            let shares = exact_shares(view.total_slots(kind), &bids);
+            for ((account, _), share) in bids.iter().zip(shares) {
+                let s = standings.entry(account.clone()).or_default();
+                s.share[k] = share;
+                s.used[k] = work.get(account).map_or(0, |w| w.running[k]);
+            }
+        }
+        for a in assignments {
+            let Some(account) = view.job(a.job).map(|j| j.account().clone()) else { continue };
+            if let Some(s) = standings.get_mut(&account) {
+                s.used[kind_ix(a.kind)] += 1;
+            }
+        }
+        self.lags.record(now, standings, self.compensation);
     }
 
     /// The spending rate `account` bids: set at run time, else from the settings.
@@ -237,7 +302,10 @@ impl Proportional {
                     }
                 }
             }
-            for (account, &per_hour) in &self.income {
+            // Incomes set at run time override the settings' ones.
+            let mut incomes = self.income.clone();
+            incomes.extend(view.incomes().iter().map(|(a, &i)| (a.clone(), i)));
+            for (account, &per_hour) in &incomes {
                 let amount = interval_cost(per_hour, 1, elapsed);
                 if amount.is_positive() && view.balance(account).is_some() {
                     let reason = format!("income for {:.1} s at {per_hour}/hour", elapsed.as_secs_f64());
@@ -271,7 +339,10 @@ impl Proportional {
         let k = kind_ix(kind);
         let mut owed = 0u32;
         for (account, w) in work {
-            let share = self.allotments.get(account).map_or(0, |a| a.slots[k]);
+            // An account preempts for its rate share only, never for what it is owed:
+            // repayment comes through freed slots.
+            let share = self.base.get(account).map_or(0, |a| a.slots[k]);
+            let share = share.min(self.allotments.get(account).map_or(0, |a| a.slots[k]));
             let deficit = share.saturating_sub(w.running[k]).min(w.ready_count(k));
             let key = (account.clone(), k);
             if deficit == 0 {
@@ -296,6 +367,8 @@ impl Proportional {
             .iter()
             .enumerate()
             .filter_map(|(i, account)| {
+                // Over its compensated allotment, the one `fill` works to: a lender being
+                // paid back is no victim, so a kill never hands the slot straight back.
                 let share = self.allotments.get(*account).map_or(0, |a| a.slots[k]);
                 let over = work[*account].running[k].saturating_sub(share);
                 (over > 0).then_some((i, over))
@@ -335,21 +408,45 @@ fn gather(view: &SchedView<'_>) -> BTreeMap<AccountId, Work> {
     work
 }
 
-/// The allotments of one interval: for each kind, the slots offered shared by rate.
+/// Each bidder's exact rate share of `total` slots, `total × rate / price` (0 at rate 0),
+/// whatever its demand.
+fn exact_shares(total: u32, bids: &[(AccountId, Credits)]) -> Vec<f64> {
+    let price: f64 = bids.iter().map(|(_, r)| r.0.max(0) as f64).sum();
+    bids.iter()
+        .map(|(_, r)| if price > 0.0 { f64::from(total) * r.0.max(0) as f64 / price } else { 0.0 })
+        .collect()
+}
+
+/// The allotments of one step: for each kind, the slots offered shared by rate, or, with
+/// a lag book and horizon, by rate share plus lag / horizon (never below 0).
 fn allot(
     view: &SchedView<'_>,
     work: &BTreeMap<AccountId, Work>,
     bids: &[(AccountId, Credits)],
+    compensation: Option<(&LagBook, Duration)>,
 ) -> BTreeMap<AccountId, Allotment> {
     let mut out: BTreeMap<AccountId, Allotment> =
         bids.iter().map(|(a, rate)| (a.clone(), Allotment { rate: *rate, slots: [0, 0] })).collect();
     for kind in SlotKind::ALL {
         let k = kind_ix(kind);
-        let rated: Vec<(u64, u32)> = bids
+        let total = view.total_slots(kind);
+        let weights: Vec<u64> = match compensation {
+            None => bids.iter().map(|(_, rate)| rate.0.max(0) as u64).collect(),
+            Some((lags, horizon)) => exact_shares(total, bids)
+                .iter()
+                .zip(bids)
+                .map(|(&share, (a, _))| {
+                    let owed = lags.lag(a, k) / horizon.as_secs_f64();
+                    if share > 0.0 { ((share + owed).max(0.0) * 1e6).round() as u64 } else { 0 }
+                })
+                .collect(),
+        };
+        let rated: Vec<(u64, u32)> = weights
             .iter()
-            .map(|(a, rate)| (rate.0.max(0) as u64, work.get(a).map_or(0, |w| w.demand[k])))
+            .zip(bids)
+            .map(|(&w, (a, _))| (w, work.get(a).map_or(0, |w| w.demand[k])))
             .collect();
-        let shares = proportional_shares(view.total_slots(kind), &rated);
+        let shares = proportional_shares(total, &rated);
         for ((account, _), share) in bids.iter().zip(shares) {
             if let Some(a) = out.get_mut(account) {
                 a.slots[k] = share;
@@ -430,6 +527,9 @@ impl Policy for Proportional {
         if (trigger == Trigger::Tick && due) || (idle_before && self.busy) {
             self.run_interval(now, view, &work, &mut decisions.postings);
         }
+        if !self.compensation.is_zero() {
+            self.lags.accrue(now, self.compensation);
+        }
         self.allot_now(view, &work);
         if self.preemption {
             for kind in SlotKind::ALL {
@@ -441,6 +541,7 @@ impl Policy for Proportional {
                 self.fill(view, kind, &work, &mut decisions.assignments);
             }
         }
+        self.record_standings(now, view, &work, &decisions.assignments);
         decisions
     }
 

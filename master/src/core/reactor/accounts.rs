@@ -95,8 +95,8 @@ pub(super) fn on_accounts_recovered(
 /// Answers a refused account request with the error kind its cause deserves.
 /// Sets a spending rate and replies `RateSet`. A user may set only their own account's
 /// rate (an account they are merely a member of is refused as not found); an admin any
-/// account they may read. The rate is kept in memory: after a restart the rates of the
-/// `[policy]` settings apply again until users set theirs.
+/// account they may read. The rate is stored (`Persist::Rate`) before the reply, so a
+/// restarted master keeps it.
 pub(super) fn on_rate_set_requested(
     state: &mut State,
     cx: &mut Ctx,
@@ -115,7 +115,34 @@ pub(super) fn on_rate_set_requested(
         return reply_refused(cx, request, &AccountError::NotFound { account });
     }
     match state.accounts.set_rate(&account, rate) {
-        Ok(()) => reply(cx, request, Response::RateSet { account, rate }),
+        Ok(()) => {
+            cx.persist(Persist::Rate { account: account.clone(), rate });
+            reply(cx, request, Response::RateSet { account, rate });
+        }
+        Err(err) => reply_refused(cx, request, &err),
+    }
+}
+
+/// Sets a created account's income: `Persist(Income)` then `Reply{IncomeSet}`; only
+/// administrators set income.
+pub(super) fn on_income_set_requested(
+    state: &mut State,
+    cx: &mut Ctx,
+    request: RequestId,
+    caller: &Caller,
+    account: AccountId,
+    income: Credits,
+) {
+    if caller.role != Role::Admin {
+        let message = format!("{caller} may not set income; an admin certificate is needed");
+        return reply(cx, request, Response::error(ErrorKind::Forbidden, message));
+    }
+    if let Err(err) = state.accounts.set_income(&account, income) {
+        return reply_refused(cx, request, &err);
+    }
+    cx.persist(Persist::Income { account: account.clone(), income });
+    match state.accounts.summary(caller, &account) {
+        Ok(summary) => reply(cx, request, Response::IncomeSet(summary)),
         Err(err) => reply_refused(cx, request, &err),
     }
 }

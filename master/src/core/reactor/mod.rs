@@ -177,5 +177,9 @@ pub(crate) fn dispatch(state: &mut State, cx: &mut Ctx, event: Event) {
         Event::DeadlineSetRequested { request, caller, job, deadline } => {
             jobs::on_deadline_set_requested(state, cx, request, &caller, job, deadline);
         }
+        Event::IncomeSetRequested { request, caller, account, income } => {
+            accounts::on_income_set_requested(state, cx, request, &caller, account, income);
+        }
+        Event::AccountSettingsRecovered { rates, income } => state.accounts.restore_settings(rates, income),
     }
 }

@@ -387,7 +387,13 @@ fn round_trip_command(command: &Command) {
             assert_eq!(&serde_json::from_str::<JobHistory>(&json).expect("decodes from JSON"), record);
         }
         Command::Persist(Persist::Ledger(entry)) => round_trip(entry),
-        Command::Persist(Persist::JobState { .. } | Persist::Account { .. } | Persist::Deadline { .. })
+        Command::Persist(
+            Persist::JobState { .. }
+            | Persist::Account { .. }
+            | Persist::Deadline { .. }
+            | Persist::Rate { .. }
+            | Persist::Income { .. },
+        )
         | Command::JobChanged { .. }
         | Command::BuildCompletionModel(_) => {}
     }

@@ -17,6 +17,7 @@ mod market;
 mod mrm;
 mod nodes;
 mod proportional;
+mod proportional_settings;
 mod purchases;
 mod purity;
 mod queue;

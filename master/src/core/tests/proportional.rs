@@ -282,3 +282,38 @@ fn the_market_shows_the_price_and_only_the_accounts_the_caller_may_read() {
     let rows: Vec<_> = bobs.accounts.iter().map(|a| (a.account.0.as_str(), a.balance, a.share)).collect();
     assert_eq!(rows, vec![("bob", None, [2, 0])]);
 }
+
+/// Bob (rate 1) holds all 6 slots when alice (rate 2) arrives; she waits `wait` seconds
+/// (no preemption) and then bob's 6 tasks finish one by one. Returns who got the freed
+/// slots, by account.
+fn freed_slots_after_waiting(compensation_s: f64, wait: u64) -> BTreeMap<String, usize> {
+    let mut env = dp_env(|dp| dp.compensation_s = compensation_s);
+    env.join_agent("n1", 6, 0);
+    submit(&mut env, bob(), JobBuilder::maps(60).build());
+    let bobs = env.take_all_launches();
+    submit(&mut env, alice(), JobBuilder::maps(60).build());
+    env.advance(wait);
+    env.tick();
+    let mut got = BTreeMap::new();
+    for launch in bobs {
+        env.finish(launch.container);
+        for (account, n) in launches_by_account(&mut env) {
+            *got.entry(account).or_default() += n;
+        }
+    }
+    got
+}
+
+#[test]
+fn slots_an_account_waited_for_are_paid_back_by_a_larger_share() {
+    // Without compensation the freed slots go 4 : 2 by rate.
+    let plain = freed_slots_after_waiting(0.0, 30);
+    assert_eq!(plain, BTreeMap::from([("alice".to_string(), 4), ("bob".to_string(), 2)]));
+    // Alice lent her 4 slots to bob for 30 s: 120 slot-s owed, paid back over 60 s,
+    // lifts her share from 4 to 6 and bob's to 0 until it is.
+    let paid = freed_slots_after_waiting(60.0, 30);
+    assert_eq!(paid, BTreeMap::from([("alice".to_string(), 6)]));
+    // A shorter wait is owed less: 10 s, 40 slot-s, 4.67 slots, rounded to 5.
+    let short = freed_slots_after_waiting(60.0, 10);
+    assert_eq!(short, BTreeMap::from([("alice".to_string(), 5), ("bob".to_string(), 1)]));
+}
