@@ -70,7 +70,9 @@ async fn under_jockey_a_deadline_job_is_guaranteed_slots_from_a_model_built_off_
     let shape: Vec<(&str, u32, Vec<String>)> =
         profile.stages.iter().map(|s| (s.name.as_str(), s.tasks, s.after.clone())).collect();
     assert_eq!(shape, vec![("map", 2, vec![]), ("reduce", 1, vec!["map".to_string()])]);
-    assert!(profile.stages[0].mean_ms >= 1_000 && profile.stages[0].samples == 2, "{profile:?}");
+    // Each map sleeps 1 s; a run time is measured from the agent's `Running` report, which
+    // a loaded machine may send a little after the process started, so allow slack.
+    assert!(profile.stages[0].mean_ms >= 500 && profile.stages[0].samples == 2, "{profile:?}");
     let bob = cluster.client("bob").await;
     let unseen = bob.profile("etl".into()).await.expect_err("bob sees no run of alice's");
     assert!(unseen.to_string().contains("no recorded run"), "{unseen}");
