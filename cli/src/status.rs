@@ -266,10 +266,7 @@ mod tests {
             predicted_finish: Some(Timestamp(1_800_000_000_000)),
             guaranteed: 12,
             peak_guaranteed: 20,
-            finish_interval: Some((
-                Timestamp(1_799_999_400_000),
-                Timestamp(1_800_000_300_000),
-            )),
+            finish_interval: Some((Timestamp(1_799_999_400_000), Timestamp(1_800_000_300_000))),
             slowdown_permille: 1_250,
         });
         let text = render(&status);
