@@ -83,3 +83,28 @@ async fn a_tasks_log_is_read_back_by_its_owner_and_refused_to_another_user() {
     let (_, err) = cli(&cluster, "bob", &["status", &job, "--tasks"], 1).await;
     assert!(!err.contains("node-1"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_follow_prints_what_a_running_task_writes_until_it_ends() {
+    let cluster = TestCluster::start(&[agent("node-1", 1, 1)]).await;
+    let args = ["--json", "run", "--name", "slow", "--", "sh", "-c", "echo one; sleep 2; echo two"];
+    let (out, _) = cli(&cluster, "alice", &args, 0).await;
+    let submitted: Value = serde_json::from_str(&out).unwrap();
+    let job = submitted["job"].as_str().expect("job id").to_string();
+    // Wait until its task runs, so the follow starts mid-run.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (out, _) = cli(&cluster, "alice", &["--json", "status", &job, "--tasks"], 0).await;
+        let status: Value = serde_json::from_str(&out).unwrap();
+        if status["tasks"][0]["state"] == "running" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never ran: {status}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let started = std::time::Instant::now();
+    let (out, _) = cli(&cluster, "alice", &["logs", &job, "--follow"], 0).await;
+    assert_eq!(out, "one\ntwo\n");
+    // It waited for the second line rather than stopping at the first read.
+    assert!(started.elapsed() >= std::time::Duration::from_millis(500), "{:?}", started.elapsed());
+}
