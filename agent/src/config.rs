@@ -238,6 +238,7 @@ impl AgentConfig {
             reduce_slots: self.reduce_slots,
             backoff: self.backoff,
             max_frame: self.max_frame,
+            containers_dir: self.work_dir.join("containers"),
         }
     }
 }

@@ -11,6 +11,7 @@
 //! - [`data_dir`]: the data directory's id, which tells agents sharing it from others.
 //! - [`run_as`]: which Unix user a task runs as (`[run_as]`, for agents running as root).
 //! - [`stderr_tail`]: the last lines of a failed task's stderr, for its report.
+//! - [`task_logs`]: reading a container's stdout or stderr for `slotmarket logs`.
 //! - [`session`]: the QUIC session with the master (register, heartbeat, reports,
 //!   reconnect with backoff).
 //! - [`driver`]: the event loop that owns the core and carries out its actions.
@@ -28,6 +29,7 @@ pub mod run_as;
 pub mod session;
 pub mod slots;
 pub mod stderr_tail;
+pub mod task_logs;
 
 #[cfg(test)]
 mod test_support;

@@ -10,13 +10,15 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use quinn::{RecvStream, SendStream, VarInt};
 use slotmarket_common::ids::{AgentId, ContainerId};
 use slotmarket_common::pki::TlsFiles;
 use slotmarket_common::protocol::{
-    AgentToMaster, ContainerReport, MasterToAgent, PROTOCOL_VERSION, Register,
+    AgentToMaster, ContainerReport, LogRead, LogReadReply, MasterToAgent, PROTOCOL_VERSION, Register,
 };
 use slotmarket_common::transport::{self, StreamError, TransportError, read_frame, write_frame};
 use thiserror::Error;
@@ -25,6 +27,7 @@ use tokio::task::JoinHandle;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::core::AgentEvent;
+use crate::task_logs;
 
 /// How long a connection attempt (QUIC handshake) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -58,6 +61,9 @@ pub struct SessionConfig {
     pub max_frame: usize,
     /// The data directory and its id, reported in `Register`.
     pub data_dir: DataDirIdentity,
+    /// Where container directories (with their `stdout` and `stderr`) live, for the
+    /// master's log reads.
+    pub containers_dir: PathBuf,
 }
 
 /// The agent's data directory and its id (see [`crate::data_dir`]).
@@ -342,8 +348,8 @@ async fn register(
             Ok((Connected { conn, send, agent, heartbeat, registered_live: live }, recv))
         }
         Some(MasterToAgent::Refused { reason }) => Err(SessionError::Refused(reason)),
-        Some(MasterToAgent::Launch(_) | MasterToAgent::Kill { .. }) => {
-            Err(SessionError::Unexpected("a launch or kill before Registered"))
+        Some(MasterToAgent::Launch(_) | MasterToAgent::Kill { .. } | MasterToAgent::ReadLog(_)) => {
+            Err(SessionError::Unexpected("a launch, kill or log read before Registered"))
         }
         None => Err(SessionError::ClosedByMaster),
     }
@@ -368,8 +374,10 @@ impl Connected {
     ) -> Ended {
         // Reading runs in its own task: a frame read cancelled half-way by `select!` would
         // lose bytes and break the framing.
-        let mut reader = tokio::spawn(read_master(recv, links.events.clone(), config.max_frame));
-        let ended = self.serve_writes(config, queue, links, leaving, &mut reader).await;
+        let (log_replies, mut log_rx) = mpsc::unbounded_channel();
+        let logs = LogReads { containers_dir: Arc::new(config.containers_dir.clone()), replies: log_replies };
+        let mut reader = tokio::spawn(read_master(recv, links.events.clone(), logs, config.max_frame));
+        let ended = self.serve_writes(config, queue, links, leaving, &mut reader, &mut log_rx).await;
         reader.abort();
         match &ended {
             Ended::Shutdown => self.close_cleanly().await,
@@ -385,6 +393,7 @@ impl Connected {
         links: &mut SessionLinks,
         leaving: &mut bool,
         reader: &mut JoinHandle<SessionError>,
+        log_replies: &mut mpsc::UnboundedReceiver<LogReadReply>,
     ) -> Ended {
         // Reports that queued while we were away, minus what `Register` already told.
         while let Ok(report) = links.reports.try_recv() {
@@ -419,6 +428,12 @@ impl Connected {
                         queue.push_back(report);
                     }
                     if let Err(err) = self.flush(queue, config.max_frame).await {
+                        return Ended::Lost(err);
+                    }
+                }
+                Some(reply) = log_replies.recv() => {
+                    let message = AgentToMaster::LogRead(reply);
+                    if let Err(err) = timed_write(&mut self.send, &message, config.max_frame).await {
                         return Ended::Lost(err);
                     }
                 }
@@ -492,6 +507,7 @@ async fn timed_write(
 async fn read_master(
     mut recv: RecvStream,
     events: mpsc::UnboundedSender<AgentEvent>,
+    logs: LogReads,
     max_frame: usize,
 ) -> SessionError {
     loop {
@@ -501,6 +517,10 @@ async fn read_master(
                 AgentEvent::Launch(launches)
             }
             Ok(Some(MasterToAgent::Kill { container, reason })) => AgentEvent::Kill { container, reason },
+            Ok(Some(MasterToAgent::ReadLog(read))) => {
+                logs.serve(read);
+                continue;
+            }
             Ok(Some(MasterToAgent::Registered { .. })) => {
                 return SessionError::Unexpected("a second Registered");
             }
@@ -512,6 +532,24 @@ async fn read_master(
             // The driver is gone; the session ends through its report channel.
             return SessionError::Stopped;
         }
+    }
+}
+
+/// Where log reads are served from and where their answers go (the writer sends them).
+struct LogReads {
+    containers_dir: Arc<PathBuf>,
+    replies: mpsc::UnboundedSender<LogReadReply>,
+}
+
+impl LogReads {
+    /// Reads off the reader task, so a slow disk never delays launches and kills.
+    fn serve(&self, read: LogRead) {
+        let (dir, replies) = (Arc::clone(&self.containers_dir), self.replies.clone());
+        tokio::spawn(async move {
+            let result = task_logs::read(&dir, &read).await;
+            // The session may have ended meanwhile; the master fails the read then.
+            let _ = replies.send(LogReadReply { request: read.request, result });
+        });
     }
 }
 

@@ -109,6 +109,7 @@ impl Harness {
             backoff: BackoffConfig { initial: Duration::from_millis(20), max: Duration::from_millis(100) },
             max_frame: DEFAULT_MAX_FRAME,
             data_dir: DataDirIdentity::default(),
+            containers_dir: std::env::temp_dir().join("slotmarket-session-tests-none"),
         };
         let (events_tx, events) = mpsc::unbounded_channel();
         let (reports_tx, reports_rx) = mpsc::unbounded_channel();

@@ -5,7 +5,7 @@
 //! Layout:
 //! - `connection` — connection options (flags, environment, config file) → a `Client`;
 //! - `output` — aligned tables for people, stable JSON shapes for scripts;
-//! - `submit`, `status`, `jobs`, `history`, `profile`, `nodes`, `cancel`, `node` — one request each (`jobs
+//! - `submit`, `status` (`--tasks`), `logs` (a task's stdout/stderr), `jobs`, `history`, `profile`, `nodes`, `cancel`, `node` — one request each (`jobs
 //!   --all` pages through every job);
 //! - `run` (a one-stage job from a command line), `wait` (follows jobs, reconnecting
 //!   across a master restart; `submit --wait` uses it too), `queue` (pending work and why
@@ -33,6 +33,7 @@ mod fake_master;
 mod history;
 mod jobs;
 mod ledger;
+mod logs;
 mod man;
 mod node;
 mod nodes;
@@ -78,7 +79,7 @@ pub(crate) struct Cli {
 enum Command {
     /// Validate a job spec locally and submit it; prints the job id.
     Submit(submit::SubmitArgs),
-    /// Show one job with its stages.
+    /// Show one job with its stages (`--tasks`: every task, where and how it ran).
     Status(status::StatusArgs),
     /// List jobs (yours; every job for admins): the newest by default, or `--all`.
     Jobs(jobs::JobsArgs),
@@ -138,6 +139,9 @@ enum Command {
     /// Show the Jockey profile of a job name: per stage its tasks, barriers, task times
     /// and failures, from the recorded runs you may see.
     Profile(profile::ProfileArgs),
+    /// Print a task's stdout (or `--stderr`), read from the agent that ran it;
+    /// `--follow` keeps reading until the task ends.
+    Logs(logs::LogsArgs),
 }
 
 fn main() -> ExitCode {
@@ -167,6 +171,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Submit(args) => submit::run(&cli.connection, args, json).await,
         Command::Status(args) => status::run(&cli.connection, args, json).await,
+        Command::Logs(args) => logs::run(&cli.connection, args, json).await,
         Command::Jobs(args) => jobs::run(&cli.connection, args, json).await,
         Command::History(args) => history::run(&cli.connection, args, json).await,
         Command::Estimate(args) => estimate::run(&cli.connection, args, json).await,

@@ -1,11 +1,14 @@
-//! `slotmarket status JOB`: one job's summary and per-stage task counts.
+//! `slotmarket status JOB [--tasks]`: one job's summary and per-stage task counts; with
+//! `--tasks`, every task with its node, container, attempts, state, times and exit code.
 
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
+use serde::Serialize;
 use slotmarket_common::ids::JobId;
-use slotmarket_common::protocol::JobStatus;
+use slotmarket_common::protocol::{JobStatus, TaskList, TaskRow};
+use slotmarket_common::time::Timestamp;
 
 use crate::connection::{self, ConnectionArgs};
 use crate::output::{self, Align, JobStatusJson, Table};
@@ -16,17 +19,39 @@ pub(crate) struct StatusArgs {
     /// The job: `j7` or `7`.
     #[arg(value_name = "JOB", value_parser = connection::parse_job_id)]
     pub(crate) job: JobId,
+    /// Also list every task: node, container, attempts, state, times and exit code of its
+    /// latest attempt.
+    #[arg(long)]
+    pub(crate) tasks: bool,
 }
 
 /// Runs `status`.
 pub(crate) async fn run(conn: &ConnectionArgs, args: StatusArgs, json: bool) -> Result<ExitCode> {
     let client = connection::connect_from_args(conn).await?;
     let status = connection::job_status(&client, args.job).await?;
+    let tasks = if args.tasks {
+        let job = args.job;
+        Some(connection::bounded(client.tasks(job)).await.with_context(|| format!("tasks of {job}"))?)
+    } else {
+        None
+    };
     connection::close(client).await;
     if json {
-        output::print_json(&JobStatusJson::from(&status))?;
+        let mut value = serde_json::to_value(JobStatusJson::from(&status)).context("encoding JSON output")?;
+        if let (Some(list), Some(object)) = (&tasks, value.as_object_mut()) {
+            let rows: Vec<TaskJson> = list.tasks.iter().map(TaskJson::from).collect();
+            object.insert("tasks".into(), serde_json::to_value(rows).context("encoding JSON output")?);
+            object.insert("tasks_truncated".into(), list.truncated.into());
+        }
+        output::print_json(&value)?;
     } else {
         print!("{}", render(&status));
+        if let Some(list) = &tasks {
+            print!("\n{}", task_table(list, status.summary.submitted).render());
+            if list.truncated {
+                println!("(more tasks than fit one answer; the first {} are shown)", list.tasks.len());
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -113,6 +138,67 @@ fn stage_table(status: &JobStatus) -> Table {
     table
 }
 
+/// One row per task, in stage and index order; times relative to the job's submission.
+fn task_table(list: &TaskList, submitted: Timestamp) -> Table {
+    let mut table = Table::new(&[
+        ("task", Align::Left),
+        ("state", Align::Left),
+        ("node", Align::Left),
+        ("container", Align::Left),
+        ("attempts", Align::Right),
+        ("started", Align::Right),
+        ("finished", Align::Right),
+        ("exit", Align::Right),
+        ("message", Align::Left),
+    ]);
+    for task in &list.tasks {
+        table.row(vec![
+            output::sanitize(&format!("{}:{}", task.stage, task.index)).into_owned(),
+            task.state.clone(),
+            output::sanitize(task.node.as_deref().unwrap_or("-")).into_owned(),
+            task.container.map_or_else(|| "-".into(), |c| c.to_string()),
+            task.attempts.to_string(),
+            output::relative(task.started, submitted),
+            output::relative(task.finished, submitted),
+            task.exit_code.map_or_else(|| "-".into(), |c| c.to_string()),
+            output::sanitize(task.message.as_deref().unwrap_or("")).into_owned(),
+        ]);
+    }
+    table
+}
+
+/// A task in `--json`: ids as printed, times in milliseconds since the epoch.
+#[derive(Debug, Serialize)]
+struct TaskJson {
+    stage: String,
+    index: u32,
+    state: String,
+    node: Option<String>,
+    container: Option<String>,
+    attempts: u32,
+    started_ms: Option<u64>,
+    finished_ms: Option<u64>,
+    exit_code: Option<i32>,
+    message: Option<String>,
+}
+
+impl From<&TaskRow> for TaskJson {
+    fn from(task: &TaskRow) -> TaskJson {
+        TaskJson {
+            stage: task.stage.clone(),
+            index: task.index,
+            state: task.state.clone(),
+            node: task.node.clone(),
+            container: task.container.map(|c| c.to_string()),
+            attempts: task.attempts,
+            started_ms: task.started.map(Timestamp::as_millis),
+            finished_ms: task.finished.map(Timestamp::as_millis),
+            exit_code: task.exit_code,
+            message: task.message.clone(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use slotmarket_common::protocol::{JobState, StageStatus};
@@ -162,7 +248,7 @@ mod tests {
     fn a_job_that_bought_a_deadline_shows_its_prediction_price_and_paid() {
         let mut status =
             JobStatus { summary: summary(7, JobState::Running), stages: vec![], message: None, slo: None };
-        status.summary.predicted_finish = Some(slotmarket_common::time::Timestamp(1_800_000_000_000));
+        status.summary.predicted_finish = Some(Timestamp(1_800_000_000_000));
         status.summary.price = Some("0.022223".parse().unwrap());
         status.summary.paid = status.summary.price;
         let text = render(&status);
@@ -177,13 +263,10 @@ mod tests {
             JobStatus { summary: summary(7, JobState::Running), stages: vec![], message: None, slo: None };
         status.slo = Some(slotmarket_common::protocol::SloStatus {
             progress_permille: 425,
-            predicted_finish: Some(slotmarket_common::time::Timestamp(1_800_000_000_000)),
+            predicted_finish: Some(Timestamp(1_800_000_000_000)),
             guaranteed: 12,
             peak_guaranteed: 20,
-            finish_interval: Some((
-                slotmarket_common::time::Timestamp(1_799_999_400_000),
-                slotmarket_common::time::Timestamp(1_800_000_300_000),
-            )),
+            finish_interval: Some((Timestamp(1_799_999_400_000), Timestamp(1_800_000_300_000))),
             slowdown_permille: 1_250,
         });
         let text = render(&status);
@@ -205,5 +288,45 @@ mod tests {
         status.summary.demand_class = Some(slotmarket_common::protocol::DemandClass::Small);
         let text = render(&status);
         assert!(text.contains("tasks      4/11 done, 3 running\nclass      SD\n"), "{text}");
+    }
+
+    #[test]
+    fn the_task_table_shows_where_and_how_each_task_ran() {
+        let ran = TaskRow {
+            stage: "map".into(),
+            index: 1,
+            attempts: 2,
+            container: Some(slotmarket_common::ids::ContainerId(5)),
+            node: Some("n1".into()),
+            state: "failed".into(),
+            started: Some(Timestamp(1_500)),
+            finished: Some(Timestamp(3_000)),
+            exit_code: Some(3),
+            message: Some("exit\x1b[2J 3".into()),
+        };
+        let waiting = TaskRow {
+            index: 0,
+            attempts: 0,
+            container: None,
+            node: None,
+            state: "pending".into(),
+            started: None,
+            finished: None,
+            exit_code: None,
+            message: None,
+            ..ran.clone()
+        };
+        let list = TaskList { tasks: vec![waiting, ran.clone()], truncated: false };
+        let text = task_table(&list, Timestamp(1_000)).render();
+        let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+        assert_eq!(lines[0], "task   state    node  container  attempts  started  finished  exit  message");
+        assert_eq!(lines[1], "map:0  pending  -     -                 0        -         -     -");
+        assert_eq!(
+            lines[2],
+            "map:1  failed   n1    c5                2    +0.5s     +2.0s     3  exit\\x1b[2J 3"
+        );
+        let json = serde_json::to_value(TaskJson::from(&ran)).unwrap();
+        assert_eq!(json["container"], "c5");
+        assert_eq!(json["finished_ms"], 3_000);
     }
 }

@@ -16,8 +16,8 @@ use crate::pki::{PkiError, TlsFiles};
 use crate::protocol::{
     AccountSummary, ChoiceRefusal, ClientRequest, DEFAULT_MAX_FRAME, DeadlineChoice, ErrorReply,
     EstimateEvalQuery, EstimateEvalReport, HistoryQuery, JobHistory, JobState, JobStatus, JobSummary,
-    JobsPage, JobsQuery, LedgerEntry, LedgerPage, MarketInfo, NodeSummary, ProfileView, Purchase, QueueView,
-    QuoteInfo, Request, ReservationView, Response,
+    JobsPage, JobsQuery, LedgerEntry, LedgerPage, LogChunk, LogQuery, MarketInfo, NodeSummary, ProfileView,
+    Purchase, QueueView, QuoteInfo, Request, ReservationView, Response, TaskList,
 };
 use crate::spec::JobSpec;
 use crate::time::Timestamp;
@@ -139,6 +139,24 @@ impl Client {
     pub async fn status(&self, job: JobId) -> Result<JobStatus, ClientError> {
         self.expect(Request::Status { job }, |response| match response {
             Response::Job(status) => Some(status),
+            _ => None,
+        })
+        .await
+    }
+
+    /// Every task of one job, with where and how its latest attempt ran.
+    pub async fn tasks(&self, job: JobId) -> Result<TaskList, ClientError> {
+        self.expect(Request::Tasks { job }, |response| match response {
+            Response::Tasks(list) => Some(list),
+            _ => None,
+        })
+        .await
+    }
+
+    /// A chunk of a task's stdout or stderr, read from the agent that ran it.
+    pub async fn log(&self, query: LogQuery) -> Result<LogChunk, ClientError> {
+        self.expect(Request::Logs(query), |response| match response {
+            Response::Log(chunk) => Some(chunk),
             _ => None,
         })
         .await
@@ -496,6 +514,8 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::EstimateEval(_) => "EstimateEval",
         Response::Profile(_) => "Profile",
         Response::IncomeSet(_) => "IncomeSet",
+        Response::Tasks(_) => "Tasks",
+        Response::Log(_) => "Log",
     }
 }
 

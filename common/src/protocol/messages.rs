@@ -35,6 +35,8 @@ pub enum AgentToMaster {
     /// tasks and report them `Killed`. The master runs them elsewhere at once, without
     /// counting those attempts, and forgets the agent as soon as it disconnects.
     Leaving,
+    /// The answer to a [`MasterToAgent::ReadLog`].
+    LogRead(super::LogReadReply),
 }
 
 /// An agent's introduction.
@@ -102,6 +104,8 @@ pub enum MasterToAgent {
         /// Why, echoed in the `Killed` report.
         reason: String,
     },
+    /// Read part of a container's stdout or stderr; answered `AgentToMaster::LogRead`.
+    ReadLog(super::LogRead),
 }
 
 /// The most bytes one [`Launch`] encodes to for any spec that passes validation (the
@@ -280,6 +284,15 @@ pub enum Request {
         /// Credits per hour (not negative).
         income: Credits,
     },
+    /// Every task of a job with its node, container, attempts, state, times and exit
+    /// code; answered `Tasks`.
+    Tasks {
+        /// The job.
+        job: JobId,
+    },
+    /// A chunk of a task's stdout or stderr, read from the agent that ran it; answered
+    /// `Log`.
+    Logs(super::LogQuery),
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -406,6 +419,10 @@ pub enum Response {
     Profile(super::ProfileView),
     /// The account after an `IncomeSet`; the income counts from the next interval.
     IncomeSet(AccountSummary),
+    /// A job's tasks.
+    Tasks(super::TaskList),
+    /// A chunk of a task's log.
+    Log(super::LogChunk),
 }
 
 impl Response {

@@ -10,6 +10,7 @@ pub mod profile;
 pub mod queue;
 pub mod quote;
 pub mod reservation;
+pub mod tasks;
 
 pub use accounts::{
     AccountMarket, AccountSummary, EntryKind, LedgerEntry, LedgerPage, MAX_LEDGER_PAGE, MarketInfo,
@@ -22,3 +23,4 @@ pub use profile::{ProfileView, StageProfileView};
 pub use queue::{QueueEntry, QueueView, WaitReason};
 pub use quote::{ChoiceRefusal, DeadlineChoice, Purchase, QuoteInfo, QuotePoint, SLOT_MS_PER_CREDIT};
 pub use reservation::{DemandClass, ReservationView, ReservedKind};
+pub use tasks::{LogChunk, LogQuery, LogRead, LogReadReply, MAX_LOG_CHUNK, TaskList, TaskRow};

@@ -8,13 +8,15 @@ use slotmarket_common::container::ContainerState;
 use slotmarket_common::identity::Identity;
 use slotmarket_common::ids::{AgentId, ContainerId, JobId};
 use slotmarket_common::protocol::{
-    ContainerReport, ErrorKind, JobState, JobSummary, Launch, MasterToAgent, Request, Response,
+    ContainerReport, ErrorKind, JobState, JobSummary, Launch, LogQuery, LogRead, LogReadReply, MAX_LOG_CHUNK,
+    MasterToAgent, Request, Response,
 };
 use slotmarket_common::time::Timestamp;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, error, info, warn};
 
 use super::launches::pack_launches;
+use super::task_reads::{self, PendingLogRead};
 use super::{ServerError, reads};
 use crate::core::policy::jockey::{CompletionModel, ModelRequest, build_completion_model};
 use crate::core::{AdmissionMode, Command, Core, Event, KillReason, Persist, RequestId};
@@ -38,6 +40,8 @@ pub(crate) enum Input {
     Request { caller: Identity, request: Request, reply: oneshot::Sender<Response> },
     /// A watch: `Job` responses go to `updates` until the job ends.
     Watch { caller: Identity, job: JobId, updates: WatchSender },
+    /// An agent answered a log read.
+    LogRead { agent: AgentId, answer: LogReadReply },
 }
 
 /// Where a watch stream's updates go: only the latest response is kept, so a reader that
@@ -126,6 +130,9 @@ pub(super) struct Actor {
     /// Completion models built off the actor come back here (see `build_model`).
     models_built: mpsc::UnboundedReceiver<CompletionModel>,
     models_to_actor: mpsc::UnboundedSender<CompletionModel>,
+    /// Log reads sent to agents and not answered yet, by request number.
+    log_reads: BTreeMap<u64, PendingLogRead>,
+    next_log_read: u64,
 }
 
 impl Actor {
@@ -145,6 +152,8 @@ impl Actor {
             watchers: BTreeMap::new(),
             models_built,
             models_to_actor,
+            log_reads: BTreeMap::new(),
+            next_log_read: 1,
         }
     }
 
@@ -225,6 +234,7 @@ impl Actor {
             Input::Agent(event) => {
                 if let Event::AgentDisconnected { agent } = &event {
                     self.agents.remove(agent);
+                    self.fail_log_reads(*agent);
                 }
                 self.core.handle(now, event)
             }
@@ -232,6 +242,56 @@ impl Actor {
             Input::Watch { caller, job, updates } => {
                 self.on_watch(caller, job, updates);
                 Vec::new()
+            }
+            Input::LogRead { agent, answer } => {
+                // Only the agent asked may answer (and only once).
+                if self.log_reads.get(&answer.request).is_some_and(|p| p.agent == agent) {
+                    if let Some(pending) = self.log_reads.remove(&answer.request) {
+                        pending.finish(answer);
+                    }
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    /// Sends the read of the log `query` names to the agent holding it; the answer comes
+    /// back as `Input::LogRead`.
+    fn start_log_read(&mut self, caller: &Identity, query: &LogQuery, reply: oneshot::Sender<Response>) {
+        let target = task_reads::log_target(&self.core.view(), &self.store, caller, query);
+        let target = match target {
+            Ok(Ok(target)) => target,
+            Ok(Err(err)) => return drop(reply.send(Response::Error(err))),
+            Err(err) => return drop(reply.send(stored_read::<Response>(Err(err)))),
+        };
+        let Some(outbound) = self.agents.get(&target.agent) else {
+            let message = format!("the agent holding {}'s log is not connected", target.container);
+            return drop(reply.send(Response::error(ErrorKind::NotFound, message)));
+        };
+        let request = self.next_log_read;
+        self.next_log_read += 1;
+        let read = LogRead {
+            request,
+            container: target.container,
+            stderr: query.stderr,
+            offset: query.offset,
+            max: query.max.min(MAX_LOG_CHUNK),
+        };
+        if outbound.send(MasterToAgent::ReadLog(read)).is_err() {
+            let message = format!("the agent holding {}'s log is not connected", target.container);
+            return drop(reply.send(Response::error(ErrorKind::NotFound, message)));
+        }
+        let (agent, container, ended, offset) = (target.agent, target.container, target.ended, query.offset);
+        self.log_reads.insert(request, PendingLogRead { agent, reply, container, ended, offset });
+    }
+
+    /// Fails the log reads waiting on `agent`, which disconnected.
+    fn fail_log_reads(&mut self, agent: AgentId) {
+        let lost: Vec<u64> =
+            self.log_reads.iter().filter(|(_, p)| p.agent == agent).map(|(&r, _)| r).collect();
+        for request in lost {
+            if let Some(pending) = self.log_reads.remove(&request) {
+                pending.lost();
             }
         }
     }
@@ -251,6 +311,17 @@ impl Actor {
                 let mut response = stored_read(status.map(|s| s.map_or_else(Response::Error, Response::Job)));
                 self.predict(now, &mut response);
                 return answer(reply, response);
+            }
+            Request::Tasks { job } => {
+                let list = task_reads::task_list(&view, &self.store, &caller, job);
+                return answer(
+                    reply,
+                    stored_read(list.map(|l| l.map_or_else(Response::Error, Response::Tasks))),
+                );
+            }
+            Request::Logs(query) => {
+                self.start_log_read(&caller, &query, reply);
+                return Vec::new();
             }
             Request::Jobs(query) => {
                 let page = reads::jobs_page(&view, &self.store, &caller, &query);

@@ -189,3 +189,56 @@ fn agents_are_told_the_servers_heartbeat_interval() {
     let registered = MasterToAgent::Registered { agent, heartbeat_interval_ms: 250 };
     assert_eq!(outbound_rx.try_recv().unwrap(), registered);
 }
+
+/// Sends `request` as `caller`; returns the answer's receiver (log reads answer later).
+fn send(actor: &mut Actor, caller: Identity, request: Request) -> oneshot::Receiver<Response> {
+    let (reply, reply_rx) = oneshot::channel();
+    let commands = actor.on_input(Input::Request { caller, request, reply });
+    actor.execute(commands).unwrap();
+    reply_rx
+}
+
+fn log_query(job: JobId) -> LogQuery {
+    LogQuery { job, stage: None, task: None, stderr: true, offset: 3, max: u32::MAX }
+}
+
+#[test]
+fn a_log_read_goes_to_the_agent_that_ran_the_task_and_only_its_answer_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut actor = actor_on(dir.path(), DEFAULT_HEARTBEAT_INTERVAL);
+    let (agent, mut outbound) = join(&mut actor, 1);
+    let Response::Submitted { job, .. } = submit(&mut actor, SPEC) else { panic!("not admitted") };
+    while let Ok(message) = outbound.try_recv() {
+        assert!(!matches!(message, MasterToAgent::ReadLog(_)), "no read yet");
+    }
+
+    // Another user is told the job does not exist, and no agent is asked.
+    let bob = Identity { role: slotmarket_common::identity::Role::User, principal: "bob".into() };
+    let mut refused = send(&mut actor, bob, Request::Logs(log_query(job)));
+    let Ok(Response::Error(err)) = refused.try_recv() else { panic!("bob is answered at once") };
+    assert_eq!(err.message, format!("no job {job}"));
+    assert!(outbound.try_recv().is_err());
+
+    let mut answer = send(&mut actor, alice(), Request::Logs(log_query(job)));
+    let Ok(MasterToAgent::ReadLog(read)) = outbound.try_recv() else { panic!("the agent is asked") };
+    assert_eq!((read.stderr, read.offset, read.max), (true, 3, MAX_LOG_CHUNK), "capped: {read:?}");
+    // An answer from another agent is ignored; the asked agent's is relayed.
+    let forged = LogReadReply { request: read.request, result: Ok(b"forged".to_vec()) };
+    actor.on_input(Input::LogRead { agent: AgentId(99), answer: forged });
+    assert!(answer.try_recv().is_err(), "not answered by a stranger");
+    let real = LogReadReply { request: read.request, result: Ok(b"log".to_vec()) };
+    actor.on_input(Input::LogRead { agent, answer: real });
+    let Ok(Response::Log(chunk)) = answer.try_recv() else { panic!("answered") };
+    assert_eq!(
+        (chunk.container, chunk.data, chunk.next_offset, chunk.ended),
+        (read.container, b"log".to_vec(), 6, false)
+    );
+
+    // A read whose agent disconnects fails instead of waiting forever.
+    let mut lost = send(&mut actor, alice(), Request::Logs(log_query(job)));
+    assert!(matches!(outbound.try_recv(), Ok(MasterToAgent::ReadLog(_))));
+    let commands = actor.on_input(Input::Agent(Event::AgentDisconnected { agent }));
+    actor.execute(commands).unwrap();
+    let Ok(Response::Error(err)) = lost.try_recv() else { panic!("failed at once") };
+    assert!(err.message.contains("disconnected"), "{err:?}");
+}

@@ -223,6 +223,12 @@ async fn read_inbound(
         let event = match read_frame::<AgentToMaster>(&mut recv, max_frame).await {
             Ok(Some(AgentToMaster::Heartbeat)) => Event::AgentHeartbeat { agent },
             Ok(Some(AgentToMaster::Reports(reports))) => Event::ContainerReports { agent, reports },
+            Ok(Some(AgentToMaster::LogRead(answer))) => {
+                if inbox.send(Input::LogRead { agent, answer }).is_err() {
+                    return;
+                }
+                continue;
+            }
             Ok(Some(AgentToMaster::Leaving)) => {
                 info!(%agent, "agent leaving; its tasks go elsewhere");
                 Event::AgentLeaving { agent }
@@ -255,6 +261,7 @@ fn message_name(message: &AgentToMaster) -> &'static str {
         AgentToMaster::Heartbeat => "Heartbeat",
         AgentToMaster::Reports(_) => "Reports",
         AgentToMaster::Leaving => "Leaving",
+        AgentToMaster::LogRead(_) => "LogRead",
     }
 }
 

@@ -13,6 +13,7 @@ mod agents;
 mod clients;
 mod launches;
 mod reads;
+mod task_reads;
 
 use std::future::Future;
 use std::time::Duration;

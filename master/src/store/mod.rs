@@ -7,8 +7,10 @@ mod ended;
 mod ledger;
 mod recover;
 mod schema;
+mod tasks;
 
 use std::path::{Path, PathBuf};
+pub use tasks::StoredAttempt;
 
 use rusqlite::{Connection, Transaction, params};
 use slotmarket_common::protocol::JobState;

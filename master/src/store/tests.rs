@@ -281,3 +281,46 @@ fn an_unknown_state_name_is_reported_as_corrupt() {
         matches!(store.job_state(JobId(1)), Err(StoreError::Corrupt(m)) if m == "unknown job state \"paused\"")
     );
 }
+
+#[test]
+fn latest_attempts_name_the_newest_container_of_each_task_with_its_node_and_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = JobSpec::from_toml(SPEC).unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let alice = AccountId("alice".into());
+    let admitted = Persist::JobAdmitted {
+        job: JobId(1),
+        account: alice.clone(),
+        owner: alice,
+        spec,
+        submitted: Timestamp(100),
+        deadline: None,
+    };
+    let on = |node: &str, r| Persist::Container { node: node.into(), report: r };
+    let failed = ContainerReport {
+        exit_code: Some(3),
+        message: Some("exit 3".into()),
+        ..report(1, 0, ContainerState::Failed, 130)
+    };
+    store
+        .apply(&[
+            admitted,
+            on("n1", report(1, 0, ContainerState::Allocated, 110)),
+            on("n1", report(1, 0, ContainerState::Running, 120)),
+            on("n1", failed),
+            on("n2", report(2, 0, ContainerState::Allocated, 140)),
+            on("n2", report(2, 0, ContainerState::Running, 150)),
+            on("n2", report(2, 0, ContainerState::Completed, 170)),
+        ])
+        .unwrap();
+    let latest = store.latest_attempts(JobId(1)).unwrap();
+    assert_eq!(latest.len(), 1, "task 1 never ran: {latest:?}");
+    let task0 = &latest[&(0, 0)];
+    assert_eq!((task0.attempts, task0.container, task0.node.as_str()), (2, ContainerId(2), "n2"));
+    assert_eq!(
+        (task0.state, task0.started, task0.at),
+        (ContainerState::Completed, Some(Timestamp(150)), Timestamp(170))
+    );
+    assert_eq!(task0.exit_code, Some(0));
+    assert!(store.latest_attempts(JobId(9)).unwrap().is_empty());
+}

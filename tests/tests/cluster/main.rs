@@ -22,3 +22,4 @@ mod nodes;
 mod restart;
 mod security;
 mod support;
+mod task_logs;
