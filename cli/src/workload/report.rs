@@ -91,7 +91,11 @@ fn record(planned: &PlannedJob, job: &Followed, origin: Option<Timestamp>) -> Jo
         submit_s: Some(submit_s),
         start_s: summary.started.map(since),
         finish_s: summary.finished.map(since),
-        deadline_s: planned.deadline_after_s.map(|d| round(submit_s + d, 3)),
+        // A bought deadline (`--alpha`) is the master's; a planned one is the file's.
+        deadline_s: match planned.deadline_after_s {
+            Some(d) => Some(round(submit_s + d, 3)),
+            None => summary.deadline.map(since),
+        },
         tasks: summary.tasks_total,
         slot_s: Some(round(job.slot_s, 3)),
         ..unlisted(planned, Some(job))
@@ -257,7 +261,7 @@ mod tests {
             listed(1, JobState::Running, 1_250),
             Followed::new(2, JobId(9)),
         ];
-        let outcome = Outcome { jobs, usage: vec![], ending: Ending::TimedOut };
+        let outcome = Outcome { jobs, usage: vec![], ending: Ending::TimedOut, refused: vec![] };
         let (records, origin) = records(&plan, &outcome);
         assert_eq!((records.len(), origin), (plan.jobs.len(), Some(Timestamp(1_000))));
         let first = &records[0];

@@ -6,6 +6,10 @@
 //! The protocol carries no per-task times, so slot use is sampled: each poll reads every
 //! job's `tasks_running` (containers allocated to ended) and the agents' used slots, and
 //! a job's slot-seconds are the trapezoid integral of its samples.
+//!
+//! With a [`Buyer`] (`--alpha`) each job is quoted and buys its deadline by the §6.3
+//! buyer model (`super::buyer`) instead of a plain submit, and every change of its
+//! predicted finish is recorded as the polls see it.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -16,6 +20,8 @@ use slotmarket_common::ids::JobId;
 use slotmarket_common::protocol::{JobSummary, JobsQuery, NodeSummary, Request, Response};
 use slotmarket_common::time::Timestamp;
 
+use super::buyer::{self, Bought};
+use super::file::Estimates;
 use super::plan::Plan;
 use crate::{connection, output, submit};
 
@@ -78,12 +84,16 @@ pub(crate) struct Followed {
     pub(crate) slot_s: f64,
     /// The previous sample, for the next trapezoid.
     previous: Option<(Timestamp, u64)>,
+    /// The deadline it bought, when the run buys deadlines.
+    pub(crate) bought: Option<Bought>,
+    /// (when seen, predicted finish) at each poll where the prediction changed.
+    pub(crate) predictions: Vec<(Timestamp, Timestamp)>,
 }
 
 impl Followed {
     /// Job `id`, submitted as plan job `index`, not listed yet.
     pub(crate) fn new(index: u32, id: JobId) -> Followed {
-        Followed { index, id, last: None, slot_s: 0.0, previous: None }
+        Followed { index, id, last: None, slot_s: 0.0, previous: None, bought: None, predictions: Vec::new() }
     }
 
     /// Whether the job has ended.
@@ -99,6 +109,11 @@ impl Followed {
             self.slot_s += (was_running + running) as f64 / 2.0 * dt;
         }
         self.previous = Some((at, running));
+        if let Some(predicted) = summary.predicted_finish.filter(|_| !summary.state.is_terminal())
+            && self.predictions.last().is_none_or(|&(_, before)| before != predicted)
+        {
+            self.predictions.push((at, predicted));
+        }
         self.last = Some(summary);
     }
 }
@@ -123,6 +138,17 @@ pub(crate) struct Outcome {
     pub(crate) usage: Vec<UsageSample>,
     /// How it ended.
     pub(crate) ending: Ending,
+    /// Plan indices of the jobs whose deadline purchase the master refused (not submitted).
+    pub(crate) refused: Vec<u32>,
+}
+
+/// The §6.3 buyer a run buys deadlines with.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Buyer {
+    /// How many times its processing time a delay-sensitive job pays at most.
+    pub(crate) alpha: f64,
+    /// The workload file's per-task seconds, the estimate each job is priced by.
+    pub(crate) estimates: Estimates,
 }
 
 /// The loop's state.
@@ -136,10 +162,17 @@ struct Runner<'a> {
     jobs: Vec<Followed>,
     usage: Vec<UsageSample>,
     last_progress: Option<Instant>,
+    buyer: Option<Buyer>,
+    refused: Vec<u32>,
 }
 
 /// Submits `plan` and follows it to the end (or `timeout` after the start).
-pub(crate) async fn execute(client: &Client, plan: &Plan, timeout: Duration) -> Result<Outcome> {
+pub(crate) async fn execute(
+    client: &Client,
+    plan: &Plan,
+    timeout: Duration,
+    buyer: Option<Buyer>,
+) -> Result<Outcome> {
     let mut runner = Runner {
         client,
         plan,
@@ -149,6 +182,8 @@ pub(crate) async fn execute(client: &Client, plan: &Plan, timeout: Duration) -> 
         jobs: Vec::with_capacity(plan.jobs.len()),
         usage: Vec::new(),
         last_progress: None,
+        buyer,
+        refused: Vec::new(),
     };
     let ending = match runner.drive().await {
         Ok(ending) => ending,
@@ -169,7 +204,7 @@ pub(crate) async fn execute(client: &Client, plan: &Plan, timeout: Duration) -> 
             eprintln!("warning: could not read the final job states: {err:#}");
         }
     }
-    Ok(Outcome { jobs: runner.jobs, usage: runner.usage, ending })
+    Ok(Outcome { jobs: runner.jobs, usage: runner.usage, ending, refused: runner.refused })
 }
 
 impl Runner<'_> {
@@ -210,16 +245,36 @@ impl Runner<'_> {
     /// Submits the next job of the plan.
     async fn submit_next(&mut self) -> Result<()> {
         let Some(job) = self.plan.jobs.get(self.next) else { return Ok(()) };
-        let id = submit::submit(self.client, job.spec.clone()).await?;
+        self.next += 1;
         let class = job.class.map_or("no class", |c| c.name());
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let followed = match self.buyer {
+            None => Followed::new(job.index, submit::submit(self.client, job.spec.clone()).await?),
+            Some(buyer) => {
+                let spec = buyer::buyer_spec(job.spec.clone(), buyer.estimates.of(job.program));
+                match buyer::quote_and_buy(self.client, spec, job.class, buyer.alpha).await? {
+                    Ok(bought) => {
+                        let mut followed = Followed::new(job.index, bought.purchase.job);
+                        followed.bought = Some(bought);
+                        followed
+                    }
+                    Err(refusal) => {
+                        let reason = output::sanitize(&refusal.reason);
+                        eprintln!("[{elapsed:.1}s] {} ({class}) refused: {reason}", job.spec.name);
+                        self.refused.push(job.index);
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        let price = followed.bought.map_or(String::new(), |b| format!(", price {}", b.purchase.price));
         eprintln!(
-            "[{:.1}s] submitted {id} {} ({} tasks, {class})",
-            self.started.elapsed().as_secs_f64(),
+            "[{elapsed:.1}s] submitted {} {} ({} tasks, {class}{price})",
+            followed.id,
             job.spec.name,
             job.spec.total_tasks()
         );
-        self.jobs.push(Followed::new(job.index, id));
-        self.next += 1;
+        self.jobs.push(followed);
         Ok(())
     }
 
@@ -373,7 +428,7 @@ mod tests {
             .replace("mean_interarrival_s = 2.0", "mean_interarrival_s = 0.05");
         let plan = plan::generate(&WorkloadFile::parse(&text).unwrap(), 1).unwrap();
         let client = fake.options("alice").connect().await.unwrap();
-        let outcome = execute(&client, &plan, Duration::from_secs(20)).await.unwrap();
+        let outcome = execute(&client, &plan, Duration::from_secs(20), None).await.unwrap();
         assert_eq!(outcome.ending, Ending::AllEnded);
         let ids: Vec<JobId> = outcome.jobs.iter().map(|j| j.id).collect();
         assert_eq!(ids, vec![JobId(1), JobId(2), JobId(3)]);
@@ -407,7 +462,7 @@ mod tests {
         let text = SMALL.replace("jobs = 8", "jobs = 1");
         let plan = plan::generate(&WorkloadFile::parse(&text).unwrap(), 1).unwrap();
         let client = fake.options("alice").connect().await.unwrap();
-        let outcome = execute(&client, &plan, Duration::from_millis(600)).await.unwrap();
+        let outcome = execute(&client, &plan, Duration::from_millis(600), None).await.unwrap();
         assert_eq!(outcome.ending, Ending::TimedOut);
         assert!(fake.requests().contains(&Request::Cancel { job: JobId(9) }));
     }
