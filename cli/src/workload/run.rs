@@ -466,4 +466,97 @@ mod tests {
         assert_eq!(outcome.ending, Ending::TimedOut);
         assert!(fake.requests().contains(&Request::Cancel { job: JobId(9) }));
     }
+
+    #[tokio::test]
+    async fn a_buying_run_quotes_buys_by_class_records_predictions_and_skips_refusals() {
+        use slotmarket_common::money::Credits;
+        use slotmarket_common::protocol::{ChoiceRefusal, DeadlineChoice, Purchase, QuoteInfo, QuotePoint};
+        use slotmarket_common::spec::JobClass;
+
+        let point =
+            |s: u64, micros: i64| QuotePoint { deadline: Timestamp(s * 1000), price: Credits(micros) };
+        let quote = QuoteInfo {
+            at: Timestamp(1_000),
+            work_ms: 36_000,
+            work_upper_ms: 43_200,
+            pi_level: 0.95,
+            map_task_ms: (3_000, 3_600),
+            reduce_task_ms: (0, 0),
+            earliest: point(20, 40_000),
+            curve: vec![point(20, 40_000), point(30, 15_000), point(60, 12_000)],
+            admitted: 0,
+        };
+        let bought: Arc<Mutex<Vec<JobId>>> = Arc::default();
+        let polls = Arc::new(AtomicU64::new(0));
+        let (list, seen) = (bought.clone(), polls.clone());
+        let fake = FakeMaster::start(move |request| match request {
+            Request::Quote { .. } => vec![Response::Quote(quote.clone())],
+            // Plan job 2 is refused; the others get the point their maximum buys.
+            Request::SubmitChoosing { spec, .. } if spec.name.starts_with("w002") => {
+                vec![Response::ChoiceRefused(ChoiceRefusal {
+                    reason: "no".into(),
+                    earliest: None,
+                    affordable: None,
+                })]
+            }
+            Request::SubmitChoosing { choice: DeadlineChoice::MaxPrice(max), .. } => {
+                let mut list = list.lock().unwrap();
+                let job = JobId(list.len() as u64 + 1);
+                list.push(job);
+                let deadline = if max >= Credits(15_000) { 30_000 } else { 60_000 };
+                let (deadline, price) = (Timestamp(deadline), max.min(Credits(15_000)));
+                vec![Response::Purchased(Purchase { job, deadline, price, earliest: Timestamp(20_000) })]
+            }
+            // Running with a prediction of 9 s for two polls, then 11 s, then done.
+            Request::Jobs(_) => {
+                let poll = seen.fetch_add(1, Ordering::SeqCst);
+                let jobs = list
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .map(|&j| match poll {
+                        0..2 => JobSummary {
+                            predicted_finish: Some(Timestamp(9_000)),
+                            ..status(j, "x", JobState::Running).summary
+                        },
+                        2..4 => JobSummary {
+                            predicted_finish: Some(Timestamp(11_000)),
+                            ..status(j, "x", JobState::Running).summary
+                        },
+                        _ => status(j, "x", JobState::Completed).summary,
+                    })
+                    .collect();
+                vec![Response::Jobs(JobsPage { jobs, next: None })]
+            }
+            Request::Nodes => vec![Response::Nodes(vec![node(1)])],
+            _ => vec![],
+        });
+        let text = SMALL
+            .replace("jobs = 8", "jobs = 4")
+            .replace("mean_interarrival_s = 2.0", "mean_interarrival_s = 0.0");
+        let file = WorkloadFile::parse(&text).unwrap();
+        let plan = plan::generate(&file, 1).unwrap();
+        let client = fake.options("alice").connect().await.unwrap();
+        let buyer = Buyer { alpha: 2.0, estimates: file.estimate };
+        let outcome = execute(&client, &plan, Duration::from_secs(20), Some(buyer)).await.unwrap();
+        assert_eq!((outcome.ending, outcome.refused.clone()), (Ending::AllEnded, vec![2]));
+        assert_eq!(outcome.jobs.iter().map(|j| j.index).collect::<Vec<_>>(), vec![0, 1, 3]);
+        for job in &outcome.jobs {
+            let predicted: Vec<Timestamp> = job.predictions.iter().map(|p| p.1).collect();
+            assert_eq!(predicted, vec![Timestamp(9_000), Timestamp(11_000)], "only changes are kept");
+            assert!(job.bought.is_some_and(|b| b.quoted_earliest == Timestamp(20_000)));
+        }
+        let mut classes = std::collections::BTreeSet::new();
+        for request in fake.requests() {
+            let Request::SubmitChoosing { spec, choice } = request else { continue };
+            classes.insert(spec.class);
+            assert_eq!(spec.deadline, None, "the deadline is bought, not asked");
+            assert!(spec.estimate.is_some_and(|e| e.map_task_ms.is_some()));
+            // 36 slot-s is 0.01 credits: α × that for delay-sensitive jobs; the others pay
+            // the cheapest point (0.012), as 0.01 buys none.
+            let max = if spec.class == Some(JobClass::DelaySensitive) { 20_000 } else { 12_000 };
+            assert_eq!(choice, DeadlineChoice::MaxPrice(Credits(max)), "{}", spec.name);
+        }
+        assert_eq!(classes.len(), 2, "the plan mixes both classes: {classes:?}");
+    }
 }
