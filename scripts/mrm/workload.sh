@@ -34,5 +34,5 @@ uptime | tee "$OUT/uptime.txt"
 status=0
 slotmarket workload run "$WORKLOAD" --seed "$SEED" --alpha "$ALPHA" --out "$OUT" || status=$?
 uptime | tee -a "$OUT/uptime.txt"
-python3 scripts/mrm/predicted_plot.py "$OUT/mrm.csv" "$OUT/predictions.csv" "$OUT/predicted.svg"
+[ -f "$OUT/mrm.csv" ] && python3 scripts/mrm/predicted_plot.py "$OUT/mrm.csv" "$OUT/predictions.csv" "$OUT/predicted.svg"
 exit "$status"
