@@ -8,10 +8,14 @@
 //! - `rng` — the keyed streams the plan is drawn from (the shared SplitMix64);
 //! - `plan` — WORKLOAD.toml → (arrival, job spec) per job;
 //! - `run` — submitting on schedule and following the jobs;
+//! - `buyer` — the MRM §6.3 buyer model a run with `--alpha` buys deadlines by;
+//! - `market` — that run's purchases, predicted and actual finishes;
 //! - `report` — the master's listings → the shared per-job records, the plan and usage
 //!   CSVs, the lines above the summary table and the JSON document.
 
+mod buyer;
 mod file;
+mod market;
 mod plan;
 mod report;
 mod rng;
@@ -66,6 +70,12 @@ pub(crate) struct RunArgs {
     /// Write the plan (plan.csv) and print it, without connecting.
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// Buy each job's deadline (a master with `[admission] mode = "mrm"`): quote it, then
+    /// a delay-sensitive job buys the earliest deadline costing at most ALPHA times its
+    /// processing time and the others pay their processing time (the cheapest deadline).
+    /// Adds mrm.csv, predictions.csv and mrm.txt.
+    #[arg(long, value_name = "ALPHA")]
+    pub(crate) alpha: Option<f64>,
 }
 
 /// Runs a `workload` subcommand.
@@ -98,15 +108,21 @@ async fn run_workload(conn: &ConnectionArgs, args: RunArgs, json: bool) -> Resul
     let client = connection::connect_from_args(conn).await?;
     announce_cluster(&client, &plan).await;
     let started = Instant::now();
-    let outcome = run::execute(&client, &plan, Duration::from_secs(args.timeout)).await;
+    let buyer = args.alpha.map(|alpha| run::Buyer { alpha, estimates: file.estimate });
+    let outcome = run::execute(&client, &plan, Duration::from_secs(args.timeout), buyer).await;
     connection::close(client).await;
     let outcome = outcome?;
     let document = finish(&file, &plan, &outcome, started.elapsed(), &out)?;
+    let market = args.alpha.map(|alpha| finish_market(&plan, &outcome, alpha, &out)).transpose()?;
     if json {
         output::print_json(&document)?;
     } else {
         print!("{}{}", report::render_head(&document.run), document.summary);
-        println!("\nfiles in {}: plan.csv jobs.csv usage.csv summary.txt summary.json", out.display());
+        if let Some(market) = &market {
+            print!("\n{market}");
+        }
+        let extra = if market.is_some() { " mrm.csv predictions.csv mrm.txt" } else { "" };
+        println!("\nfiles in {}: plan.csv jobs.csv usage.csv summary.txt summary.json{extra}", out.display());
     }
     Ok(match outcome.ending {
         Ending::Interrupted => ExitCode::from(EXIT_INTERRUPTED),
@@ -193,6 +209,16 @@ fn finish(
     let json = serde_json::to_string_pretty(&document).context("encoding the summary")?;
     write(out, "summary.json", format!("{json}\n"))?;
     Ok(document)
+}
+
+/// Writes a buying run's files; answers the summary (`mrm.txt`).
+fn finish_market(plan: &Plan, outcome: &Outcome, alpha: f64, out: &Path) -> Result<String> {
+    let jobs = market::bought_jobs(plan, outcome);
+    write(out, "mrm.csv", market::mrm_csv(&jobs))?;
+    write(out, "predictions.csv", market::predictions_csv(plan, outcome))?;
+    let text = market::summary(&jobs, alpha, outcome.refused.len());
+    write(out, "mrm.txt", &text)?;
+    Ok(text)
 }
 
 /// Prints the plan of a dry run: per bin and class counts, or the rows as JSON.
@@ -310,7 +336,14 @@ mod tests {
         let workload = dir.path().join("w.toml");
         std::fs::write(&workload, file::tests::SMALL).unwrap();
         let out = dir.path().join("out");
-        let args = RunArgs { workload, out: Some(out.clone()), seed: Some(3), timeout: 1, dry_run: true };
+        let args = RunArgs {
+            workload,
+            out: Some(out.clone()),
+            seed: Some(3),
+            timeout: 1,
+            dry_run: true,
+            alpha: None,
+        };
         // Nothing listens there: a connection attempt would fail the test.
         let conn = ConnectionArgs { master: Some("127.0.0.1:1".into()), ..ConnectionArgs::default() };
         let code = run_workload(&conn, args, true).await.unwrap();
@@ -342,7 +375,14 @@ mod tests {
             .replace("interarrival_s = 2.0", "interarrival_s = 0.01");
         std::fs::write(&workload, text).unwrap();
         let out = dir.path().join("out");
-        let args = RunArgs { workload, out: Some(out.clone()), seed: None, timeout: 20, dry_run: false };
+        let args = RunArgs {
+            workload,
+            out: Some(out.clone()),
+            seed: None,
+            timeout: 20,
+            dry_run: false,
+            alpha: None,
+        };
         let conn = fake.conn_args("alice");
         assert_eq!(run_workload(&conn, args, true).await.unwrap(), ExitCode::SUCCESS);
         let csv = std::fs::read_to_string(out.join("jobs.csv")).unwrap();
@@ -373,8 +413,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let workload = dir.path().join("w.toml");
         std::fs::write(&workload, file::tests::SMALL.replace("jobs = 8", "jobs = 0")).unwrap();
-        let args =
-            RunArgs { workload, out: Some(dir.path().join("out")), seed: None, timeout: 1, dry_run: false };
+        let args = RunArgs {
+            workload,
+            out: Some(dir.path().join("out")),
+            seed: None,
+            timeout: 1,
+            dry_run: false,
+            alpha: None,
+        };
         let code = run_workload(&ConnectionArgs::default(), args, false).await.unwrap();
         assert_eq!(code, ExitCode::from(EXIT_INVALID_WORKLOAD));
     }

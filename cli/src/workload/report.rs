@@ -39,7 +39,7 @@ pub(crate) struct RunInfo {
     pub(crate) map_utilisation: Option<f64>,
     /// Reduce slots in use over the makespan, likewise.
     pub(crate) reduce_utilisation: Option<f64>,
-    /// Why the price column is empty.
+    /// What the price column holds.
     pub(crate) price: &'static str,
 }
 
@@ -58,7 +58,8 @@ pub(crate) struct RunDocument {
 pub(crate) const UTILISATION_SOURCE: &str =
     "sampled every 0.25 s from each job's running tasks (the protocol has no per-task times)";
 /// What the `price` field says.
-pub(crate) const PRICE_NOTE: &str = "none yet (MRM pricing is a later issue); the price column is empty";
+pub(crate) const PRICE_NOTE: &str =
+    "what each job paid for a deadline it bought (`--alpha`, MRM admission); empty for the others";
 
 /// A record per planned job, in plan order, with times relative to the first submit the
 /// master listed; also that first submit. Jobs never submitted (the run stopped first)
@@ -91,9 +92,14 @@ fn record(planned: &PlannedJob, job: &Followed, origin: Option<Timestamp>) -> Jo
         submit_s: Some(submit_s),
         start_s: summary.started.map(since),
         finish_s: summary.finished.map(since),
-        deadline_s: planned.deadline_after_s.map(|d| round(submit_s + d, 3)),
+        // A bought deadline (`--alpha`) is the master's; a planned one is the file's.
+        deadline_s: match planned.deadline_after_s {
+            Some(d) => Some(round(submit_s + d, 3)),
+            None => summary.deadline.map(since),
+        },
         tasks: summary.tasks_total,
         slot_s: Some(round(job.slot_s, 3)),
+        price: summary.price.map(|p| p.as_f64()),
         ..unlisted(planned, Some(job))
     }
 }
@@ -231,6 +237,7 @@ pub(crate) fn render_head(run: &RunInfo) -> String {
 #[cfg(test)]
 mod tests {
     use slotmarket_common::ids::JobId;
+    use slotmarket_common::money::Credits;
     use slotmarket_common::protocol::JobState;
     use slotmarket_common::spec::JobClass;
 
@@ -257,8 +264,18 @@ mod tests {
             listed(1, JobState::Running, 1_250),
             Followed::new(2, JobId(9)),
         ];
-        let outcome = Outcome { jobs, usage: vec![], ending: Ending::TimedOut };
+        let mut jobs = jobs;
+        // Job 1 bought a deadline: the master's deadline and price are its record's when
+        // the plan has no deadline for it.
+        if let Some(summary) = jobs[1].last.as_mut() {
+            (summary.deadline, summary.price) = (Some(Timestamp(9_250)), Some(Credits(2_500)));
+        }
+        let outcome = Outcome { jobs, usage: vec![], ending: Ending::TimedOut, refused: vec![] };
         let (records, origin) = records(&plan, &outcome);
+        assert_eq!(records[1].price, Some(0.0025));
+        let planned = plan.jobs[1].deadline_after_s.map(|d| round(0.25 + d, 3));
+        assert_eq!(records[1].deadline_s, planned.or(Some(8.25)));
+        assert_eq!(records[0].price, None);
         assert_eq!((records.len(), origin), (plan.jobs.len(), Some(Timestamp(1_000))));
         let first = &records[0];
         assert_eq!((first.id.as_str(), first.name.as_str()), ("j7", plan.jobs[0].spec.name.as_str()));

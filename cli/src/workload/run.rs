@@ -6,6 +6,10 @@
 //! The protocol carries no per-task times, so slot use is sampled: each poll reads every
 //! job's `tasks_running` (containers allocated to ended) and the agents' used slots, and
 //! a job's slot-seconds are the trapezoid integral of its samples.
+//!
+//! With a [`Buyer`] (`--alpha`) each job is quoted and buys its deadline by the §6.3
+//! buyer model (`super::buyer`) instead of a plain submit, and every change of its
+//! predicted finish is recorded as the polls see it.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -16,6 +20,8 @@ use slotmarket_common::ids::JobId;
 use slotmarket_common::protocol::{JobSummary, JobsQuery, NodeSummary, Request, Response};
 use slotmarket_common::time::Timestamp;
 
+use super::buyer::{self, Bought};
+use super::file::Estimates;
 use super::plan::Plan;
 use crate::{connection, output, submit};
 
@@ -78,12 +84,16 @@ pub(crate) struct Followed {
     pub(crate) slot_s: f64,
     /// The previous sample, for the next trapezoid.
     previous: Option<(Timestamp, u64)>,
+    /// The deadline it bought, when the run buys deadlines.
+    pub(crate) bought: Option<Bought>,
+    /// (when seen, predicted finish) at each poll where the prediction changed.
+    pub(crate) predictions: Vec<(Timestamp, Timestamp)>,
 }
 
 impl Followed {
     /// Job `id`, submitted as plan job `index`, not listed yet.
     pub(crate) fn new(index: u32, id: JobId) -> Followed {
-        Followed { index, id, last: None, slot_s: 0.0, previous: None }
+        Followed { index, id, last: None, slot_s: 0.0, previous: None, bought: None, predictions: Vec::new() }
     }
 
     /// Whether the job has ended.
@@ -99,6 +109,11 @@ impl Followed {
             self.slot_s += (was_running + running) as f64 / 2.0 * dt;
         }
         self.previous = Some((at, running));
+        if let Some(predicted) = summary.predicted_finish.filter(|_| !summary.state.is_terminal())
+            && self.predictions.last().is_none_or(|&(_, before)| before != predicted)
+        {
+            self.predictions.push((at, predicted));
+        }
         self.last = Some(summary);
     }
 }
@@ -123,6 +138,17 @@ pub(crate) struct Outcome {
     pub(crate) usage: Vec<UsageSample>,
     /// How it ended.
     pub(crate) ending: Ending,
+    /// Plan indices of the jobs whose deadline purchase the master refused (not submitted).
+    pub(crate) refused: Vec<u32>,
+}
+
+/// The §6.3 buyer a run buys deadlines with.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Buyer {
+    /// How many times its processing time a delay-sensitive job pays at most.
+    pub(crate) alpha: f64,
+    /// The workload file's per-task seconds, the estimate each job is priced by.
+    pub(crate) estimates: Estimates,
 }
 
 /// The loop's state.
@@ -136,10 +162,17 @@ struct Runner<'a> {
     jobs: Vec<Followed>,
     usage: Vec<UsageSample>,
     last_progress: Option<Instant>,
+    buyer: Option<Buyer>,
+    refused: Vec<u32>,
 }
 
 /// Submits `plan` and follows it to the end (or `timeout` after the start).
-pub(crate) async fn execute(client: &Client, plan: &Plan, timeout: Duration) -> Result<Outcome> {
+pub(crate) async fn execute(
+    client: &Client,
+    plan: &Plan,
+    timeout: Duration,
+    buyer: Option<Buyer>,
+) -> Result<Outcome> {
     let mut runner = Runner {
         client,
         plan,
@@ -149,6 +182,8 @@ pub(crate) async fn execute(client: &Client, plan: &Plan, timeout: Duration) -> 
         jobs: Vec::with_capacity(plan.jobs.len()),
         usage: Vec::new(),
         last_progress: None,
+        buyer,
+        refused: Vec::new(),
     };
     let ending = match runner.drive().await {
         Ok(ending) => ending,
@@ -169,7 +204,7 @@ pub(crate) async fn execute(client: &Client, plan: &Plan, timeout: Duration) -> 
             eprintln!("warning: could not read the final job states: {err:#}");
         }
     }
-    Ok(Outcome { jobs: runner.jobs, usage: runner.usage, ending })
+    Ok(Outcome { jobs: runner.jobs, usage: runner.usage, ending, refused: runner.refused })
 }
 
 impl Runner<'_> {
@@ -210,16 +245,36 @@ impl Runner<'_> {
     /// Submits the next job of the plan.
     async fn submit_next(&mut self) -> Result<()> {
         let Some(job) = self.plan.jobs.get(self.next) else { return Ok(()) };
-        let id = submit::submit(self.client, job.spec.clone()).await?;
+        self.next += 1;
         let class = job.class.map_or("no class", |c| c.name());
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let followed = match self.buyer {
+            None => Followed::new(job.index, submit::submit(self.client, job.spec.clone()).await?),
+            Some(buyer) => {
+                let spec = buyer::buyer_spec(job.spec.clone(), buyer.estimates.of(job.program));
+                match buyer::quote_and_buy(self.client, spec, job.class, buyer.alpha).await? {
+                    Ok(bought) => {
+                        let mut followed = Followed::new(job.index, bought.purchase.job);
+                        followed.bought = Some(bought);
+                        followed
+                    }
+                    Err(refusal) => {
+                        let reason = output::sanitize(&refusal.reason);
+                        eprintln!("[{elapsed:.1}s] {} ({class}) refused: {reason}", job.spec.name);
+                        self.refused.push(job.index);
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        let price = followed.bought.map_or(String::new(), |b| format!(", price {}", b.purchase.price));
         eprintln!(
-            "[{:.1}s] submitted {id} {} ({} tasks, {class})",
-            self.started.elapsed().as_secs_f64(),
+            "[{elapsed:.1}s] submitted {} {} ({} tasks, {class}{price})",
+            followed.id,
             job.spec.name,
             job.spec.total_tasks()
         );
-        self.jobs.push(Followed::new(job.index, id));
-        self.next += 1;
+        self.jobs.push(followed);
         Ok(())
     }
 
@@ -373,7 +428,7 @@ mod tests {
             .replace("mean_interarrival_s = 2.0", "mean_interarrival_s = 0.05");
         let plan = plan::generate(&WorkloadFile::parse(&text).unwrap(), 1).unwrap();
         let client = fake.options("alice").connect().await.unwrap();
-        let outcome = execute(&client, &plan, Duration::from_secs(20)).await.unwrap();
+        let outcome = execute(&client, &plan, Duration::from_secs(20), None).await.unwrap();
         assert_eq!(outcome.ending, Ending::AllEnded);
         let ids: Vec<JobId> = outcome.jobs.iter().map(|j| j.id).collect();
         assert_eq!(ids, vec![JobId(1), JobId(2), JobId(3)]);
@@ -407,8 +462,101 @@ mod tests {
         let text = SMALL.replace("jobs = 8", "jobs = 1");
         let plan = plan::generate(&WorkloadFile::parse(&text).unwrap(), 1).unwrap();
         let client = fake.options("alice").connect().await.unwrap();
-        let outcome = execute(&client, &plan, Duration::from_millis(600)).await.unwrap();
+        let outcome = execute(&client, &plan, Duration::from_millis(600), None).await.unwrap();
         assert_eq!(outcome.ending, Ending::TimedOut);
         assert!(fake.requests().contains(&Request::Cancel { job: JobId(9) }));
+    }
+
+    #[tokio::test]
+    async fn a_buying_run_quotes_buys_by_class_records_predictions_and_skips_refusals() {
+        use slotmarket_common::money::Credits;
+        use slotmarket_common::protocol::{ChoiceRefusal, DeadlineChoice, Purchase, QuoteInfo, QuotePoint};
+        use slotmarket_common::spec::JobClass;
+
+        let point =
+            |s: u64, micros: i64| QuotePoint { deadline: Timestamp(s * 1000), price: Credits(micros) };
+        let quote = QuoteInfo {
+            at: Timestamp(1_000),
+            work_ms: 36_000,
+            work_upper_ms: 43_200,
+            pi_level: 0.95,
+            map_task_ms: (3_000, 3_600),
+            reduce_task_ms: (0, 0),
+            earliest: point(20, 40_000),
+            curve: vec![point(20, 40_000), point(30, 15_000), point(60, 12_000)],
+            admitted: 0,
+        };
+        let bought: Arc<Mutex<Vec<JobId>>> = Arc::default();
+        let polls = Arc::new(AtomicU64::new(0));
+        let (list, seen) = (bought.clone(), polls.clone());
+        let fake = FakeMaster::start(move |request| match request {
+            Request::Quote { .. } => vec![Response::Quote(quote.clone())],
+            // Plan job 2 is refused; the others get the point their maximum buys.
+            Request::SubmitChoosing { spec, .. } if spec.name.starts_with("w002") => {
+                vec![Response::ChoiceRefused(ChoiceRefusal {
+                    reason: "no".into(),
+                    earliest: None,
+                    affordable: None,
+                })]
+            }
+            Request::SubmitChoosing { choice: DeadlineChoice::MaxPrice(max), .. } => {
+                let mut list = list.lock().unwrap();
+                let job = JobId(list.len() as u64 + 1);
+                list.push(job);
+                let deadline = if max >= Credits(15_000) { 30_000 } else { 60_000 };
+                let (deadline, price) = (Timestamp(deadline), max.min(Credits(15_000)));
+                vec![Response::Purchased(Purchase { job, deadline, price, earliest: Timestamp(20_000) })]
+            }
+            // Running with a prediction of 9 s for two polls, then 11 s, then done.
+            Request::Jobs(_) => {
+                let poll = seen.fetch_add(1, Ordering::SeqCst);
+                let jobs = list
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .map(|&j| match poll {
+                        0..2 => JobSummary {
+                            predicted_finish: Some(Timestamp(9_000)),
+                            ..status(j, "x", JobState::Running).summary
+                        },
+                        2..4 => JobSummary {
+                            predicted_finish: Some(Timestamp(11_000)),
+                            ..status(j, "x", JobState::Running).summary
+                        },
+                        _ => status(j, "x", JobState::Completed).summary,
+                    })
+                    .collect();
+                vec![Response::Jobs(JobsPage { jobs, next: None })]
+            }
+            Request::Nodes => vec![Response::Nodes(vec![node(1)])],
+            _ => vec![],
+        });
+        let text = SMALL
+            .replace("jobs = 8", "jobs = 4")
+            .replace("mean_interarrival_s = 2.0", "mean_interarrival_s = 0.0");
+        let file = WorkloadFile::parse(&text).unwrap();
+        let plan = plan::generate(&file, 1).unwrap();
+        let client = fake.options("alice").connect().await.unwrap();
+        let buyer = Buyer { alpha: 2.0, estimates: file.estimate };
+        let outcome = execute(&client, &plan, Duration::from_secs(20), Some(buyer)).await.unwrap();
+        assert_eq!((outcome.ending, outcome.refused.clone()), (Ending::AllEnded, vec![2]));
+        assert_eq!(outcome.jobs.iter().map(|j| j.index).collect::<Vec<_>>(), vec![0, 1, 3]);
+        for job in &outcome.jobs {
+            let predicted: Vec<Timestamp> = job.predictions.iter().map(|p| p.1).collect();
+            assert_eq!(predicted, vec![Timestamp(9_000), Timestamp(11_000)], "only changes are kept");
+            assert!(job.bought.is_some_and(|b| b.quoted_earliest == Timestamp(20_000)));
+        }
+        let mut classes = std::collections::BTreeSet::new();
+        for request in fake.requests() {
+            let Request::SubmitChoosing { spec, choice } = request else { continue };
+            classes.insert(spec.class);
+            assert_eq!(spec.deadline, None, "the deadline is bought, not asked");
+            assert!(spec.estimate.is_some_and(|e| e.map_task_ms.is_some()));
+            // 36 slot-s is 0.01 credits: α × that for delay-sensitive jobs; the others pay
+            // the cheapest point (0.012), as 0.01 buys none.
+            let max = if spec.class == Some(JobClass::DelaySensitive) { 20_000 } else { 12_000 };
+            assert_eq!(choice, DeadlineChoice::MaxPrice(Credits(max)), "{}", spec.name);
+        }
+        assert_eq!(classes.len(), 2, "the plan mixes both classes: {classes:?}");
     }
 }
