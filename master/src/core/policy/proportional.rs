@@ -64,10 +64,9 @@ pub struct ProportionalSettings {
     /// Income per account in credits per hour, credited every interval (default none).
     #[serde(default)]
     pub income: BTreeMap<String, f64>,
-    /// Seconds over which slots an account lent to others are paid back (default 0:
-    /// off, shares follow the rates of the moment only; 60 meets the 2-user goal, but
-    /// starves top-rate users with 80 users, see docs/experiments/dp.md).
-    #[serde(default)]
+    /// Seconds over which slots an account lent to others are paid back (default 60;
+    /// 0: off, shares follow the rates of the moment only; see docs/experiments/dp.md).
+    #[serde(default = "default_compensation_s")]
     pub compensation_s: f64,
 }
 
@@ -79,6 +78,10 @@ fn default_rate() -> f64 {
     1.0
 }
 
+fn default_compensation_s() -> f64 {
+    60.0
+}
+
 impl Default for ProportionalSettings {
     fn default() -> ProportionalSettings {
         ProportionalSettings {
@@ -88,7 +91,7 @@ impl Default for ProportionalSettings {
             default_rate: default_rate(),
             rates: BTreeMap::new(),
             income: BTreeMap::new(),
-            compensation_s: 0.0,
+            compensation_s: default_compensation_s(),
         }
     }
 }
