@@ -8,6 +8,10 @@ out=${1:-runs/dp-boost}
 preempt=${2:-}
 sim=${SIM:-${CARGO_TARGET_DIR:-target}/release/slotmarket-sim}
 seeds=${SEEDS:-"1 2 3 4 5"}
+# Extra flags for every run (default: compensation over 60 s; "" for none).
+read -r -a dp_args <<<"${DP_ARGS---set compensation_s=60}"
+# Grace period of the runs with preemption (seconds).
+grace=${GRACE:-15}
 mkdir -p "$out"
 accounts="$out/boost-accounts.jsonl"
 sets=()
@@ -24,7 +28,7 @@ for seed in $seeds; do
   "$sim" gen dp --users 10 --jobs 4000 --maps 80 --map-s 15 --reduces 1 --reduce-s 5 --seed "$seed" \
     -o "$out/boost-$seed.jsonl"
   "$sim" run --trace "$out/boost-$seed.jsonl" --seed "$seed" --horizon 14400 --policy proportional \
-    ${preempt:+--preempt} "${sets[@]}" --accounts "$accounts" --out "$out/boost-run-$seed" >/dev/null
+    ${preempt:+--preempt --set "grace_s=$grace"} "${sets[@]}" "${dp_args[@]}" --accounts "$accounts" --out "$out/boost-run-$seed" >/dev/null
 done
 python3 - "$out" "$accounts" <<'PY'
 import csv, glob, json, statistics, sys

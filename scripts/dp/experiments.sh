@@ -2,7 +2,7 @@
 # DP §4 experiments in the simulator: 2 users at 2:1 (paper-like tasks and fine-grained
 # ones) and 10 users at rates 1..10, each under fifo and proportional without and with
 # preemption, over seeds. Prints the tables of docs/experiments/dp.md.
-# Usage: scripts/dp/experiments.sh [OUT_DIR] (default runs/dp); needs a release build of
+# Usage: scripts/dp/experiments.sh [OUT_DIR] (default runs/dp; EXPERIMENTS="two ten" picks some); needs a release build of
 # slotmarket-sim (cargo build --release -p slotmarket-master --bin slotmarket-sim).
 set -euo pipefail
 out=${1:-runs/dp}
@@ -26,6 +26,7 @@ experiment() {
     sets+=(--set "rates.user$(printf %02d "$u")=$r")
   done
   local jobs=$((users * 400))
+  [[ $users == 80 ]] && jobs=$((users * 200))
   for seed in $seeds; do
     local trace="$out/$name-$seed.jsonl"
     "$sim" gen dp --users "$users" --jobs "$jobs" --maps "$maps" --map-s "$map_s" --reduces 1 \
@@ -63,6 +64,11 @@ print()
 PY
 }
 
-experiment two 2 320 15 5 7200 10
-experiment two-fine 2 1280 3.75 1 7200 10
-experiment ten 10 80 15 5 14400 10
+# Which experiments to run (default: all four; EXPERIMENTS="eighty" for Fig. 9 only).
+only=${EXPERIMENTS:-"two two-fine ten eighty"}
+want() { [[ " $only " == *" $1 "* ]]; }
+want two && experiment two 2 320 15 5 7200 10
+want two-fine && experiment two-fine 2 1280 3.75 1 7200 10
+want ten && experiment ten 10 80 15 5 14400 10
+# Fig. 9: 80 users at rates 1..80, jobs of 16 maps (a fifth of the cluster).
+want eighty && experiment eighty 80 16 15 5 14400 10

@@ -64,10 +64,9 @@ pub struct ProportionalSettings {
     /// Income per account in credits per hour, credited every interval (default none).
     #[serde(default)]
     pub income: BTreeMap<String, f64>,
-    /// Seconds over which slots an account lent to others are paid back (default 0:
-    /// off, shares follow the rates of the moment only; 60 meets the 2-user goal, but
-    /// starves top-rate users with 80 users, see docs/experiments/dp.md).
-    #[serde(default)]
+    /// Seconds over which slots an account lent to others are paid back (default 60;
+    /// 0: off, shares follow the rates of the moment only; see docs/experiments/dp.md).
+    #[serde(default = "default_compensation_s")]
     pub compensation_s: f64,
 }
 
@@ -79,6 +78,10 @@ fn default_rate() -> f64 {
     1.0
 }
 
+fn default_compensation_s() -> f64 {
+    60.0
+}
+
 impl Default for ProportionalSettings {
     fn default() -> ProportionalSettings {
         ProportionalSettings {
@@ -88,7 +91,7 @@ impl Default for ProportionalSettings {
             default_rate: default_rate(),
             rates: BTreeMap::new(),
             income: BTreeMap::new(),
-            compensation_s: 0.0,
+            compensation_s: default_compensation_s(),
         }
     }
 }
@@ -156,6 +159,9 @@ pub struct Proportional {
     lags: LagBook,
     /// The allotments by rate alone (no compensation): preemption enforces no more.
     base: BTreeMap<AccountId, Allotment>,
+    /// Since when each (account, kind) with ready tasks has held fewer slots than its
+    /// allotment: `fill` serves the longest-waiting first among equally-short accounts.
+    below_since: BTreeMap<(AccountId, usize), Timestamp>,
 }
 
 /// What an account was given at an interval.
@@ -205,6 +211,7 @@ impl Proportional {
             compensation: duration_of(settings.compensation_s),
             lags: LagBook::default(),
             base: BTreeMap::new(),
+            below_since: BTreeMap::new(),
         }
     }
 
@@ -536,6 +543,7 @@ impl Policy for Proportional {
                 decisions.preemptions.extend(self.preempt(now, view, kind, &work));
             }
         }
+        self.note_waiting(now, &work);
         for kind in SlotKind::ALL {
             if view.has_free(kind) {
                 self.fill(view, kind, &work, &mut decisions.assignments);
@@ -558,6 +566,26 @@ impl Policy for Proportional {
 }
 
 impl Proportional {
+    /// Keeps `below_since` current: an account with ready tasks below its allotment keeps
+    /// the time it first fell below; one at or over it, or with nothing ready, is dropped.
+    fn note_waiting(&mut self, now: Timestamp, work: &BTreeMap<AccountId, Work>) {
+        let allotments = &self.allotments;
+        let waiting = |account: &AccountId, k: usize| {
+            work.get(account).is_some_and(|w| {
+                let allotted = allotments.get(account).map_or(0, |a| a.slots[k]);
+                !w.ready[k].is_empty() && w.running[k] < allotted
+            })
+        };
+        self.below_since.retain(|(account, k), _| waiting(account, *k));
+        for (account, _) in work.iter() {
+            for k in 0..2 {
+                if waiting(account, k) {
+                    self.below_since.entry((account.clone(), k)).or_insert(now);
+                }
+            }
+        }
+    }
+
     /// Hands out the free slots of `kind`, one at a time: to the account furthest below
     /// its allotment first; once every account with ready tasks has its allotment, to the
     /// highest rate, then the fewest running (spare capacity: work-conserving).
@@ -574,7 +602,14 @@ impl Proportional {
             .filter(|(_, w)| !w.ready[k].is_empty())
             .map(|(account, w)| {
                 let a = self.allotments.get(account).copied().unwrap_or_default();
-                Claim { allotted: a.slots[k], running: w.running[k], rate: a.rate, ready: w.ready[k].clone() }
+                let waiting_since = self.below_since.get(&(account.clone(), k)).map_or(u64::MAX, |t| t.0);
+                Claim {
+                    allotted: a.slots[k],
+                    running: w.running[k],
+                    rate: a.rate,
+                    waiting_since,
+                    ready: w.ready[k].clone(),
+                }
             })
             .collect();
         let mut free = FreeSlots::new(view.agents_with_free(kind), kind);
@@ -603,16 +638,20 @@ struct Claim {
     running: u32,
     /// The rate it competes at.
     rate: Credits,
+    /// When it fell below its allotment (`u64::MAX`: it is not below), in ms.
+    waiting_since: u64,
     /// Its jobs with ready tasks, in admission order, with how many.
     ready: VecDeque<(JobId, u32)>,
 }
 
 impl Claim {
-    /// Serving order, lowest first: accounts below their allotment by how far below;
-    /// then the rest (spare capacity) by highest rate, then fewest running.
-    fn order(&self) -> (u8, i64, i64, u32) {
+    /// Serving order, lowest first: accounts below their allotment by how far below,
+    /// then by how long they have waited (a tie broken by name would make the same
+    /// account lose every tie: with many accounts one slot short, it starved); then the
+    /// rest (spare capacity) by highest rate, then fewest running.
+    fn order(&self) -> (u8, i64, u64, i64, u32) {
         let below = i64::from(self.allotted) - i64::from(self.running);
-        if below > 0 { (0, -below, 0, 0) } else { (1, 0, -self.rate.0, self.running) }
+        if below > 0 { (0, -below, self.waiting_since, 0, 0) } else { (1, 0, 0, -self.rate.0, self.running) }
     }
 }
 

@@ -6,14 +6,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use slotmarket_common::identity::Identity;
+use slotmarket_common::identity::{Identity, Role};
 use slotmarket_common::ids::AccountId;
 use slotmarket_common::money::Credits;
 use slotmarket_common::protocol::{EntryKind, LedgerEntry, Response};
 use slotmarket_common::spec::JobSpec;
 
 use super::builders::JobBuilder;
-use super::env::{TestEnv, alice, bob, root};
+use super::env::{TestEnv, alice, bob, caller, root};
 use crate::core::policy::ProportionalSettings;
 use crate::core::{CoreConfig, Event, Persist, PolicySettings};
 
@@ -316,4 +316,35 @@ fn slots_an_account_waited_for_are_paid_back_by_a_larger_share() {
     // A shorter wait is owed less: 10 s, 40 slot-s, 4.67 slots, rounded to 5.
     let short = freed_slots_after_waiting(60.0, 10);
     assert_eq!(short, BTreeMap::from([("alice".to_string(), 5), ("bob".to_string(), 1)]));
+}
+
+/// Three accounts at rate 1 on 3 slots (allotment 1 each): `first` holds every slot
+/// with one job, then `second` and `third` submit one second apart. Returns who got each of
+/// two slots `first` frees.
+fn freed_slots_to_two_waiting(first: &str, second: &str, third: &str) -> Vec<String> {
+    let mut env = dp_env(|dp| dp.rates.clear());
+    env.join_agent("n1", 3, 0);
+    submit(&mut env, caller(Role::User, first), JobBuilder::maps(30).build());
+    let held = env.take_all_launches();
+    assert_eq!(held.len(), 3, "alone, {first} takes every slot");
+    for name in [second, third] {
+        env.advance(1);
+        submit(&mut env, caller(Role::User, name), JobBuilder::maps(30).build());
+        env.assert_no_commands();
+    }
+    let mut got = Vec::new();
+    for launch in held.iter().take(2) {
+        env.finish(launch.container);
+        got.extend(launches_by_account(&mut env).into_keys());
+    }
+    got
+}
+
+#[test]
+fn equally_starved_accounts_are_served_by_how_long_they_waited_not_by_name() {
+    // zed and bea are both one slot below their allotment; zed waited longer, so the
+    // first freed slot is his whatever the names (a tie by name made the last name lose
+    // every tie: with 80 accounts one slot short at once, user80 starved for 80 minutes).
+    assert_eq!(freed_slots_to_two_waiting("amy", "zed", "bea"), ["zed", "bea"]);
+    assert_eq!(freed_slots_to_two_waiting("amy", "bea", "zed"), ["bea", "zed"]);
 }
