@@ -56,6 +56,9 @@ pub(crate) struct DemoReport {
 /// Builds the report from the jobs' last summaries; `expected` jobs were submitted, so a
 /// missing one counts as not completed.
 pub(crate) fn build(jobs: &[JobSummary], expected: usize, start: Timestamp, elapsed: Duration) -> DemoReport {
+    // Times count from the first submit as the master stamped it: the client's own start
+    // can be a hair later, which showed the first job as submitted at -0.0 s.
+    let start = jobs.iter().map(|j| j.submitted).min().map_or(start, |first| first.min(start));
     let since_start = |t: Timestamp| round_ms(secs_between(t, start));
     let rows: Vec<DemoJob> = jobs
         .iter()
@@ -217,6 +220,13 @@ mod tests {
         let text = render(&report);
         assert!(text.contains("11/11       6.0  met     0.014446\n"), "{text}");
         assert!(text.contains("11/11       6.0  missed         -\n"), "{text}");
+    }
+
+    #[test]
+    fn times_count_from_the_first_submit_even_when_the_client_started_after_it() {
+        let early = JobSummary { submitted: Timestamp(8_990), ..finished(1, JobState::Completed, 14_000) };
+        let report = build(&[early], 1, Timestamp(9_000), Duration::from_secs(5));
+        assert_eq!((report.jobs[0].submitted_s, report.jobs[0].finished_s), (0.0, Some(5.01)));
     }
 
     #[test]
