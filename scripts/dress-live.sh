@@ -31,33 +31,11 @@ PATTERN=${PATTERN:-"L T S L s T S s L S"}
 OUT=${OUT:-${TMPDIR:-/tmp}/slotmarket-dress-live}
 AGENTS=3
 
-command -v jq >/dev/null || { echo "dress-live: needs jq" >&2; exit 2; }
-if [ "$PROFILE" = release ]; then cargo build --release --quiet; else cargo build --quiet; fi
-BIN=${CARGO_TARGET_DIR:-$PWD/target}/$PROFILE
-WORK=$(mktemp -d -t slotmarket-dress-XXXXXX)
-declare -A GROUP=()
-
-stop_all() {
-    for name in "${!GROUP[@]}"; do
-        kill -KILL -- "-${GROUP[$name]}" 2>/dev/null || true
-        wait "${GROUP[$name]}" 2>/dev/null || true
-        unset "GROUP[$name]"
-    done
-}
-cleanup() {
-    stop_all
-    if [ "${KEEP:-0}" = 1 ]; then echo "work directory kept: $WORK" >&2; else rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-mkdir -p "$WORK/jobs" "$OUT"
-"$BIN/slotmarket" pki init --dir "$WORK/pki" >/dev/null
-for n in $(seq "$AGENTS"); do
-    "$BIN/slotmarket" pki issue --dir "$WORK/pki" --role agent --name "node-$n" >/dev/null
-done
-"$BIN/slotmarket" pki issue --dir "$WORK/pki" --role user --name dress >/dev/null
-export SLOTMARKET_CERT_DIR=$WORK/pki SLOTMARKET_IDENTITY=dress
+NAME=dress-live
+source scripts/lib/local-cluster.sh
+mkdir -p "$OUT"
+cluster_pki user:dress
+export SLOTMARKET_IDENTITY=dress
 
 INPUT=$WORK/input
 RECORDS=$WORK/records
@@ -120,24 +98,7 @@ job_spec() {
 # "policy,name,class,policy_class,state,wait,completion" lines.
 run_policy() {
     local label=$1 policy=$2 run=$WORK/$1
-    mkdir -p "$run"
-    printf '%s\n' "$policy" >"$run/master.toml"
-    setsid "$BIN/slotmarket-master" --config "$run/master.toml" --listen 127.0.0.1:0 --data-dir "$run/master" \
-        --cert-dir "$WORK/pki" 2>>"$run/master.log" &
-    GROUP[master]=$!
-    for _ in $(seq 200); do [ -s "$run/master/master.addr" ] && break; sleep 0.05; done
-    [ -s "$run/master/master.addr" ] || { echo "the master did not start" >&2; cat "$run/master.log" >&2; exit 1; }
-    export SLOTMARKET_MASTER=$(cat "$run/master/master.addr")
-    for n in $(seq "$AGENTS"); do
-        setsid "$BIN/slotmarket-agent" --master "$SLOTMARKET_MASTER" --name "node-$n" --cert-dir "$WORK/pki" \
-            --map-slots 4 --reduce-slots 2 --work-dir "$run/agents/node-$n" --data-dir "$run/shared" \
-            2>>"$run/node-$n.log" &
-        GROUP[agent-$n]=$!
-    done
-    for _ in $(seq 100); do
-        [ "$("$BIN/slotmarket" nodes --json | jq '.nodes | length')" = "$AGENTS" ] && break
-        sleep 0.1
-    done
+    cluster_start "$run" "$policy"
     local i=0
     for kind in $PATTERN; do
         i=$((i + 1))

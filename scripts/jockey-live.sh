@@ -30,33 +30,11 @@ BACKGROUND=${BACKGROUND:-12}
 OUT=${OUT:-${TMPDIR:-/tmp}/slotmarket-jockey-live}
 AGENTS=2
 
-command -v jq >/dev/null || { echo "jockey-live: needs jq" >&2; exit 2; }
-if [ "$PROFILE" = release ]; then cargo build --release --quiet; else cargo build --quiet; fi
-BIN=${CARGO_TARGET_DIR:-$PWD/target}/$PROFILE
-WORK=$(mktemp -d -t slotmarket-jockey-XXXXXX)
-declare -A GROUP=()
-
-stop_all() {
-    for name in "${!GROUP[@]}"; do
-        kill -KILL -- "-${GROUP[$name]}" 2>/dev/null || true
-        wait "${GROUP[$name]}" 2>/dev/null || true
-        unset "GROUP[$name]"
-    done
-}
-cleanup() {
-    stop_all
-    if [ "${KEEP:-0}" = 1 ]; then echo "work directory kept: $WORK" >&2; else rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-mkdir -p "$WORK/jobs" "$OUT"
-"$BIN/slotmarket" pki init --dir "$WORK/pki" >/dev/null
-for n in $(seq "$AGENTS"); do
-    "$BIN/slotmarket" pki issue --dir "$WORK/pki" --role agent --name "node-$n" >/dev/null
-done
-"$BIN/slotmarket" pki issue --dir "$WORK/pki" --role user --name analyst >/dev/null
-export SLOTMARKET_CERT_DIR=$WORK/pki SLOTMARKET_IDENTITY=analyst
+NAME=jockey-live
+source scripts/lib/local-cluster.sh
+mkdir -p "$OUT"
+cluster_pki user:analyst
+export SLOTMARKET_IDENTITY=analyst
 
 INPUT=$WORK/input
 for t in 0 1 2 3; do
@@ -93,28 +71,10 @@ wait_done() {
     echo timeout
 }
 
-cat >"$WORK/master.toml" <<TOML
-[policy]
-name = "jockey"
+cluster_start "$WORK" "[policy]
+name = \"jockey\"
 interval_s = $INTERVAL
-dead_zone_s = $INTERVAL
-TOML
-setsid "$BIN/slotmarket-master" --config "$WORK/master.toml" --listen 127.0.0.1:0 --data-dir "$WORK/master" \
-    --cert-dir "$WORK/pki" 2>>"$WORK/master.log" &
-GROUP[master]=$!
-for _ in $(seq 200); do [ -s "$WORK/master/master.addr" ] && break; sleep 0.05; done
-[ -s "$WORK/master/master.addr" ] || { echo "the master did not start" >&2; cat "$WORK/master.log" >&2; exit 1; }
-export SLOTMARKET_MASTER=$(cat "$WORK/master/master.addr")
-for n in $(seq "$AGENTS"); do
-    setsid "$BIN/slotmarket-agent" --master "$SLOTMARKET_MASTER" --name "node-$n" --cert-dir "$WORK/pki" \
-        --map-slots 4 --reduce-slots 2 --work-dir "$WORK/agents/node-$n" --data-dir "$WORK/shared" \
-        2>>"$WORK/node-$n.log" &
-    GROUP[agent-$n]=$!
-done
-for _ in $(seq 100); do
-    [ "$("$BIN/slotmarket" nodes --json | jq '.nodes | length')" = "$AGENTS" ] && break
-    sleep 0.1
-done
+dead_zone_s = $INTERVAL"
 
 # The profiling run, alone.
 job_spec slo-wordcount "$MAPS" "" >"$WORK/jobs/profile.toml"

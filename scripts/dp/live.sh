@@ -26,32 +26,10 @@ COMPENSATION=${COMPENSATION:-0}
 OUT=${OUT:-${TMPDIR:-/tmp}/slotmarket-dp-live}
 AGENTS=3
 
-command -v jq >/dev/null || { echo "dp-live: needs jq" >&2; exit 2; }
-if [ "${SKIP_BUILD:-0}" != 1 ]; then
-    if [ "$PROFILE" = release ]; then cargo build --release --quiet; else cargo build --quiet; fi
-fi
-BIN=${CARGO_TARGET_DIR:-$PWD/target}/$PROFILE
-WORK=$(mktemp -d -t slotmarket-dp-XXXXXX)
-declare -A GROUP=()
-
-cleanup() {
-    for name in "${!GROUP[@]}"; do
-        kill -KILL -- "-${GROUP[$name]}" 2>/dev/null || true
-        wait "${GROUP[$name]}" 2>/dev/null || true
-    done
-    if [ "${KEEP:-0}" = 1 ]; then echo "work directory kept: $WORK" >&2; else rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-mkdir -p "$WORK/jobs" "$OUT"
-"$BIN/slotmarket" pki init --dir "$WORK/pki" >/dev/null
-for n in $(seq "$AGENTS"); do
-    "$BIN/slotmarket" pki issue --dir "$WORK/pki" --role agent --name "node-$n" >/dev/null
-done
-for who in alice bob; do "$BIN/slotmarket" pki issue --dir "$WORK/pki" --role user --name "$who" >/dev/null; done
-"$BIN/slotmarket" pki issue --dir "$WORK/pki" --role admin --name root >/dev/null
-export SLOTMARKET_CERT_DIR=$WORK/pki
+NAME=dp-live
+source scripts/lib/local-cluster.sh
+mkdir -p "$OUT"
+cluster_pki user:alice user:bob admin:root
 
 INPUT=$WORK/input
 for t in 0 1 2 3; do
@@ -75,32 +53,14 @@ command = "slotmarket-task wordcount reduce --task {task} --maps {tasks.map} --j
 SPEC
 }
 
-cat >"$WORK/master.toml" <<TOML
-[policy]
-name = "proportional"
+cluster_start "$WORK" "[policy]
+name = \"proportional\"
 interval_s = $INTERVAL
 preemption = true
 compensation_s = $COMPENSATION
 [policy.rates]
 alice = 1
-bob = 2
-TOML
-setsid "$BIN/slotmarket-master" --config "$WORK/master.toml" --listen 127.0.0.1:0 --data-dir "$WORK/master" \
-    --cert-dir "$WORK/pki" 2>>"$WORK/master.log" &
-GROUP[master]=$!
-for _ in $(seq 200); do [ -s "$WORK/master/master.addr" ] && break; sleep 0.05; done
-[ -s "$WORK/master/master.addr" ] || { echo "the master did not start" >&2; cat "$WORK/master.log" >&2; exit 1; }
-export SLOTMARKET_MASTER=$(cat "$WORK/master/master.addr")
-for n in $(seq "$AGENTS"); do
-    setsid "$BIN/slotmarket-agent" --master "$SLOTMARKET_MASTER" --name "node-$n" --cert-dir "$WORK/pki" \
-        --map-slots 4 --reduce-slots 2 --work-dir "$WORK/agents/node-$n" --data-dir "$WORK/shared" \
-        2>>"$WORK/node-$n.log" &
-    GROUP[agent-$n]=$!
-done
-for _ in $(seq 100); do
-    [ "$(SLOTMARKET_IDENTITY=root "$BIN/slotmarket" nodes --json | jq '.nodes | length')" = "$AGENTS" ] && break
-    sleep 0.1
-done
+bob = 2" root
 
 # Created accounts are metered (and shown to the admin by `price`); budgets are ample.
 for who in alice bob; do SLOTMARKET_IDENTITY=root "$BIN/slotmarket" account add "$who" --budget 1000 >/dev/null; done
