@@ -18,7 +18,8 @@ use quinn::{RecvStream, SendStream, VarInt};
 use slotmarket_common::ids::{AgentId, ContainerId};
 use slotmarket_common::pki::TlsFiles;
 use slotmarket_common::protocol::{
-    AgentToMaster, ContainerReport, LogRead, LogReadReply, MasterToAgent, PROTOCOL_VERSION, Register,
+    AgentToMaster, ContainerReport, DataMode, LogRead, LogReadReply, MasterToAgent, PROTOCOL_VERSION,
+    Register,
 };
 use slotmarket_common::transport::{self, StreamError, TransportError, read_frame, write_frame};
 use thiserror::Error;
@@ -335,6 +336,7 @@ async fn register(
         live_containers: live.clone(),
         data_dir_id: config.data_dir.id.clone(),
         data_dir: config.data_dir.path.clone(),
+        data_mode: DataMode::Shared,
     };
     timed_write(&mut send, &AgentToMaster::Register(register), config.max_frame).await?;
     let answer = tokio::time::timeout(REGISTER_TIMEOUT, read_frame(&mut recv, config.max_frame))
@@ -348,9 +350,12 @@ async fn register(
             Ok((Connected { conn, send, agent, heartbeat, registered_live: live }, recv))
         }
         Some(MasterToAgent::Refused { reason }) => Err(SessionError::Refused(reason)),
-        Some(MasterToAgent::Launch(_) | MasterToAgent::Kill { .. } | MasterToAgent::ReadLog(_)) => {
-            Err(SessionError::Unexpected("a launch, kill or log read before Registered"))
-        }
+        Some(
+            MasterToAgent::Launch(_)
+            | MasterToAgent::Kill { .. }
+            | MasterToAgent::ReadLog(_)
+            | MasterToAgent::Located(_),
+        ) => Err(SessionError::Unexpected("a launch, kill or log read before Registered")),
         None => Err(SessionError::ClosedByMaster),
     }
 }
@@ -519,6 +524,11 @@ async fn read_master(
             Ok(Some(MasterToAgent::Kill { container, reason })) => AgentEvent::Kill { container, reason },
             Ok(Some(MasterToAgent::ReadLog(read))) => {
                 logs.serve(read);
+                continue;
+            }
+            Ok(Some(MasterToAgent::Located(located))) => {
+                // Only an agent that asked gets an answer; this one never asks yet.
+                debug!(request = located.request, "unrequested Located; ignored");
                 continue;
             }
             Ok(Some(MasterToAgent::Registered { .. })) => {

@@ -111,6 +111,7 @@ mod tests {
             live_containers: vec![],
             data_dir_id: String::new(),
             data_dir: String::new(),
+            data_mode: crate::protocol::DataMode::Shared,
         });
         assert!(matches!(encode_frame(&big, 16), Err(FrameError::TooLarge { .. })));
     }

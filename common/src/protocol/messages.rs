@@ -37,6 +37,8 @@ pub enum AgentToMaster {
     Leaving,
     /// The answer to a [`MasterToAgent::ReadLog`].
     LogRead(super::LogReadReply),
+    /// Where a stage's outputs are, for a task's fetch; answered `MasterToAgent::Located`.
+    Locate(super::Locate),
 }
 
 /// An agent's introduction.
@@ -59,6 +61,8 @@ pub struct Register {
     pub data_dir_id: String,
     /// The agent's data directory as the agent sees it, for messages.
     pub data_dir: String,
+    /// Whether the data directory is shared with other agents or the agent's own.
+    pub data_mode: super::DataMode,
 }
 
 /// One container transition, as observed by the agent.
@@ -106,6 +110,8 @@ pub enum MasterToAgent {
     },
     /// Read part of a container's stdout or stderr; answered `AgentToMaster::LogRead`.
     ReadLog(super::LogRead),
+    /// The answer to an `AgentToMaster::Locate`.
+    Located(super::Located),
 }
 
 /// The most bytes one [`Launch`] encodes to for any spec that passes validation (the

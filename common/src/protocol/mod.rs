@@ -10,6 +10,7 @@ pub mod profile;
 pub mod queue;
 pub mod quote;
 pub mod reservation;
+pub mod shuffle;
 pub mod tasks;
 
 pub use accounts::{
@@ -23,4 +24,8 @@ pub use profile::{ProfileView, StageProfileView};
 pub use queue::{QueueEntry, QueueView, WaitReason};
 pub use quote::{ChoiceRefusal, DeadlineChoice, Purchase, QuoteInfo, QuotePoint, SLOT_MS_PER_CREDIT};
 pub use reservation::{DemandClass, ReservationView, ReservedKind};
+pub use shuffle::{
+    DataMode, ENV_FETCH_SOCKET, ENV_FETCH_TOKEN, FetchPart, InputHolder, LocalFetch, LocalFetchReply, Locate,
+    Located, SHUFFLE_ALPN, ShuffleReply, ShuffleRequest, StageOutputs,
+};
 pub use tasks::{LogChunk, LogQuery, LogRead, LogReadReply, MAX_LOG_CHUNK, TaskList, TaskRow};

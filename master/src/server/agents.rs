@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use slotmarket_common::identity::Identity;
 use slotmarket_common::ids::AgentId;
+#[cfg(test)]
+use slotmarket_common::protocol::DataMode;
 use slotmarket_common::protocol::{AgentToMaster, MasterToAgent, PROTOCOL_VERSION, Register};
 use slotmarket_common::transport::{FRAME_ERROR_CODE, StreamError, read_frame, write_frame};
 use tokio::sync::{mpsc, oneshot};
@@ -229,6 +231,12 @@ async fn read_inbound(
                 }
                 continue;
             }
+            Ok(Some(AgentToMaster::Locate(locate))) => {
+                // Agents in local data mode come with the shuffle service; until then no
+                // agent asks.
+                warn!(%agent, job = %locate.job, "Locate from an agent: not served yet; ignored");
+                continue;
+            }
             Ok(Some(AgentToMaster::Leaving)) => {
                 info!(%agent, "agent leaving; its tasks go elsewhere");
                 Event::AgentLeaving { agent }
@@ -262,6 +270,7 @@ fn message_name(message: &AgentToMaster) -> &'static str {
         AgentToMaster::Reports(_) => "Reports",
         AgentToMaster::Leaving => "Leaving",
         AgentToMaster::LogRead(_) => "LogRead",
+        AgentToMaster::Locate(_) => "Locate",
     }
 }
 
@@ -278,6 +287,7 @@ mod tests {
             live_containers: vec![],
             data_dir_id: id.into(),
             data_dir: dir.into(),
+            data_mode: DataMode::Shared,
         }
     }
 
