@@ -41,6 +41,7 @@ mod output;
 mod pki;
 mod price;
 mod profile;
+mod progress;
 mod queue;
 mod quote;
 mod rate;

@@ -18,6 +18,7 @@ use slotmarket_common::protocol::{JobState, JobStatus};
 
 use crate::connection::{self, ClientOptions, ConnectionArgs};
 use crate::output::{self, JobStatusJson};
+use crate::progress::Display;
 use crate::submit;
 
 /// Arguments of `wait`.
@@ -93,7 +94,8 @@ enum WatchEnd {
     Lost(String),
 }
 
-/// Follows `job` until it ends, printing a progress line on stderr whenever it changes;
+/// Follows `job` until it ends, showing its progress on stderr whenever it changes (a
+/// live block on a terminal, plain lines otherwise: see [`Display`]);
 /// reconnects `client` (with `options`) when the master is lost.
 pub(crate) async fn follow(
     options: &ClientOptions,
@@ -101,14 +103,16 @@ pub(crate) async fn follow(
     job: JobId,
     times: FollowTimes,
 ) -> Result<JobStatus> {
-    let mut progress = Progress::default();
+    let mut progress = Display::for_this_terminal();
     loop {
         match watch(client, job, times, &mut progress).await? {
             WatchEnd::Ended(status) => return Ok(*status),
             WatchEnd::Lost(why) => {
+                progress.detach();
                 eprintln!("{job}: lost the master ({why}); reconnecting");
                 *client = reconnect(options, times.reconnect_for).await?;
                 eprintln!("{job}: reconnected; following again");
+                progress.detach();
             }
         }
     }
@@ -116,7 +120,7 @@ pub(crate) async fn follow(
 
 /// Watches `job` over `client` until it ends or the master is lost. Errors only for a
 /// refusal (no such job, not yours), which reconnecting would not change.
-async fn watch(client: &Client, job: JobId, times: FollowTimes, progress: &mut Progress) -> Result<WatchEnd> {
+async fn watch(client: &Client, job: JobId, times: FollowTimes, progress: &mut Display) -> Result<WatchEnd> {
     let mut watch = match client.watch(job).await {
         Ok(watch) => watch,
         Err(err) => return lost_or_refused(err, job),
@@ -203,22 +207,6 @@ async fn reconnect(options: &ClientOptions, within: Duration) -> Result<Client> 
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(BACKOFF.1);
-    }
-}
-
-/// Prints a progress line on stderr when it differs from the last one.
-#[derive(Debug, Default)]
-struct Progress {
-    last: String,
-}
-
-impl Progress {
-    fn show(&mut self, status: &JobStatus) {
-        let line = submit::progress_line(status, output::now());
-        if line != self.last {
-            eprintln!("{line}");
-            self.last = line;
-        }
     }
 }
 
