@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use slotmarket_common::config::{
-    ConfigFileError, DEFAULT_CERT_DIR, DEFAULT_MASTER_ADDR, DEFAULT_SERVER_NAME, load_toml,
+    ConfigFileError, DEFAULT_MASTER_ADDR, DEFAULT_SERVER_NAME, DaemonLayout, load_toml,
 };
 use slotmarket_common::pki::{PkiError, TlsFiles, check_name};
 use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
@@ -97,6 +97,14 @@ pub enum ConfigError {
     /// The `[run_as]` mapping cannot be used.
     #[error(transparent)]
     RunAs(#[from] RunAsError),
+    /// A service (`--service`) was given a relative directory.
+    #[error("{field}: {problem}")]
+    RelativeServicePath {
+        /// The setting's name.
+        field: &'static str,
+        /// What is wrong and how to fix it.
+        problem: String,
+    },
     /// A directory path cannot be made absolute.
     #[error("cannot make {path} absolute: {source}")]
     Path {
@@ -135,8 +143,15 @@ impl AgentFile {
         }
     }
 
-    /// Fills in the defaults, checks the result and makes directories absolute.
+    /// [`AgentFile::resolve_in`] the development layout (paths relative to the working
+    /// directory).
     pub fn resolve(self) -> Result<AgentConfig, ConfigError> {
+        self.resolve_in(DaemonLayout::Dev)
+    }
+
+    /// Fills in the defaults (paths from `layout`), checks the result and makes
+    /// directories absolute.
+    pub fn resolve_in(self, layout: DaemonLayout) -> Result<AgentConfig, ConfigError> {
         let name = match self.name {
             Some(name) => name,
             None => sysinfo::System::host_name().ok_or(ConfigError::NoHostname)?,
@@ -148,15 +163,19 @@ impl AgentFile {
         if map_slots == 0 && reduce_slots == 0 {
             return Err(ConfigError::NoSlots);
         }
-        let work_dir = self.work_dir.unwrap_or_else(|| PathBuf::from(format!("./slotmarket-agent-{name}")));
-        let data_dir = self.data_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+        let work_dir = self.work_dir.unwrap_or_else(|| layout.agent_work_dir(&name));
+        let data_dir = self.data_dir.unwrap_or_else(|| layout.shared_data_dir());
+        let cert_dir = self.cert_dir.unwrap_or_else(|| layout.cert_dir());
+        for (field, path) in [("work_dir", &work_dir), ("data_dir", &data_dir), ("cert_dir", &cert_dir)] {
+            layout.check_path(path).map_err(|problem| ConfigError::RelativeServicePath { field, problem })?;
+        }
         // SAFETY: geteuid has no preconditions and cannot fail.
         let euid = unsafe { libc::geteuid() };
         let run_as = RunAs::resolve(&self.run_as.unwrap_or_default(), euid)?;
         Ok(AgentConfig {
             master: self.master.unwrap_or_else(|| DEFAULT_MASTER_ADDR.to_string()),
             server_name: self.server_name.unwrap_or_else(|| DEFAULT_SERVER_NAME.to_string()),
-            cert_dir: self.cert_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_CERT_DIR)),
+            cert_dir,
             map_slots,
             reduce_slots,
             work_dir: absolute(work_dir)?,
@@ -288,6 +307,8 @@ fn own_directory() -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    use slotmarket_common::config::DEFAULT_CERT_DIR;
+
     use super::*;
 
     #[test]
@@ -325,6 +346,34 @@ mod tests {
         assert!(config.data_dir.is_absolute() && config.data_dir.ends_with("slotmarket-data/shared"));
         assert!(config.reduce_slots >= 1);
         assert_eq!(config.tls_files(), TlsFiles::in_dir(Path::new(DEFAULT_CERT_DIR), "node3"));
+    }
+
+    #[test]
+    fn service_paths_are_absolute_defaults_that_the_file_still_overrides() {
+        let file = AgentFile { name: Some("node3".into()), ..AgentFile::default() };
+        let service = file.clone().resolve_in(DaemonLayout::Service).unwrap();
+        assert_eq!(service.work_dir, PathBuf::from("/var/lib/slotmarket/agent"));
+        assert_eq!(service.data_dir, PathBuf::from("/var/lib/slotmarket/shared"));
+        assert_eq!(service.cert_dir, PathBuf::from("/etc/slotmarket/pki"));
+        let nfs = AgentFile { data_dir: Some("/nfs/slotmarket".into()), ..file };
+        let service = nfs.resolve_in(DaemonLayout::Service).unwrap();
+        assert_eq!(service.data_dir, PathBuf::from("/nfs/slotmarket"));
+        assert_eq!(service.work_dir, PathBuf::from("/var/lib/slotmarket/agent"));
+        assert_eq!(DaemonLayout::Dev.shared_data_dir(), PathBuf::from(DEFAULT_DATA_DIR));
+        // The example file's relative paths are refused for a service, naming the field.
+        let example =
+            AgentFile::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/agent.toml")).unwrap();
+        let copied = AgentFile { name: Some("node3".into()), ..example };
+        let err = copied.resolve_in(DaemonLayout::Service).unwrap_err().to_string();
+        assert!(err.starts_with("data_dir: ./slotmarket-data/shared is relative"), "{err}");
+    }
+
+    #[test]
+    fn the_systemd_unit_runs_the_agent_as_a_service() {
+        let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/systemd/slotmarket-agent.service");
+        let unit = std::fs::read_to_string(unit).unwrap();
+        let exec = unit.lines().find(|line| line.starts_with("ExecStart=")).unwrap();
+        assert!(exec.contains(" --service"), "{exec}");
     }
 
     #[test]

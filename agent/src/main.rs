@@ -8,6 +8,7 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use slotmarket_agent::config::{AgentConfig, AgentFile};
 use slotmarket_agent::driver;
+use slotmarket_common::config::DaemonLayout;
 use slotmarket_common::identity::Role;
 use tracing::info;
 use tracing_subscriber::EnvFilter;
@@ -15,6 +16,8 @@ use tracing_subscriber::EnvFilter;
 /// Runs task processes in map and reduce slots for a Slotmarket master.
 ///
 /// Flags override the values in `--config FILE`; anything left unset gets its default.
+/// Paths default relative to the working directory, or with `--service` to
+/// /var/lib/slotmarket and /etc/slotmarket/pki.
 #[derive(Parser, Debug)]
 #[command(name = "slotmarket-agent", version)]
 struct Args {
@@ -26,7 +29,8 @@ struct Args {
     #[arg(long, value_name = "NAME", env = "SLOTMARKET_SERVER_NAME")]
     server_name: Option<String>,
 
-    /// Directory holding ca.pem, NODE.pem and NODE.key [default: pki]
+    /// Directory holding ca.pem, NODE.pem and NODE.key [default: pki; with --service:
+    /// /etc/slotmarket/pki]
     #[arg(long, value_name = "DIR", env = "SLOTMARKET_CERT_DIR")]
     cert_dir: Option<PathBuf>,
 
@@ -43,12 +47,12 @@ struct Args {
     reduce_slots: Option<u32>,
 
     /// The agent's own directory; task working directories go under DIR/containers
-    /// [default: ./slotmarket-agent-NODE]
+    /// [default: ./slotmarket-agent-NODE; with --service: /var/lib/slotmarket/agent]
     #[arg(long, value_name = "DIR")]
     work_dir: Option<PathBuf>,
 
     /// The data directory shared by all agents; job directories are DIR/jobs/JOB
-    /// [default: ./slotmarket-data/shared]
+    /// [default: ./slotmarket-data/shared; with --service: /var/lib/slotmarket/shared]
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
 
@@ -59,6 +63,12 @@ struct Args {
     /// An agent.toml whose values the flags above override
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+
+    /// Run as a system service: paths left unset by flags and --config take absolute
+    /// defaults under /var/lib/slotmarket and /etc/slotmarket/pki instead of ones
+    /// relative to the working directory. The systemd unit passes it.
+    #[arg(long)]
+    service: bool,
 }
 
 impl TryFrom<Args> for AgentConfig {
@@ -81,7 +91,7 @@ impl TryFrom<Args> for AgentConfig {
             kill_grace_ms: args.kill_grace_ms,
             ..AgentFile::default()
         };
-        Ok(file.merge(flags).resolve()?)
+        Ok(file.merge(flags).resolve_in(DaemonLayout::chosen(args.service))?)
     }
 }
 

@@ -17,6 +17,83 @@ pub const DEFAULT_SERVER_NAME: &str = "localhost";
 /// working directory).
 pub const DEFAULT_CERT_DIR: &str = "pki";
 
+/// Where a daemon run as a service keeps its state (`master/`, `agent/`, `shared/`),
+/// as systemd's `StateDirectory=slotmarket` makes it.
+pub const SERVICE_STATE_DIR: &str = "/var/lib/slotmarket";
+/// Where a daemon run as a service looks for certificates.
+pub const SERVICE_CERT_DIR: &str = "/etc/slotmarket/pki";
+
+/// Which defaults a daemon's paths take when neither a flag nor its config file sets
+/// them. Chosen explicitly, by `--service`: a daemon never guesses from its environment
+/// whether it is a service, so a developer's `slotmarket-master` in a checkout never
+/// writes to `/var/lib`, and a unit never depends on its working directory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DaemonLayout {
+    /// Relative to the working directory (`slotmarket-data/…`, `pki`): a dev cluster.
+    #[default]
+    Dev,
+    /// Absolute: state under [`SERVICE_STATE_DIR`], certificates in [`SERVICE_CERT_DIR`].
+    Service,
+}
+
+impl DaemonLayout {
+    /// [`DaemonLayout::Service`] when the daemon was started with `--service`.
+    pub fn chosen(service: bool) -> DaemonLayout {
+        if service { DaemonLayout::Service } else { DaemonLayout::Dev }
+    }
+
+    /// Refuses a relative `path` for a service: its working directory is `/`, so a
+    /// relative path (say `cert_dir = "pki"` copied from the example file) would point
+    /// somewhere nobody meant. The message says how to fix it.
+    pub fn check_path(self, path: &Path) -> Result<(), String> {
+        if self == DaemonLayout::Service && path.is_relative() {
+            return Err(format!(
+                "{} is relative, but --service needs absolute paths: make it absolute, or \
+                 remove it to take the service default",
+                path.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The certificate directory: `pki` or `/etc/slotmarket/pki`.
+    pub fn cert_dir(self) -> PathBuf {
+        match self {
+            DaemonLayout::Dev => PathBuf::from(DEFAULT_CERT_DIR),
+            DaemonLayout::Service => PathBuf::from(SERVICE_CERT_DIR),
+        }
+    }
+
+    /// The master's data directory (database, lock, `master.addr`):
+    /// `slotmarket-data/master` or `/var/lib/slotmarket/master`.
+    pub fn master_data_dir(self) -> PathBuf {
+        match self {
+            DaemonLayout::Dev => PathBuf::from("slotmarket-data/master"),
+            DaemonLayout::Service => Path::new(SERVICE_STATE_DIR).join("master"),
+        }
+    }
+
+    /// An agent's own directory (task containers): `./slotmarket-agent-NODE` (several
+    /// agents of a dev cluster share one working directory) or `/var/lib/slotmarket/agent`
+    /// (one agent per host).
+    pub fn agent_work_dir(self, node: &str) -> PathBuf {
+        match self {
+            DaemonLayout::Dev => PathBuf::from(format!("./slotmarket-agent-{node}")),
+            DaemonLayout::Service => Path::new(SERVICE_STATE_DIR).join("agent"),
+        }
+    }
+
+    /// The data directory the agents share (job directories):
+    /// `./slotmarket-data/shared` or `/var/lib/slotmarket/shared` (on a cluster, mount
+    /// the shared file system there or set `data_dir`).
+    pub fn shared_data_dir(self) -> PathBuf {
+        match self {
+            DaemonLayout::Dev => PathBuf::from("./slotmarket-data/shared"),
+            DaemonLayout::Service => Path::new(SERVICE_STATE_DIR).join("shared"),
+        }
+    }
+}
+
 /// Why a config file could not be loaded.
 #[derive(Debug, Error)]
 pub enum ConfigFileError {
@@ -55,6 +132,25 @@ mod tests {
     #[serde(deny_unknown_fields)]
     struct Sample {
         master: String,
+    }
+
+    #[test]
+    fn dev_defaults_are_relative_and_service_defaults_absolute() {
+        let dev = DaemonLayout::chosen(false);
+        assert_eq!(dev, DaemonLayout::Dev);
+        for path in [dev.cert_dir(), dev.master_data_dir(), dev.agent_work_dir("n1"), dev.shared_data_dir()] {
+            assert!(path.is_relative(), "{}", path.display());
+        }
+        assert_eq!(dev.agent_work_dir("n1"), PathBuf::from("./slotmarket-agent-n1"));
+        let service = DaemonLayout::chosen(true);
+        assert_eq!(service.cert_dir(), PathBuf::from("/etc/slotmarket/pki"));
+        assert_eq!(service.master_data_dir(), PathBuf::from("/var/lib/slotmarket/master"));
+        assert_eq!(service.agent_work_dir("n1"), PathBuf::from("/var/lib/slotmarket/agent"));
+        assert_eq!(service.shared_data_dir(), PathBuf::from("/var/lib/slotmarket/shared"));
+        assert!(dev.check_path(Path::new("pki")).is_ok());
+        assert!(service.check_path(Path::new("/srv/pki")).is_ok());
+        let err = service.check_path(Path::new("pki")).unwrap_err();
+        assert!(err.contains("pki is relative") && err.contains("--service"), "{err}");
     }
 
     #[test]

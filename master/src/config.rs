@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use slotmarket_common::config::{ConfigFileError, DEFAULT_CERT_DIR, DEFAULT_MASTER_ADDR};
+use slotmarket_common::config::{ConfigFileError, DEFAULT_MASTER_ADDR, DaemonLayout};
 use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
 use thiserror::Error;
 
@@ -150,8 +150,16 @@ pub struct MasterConfig {
 impl TryFrom<MasterFile> for MasterConfig {
     type Error = ConfigError;
 
-    /// Applies defaults to whatever the (merged) file leaves unset, then checks.
+    /// [`MasterConfig::resolve`] with the development layout's relative paths.
     fn try_from(file: MasterFile) -> Result<MasterConfig, ConfigError> {
+        MasterConfig::resolve(file, DaemonLayout::Dev)
+    }
+}
+
+impl MasterConfig {
+    /// Applies defaults to whatever the (merged) file leaves unset, its paths from
+    /// `layout`, then checks.
+    pub fn resolve(file: MasterFile, layout: DaemonLayout) -> Result<MasterConfig, ConfigError> {
         let defaults = CoreConfig::default();
         let node_health = node_health(&file, defaults.node_health)?;
         let policy = file.policy.unwrap_or(defaults.policy.clone());
@@ -190,10 +198,18 @@ impl TryFrom<MasterFile> for MasterConfig {
         }
         let admission = file.admission.unwrap_or_default();
         admission.check().map_err(|(field, problem)| ConfigError::Invalid { field, problem })?;
+        let data_dir = file.data_dir.unwrap_or_else(|| layout.master_data_dir());
+        layout
+            .check_path(&data_dir)
+            .map_err(|problem| ConfigError::Invalid { field: "data_dir", problem })?;
+        let cert_dir = file.cert_dir.unwrap_or_else(|| layout.cert_dir());
+        layout
+            .check_path(&cert_dir)
+            .map_err(|problem| ConfigError::Invalid { field: "cert_dir", problem })?;
         Ok(MasterConfig {
             listen: file.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
-            data_dir: file.data_dir.unwrap_or_else(|| PathBuf::from("slotmarket-data/master")),
-            cert_dir: file.cert_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_CERT_DIR)),
+            data_dir,
+            cert_dir,
             core: CoreConfig {
                 policy,
                 agent_timeout,
@@ -374,6 +390,35 @@ mod tests {
         assert_eq!(config.listen, DEFAULT_LISTEN);
         assert_eq!(config.max_frame, DEFAULT_MAX_FRAME);
         assert_eq!(config.core.policy, PolicySettings::Fifo {});
+    }
+
+    #[test]
+    fn paths_default_by_layout_and_the_file_wins_over_both() {
+        let dev = MasterConfig::resolve(MasterFile::default(), DaemonLayout::Dev).unwrap();
+        assert_eq!(
+            (dev.data_dir, dev.cert_dir),
+            (PathBuf::from("slotmarket-data/master"), PathBuf::from("pki"))
+        );
+        let service = MasterConfig::resolve(MasterFile::default(), DaemonLayout::Service).unwrap();
+        assert_eq!(service.data_dir, PathBuf::from("/var/lib/slotmarket/master"));
+        assert_eq!(service.cert_dir, PathBuf::from("/etc/slotmarket/pki"));
+        let set = MasterFile { data_dir: Some("/srv/sm".into()), ..MasterFile::default() };
+        let service = MasterConfig::resolve(set, DaemonLayout::Service).unwrap();
+        assert_eq!(service.data_dir, PathBuf::from("/srv/sm"));
+        assert_eq!(service.cert_dir, PathBuf::from("/etc/slotmarket/pki"));
+        // The example file's relative paths are fine for a dev master, refused for a service.
+        let relative = MasterFile { cert_dir: Some("pki".into()), ..MasterFile::default() };
+        assert!(MasterConfig::resolve(relative.clone(), DaemonLayout::Dev).is_ok());
+        let err = MasterConfig::resolve(relative, DaemonLayout::Service).unwrap_err().to_string();
+        assert!(err.starts_with("cert_dir: pki is relative"), "{err}");
+    }
+
+    #[test]
+    fn the_systemd_unit_runs_the_master_as_a_service() {
+        let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/systemd/slotmarket-master.service");
+        let unit = std::fs::read_to_string(unit).unwrap();
+        let exec = unit.lines().find(|line| line.starts_with("ExecStart=")).unwrap();
+        assert!(exec.contains(" --service"), "{exec}");
     }
 
     #[test]

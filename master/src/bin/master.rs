@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use slotmarket_common::config::DaemonLayout;
 use slotmarket_common::pki::TlsFiles;
 use slotmarket_common::transport;
 use slotmarket_master::config::{MasterConfig, MasterFile, PolicyTable};
@@ -19,7 +20,8 @@ use tracing::{info, warn};
 
 /// The Slotmarket master: admission, scheduling and accounting for a cluster of agents.
 ///
-/// Flags override `--config`, which overrides the defaults.
+/// Flags override `--config`, which overrides the defaults. Paths default relative to the
+/// working directory, or with `--service` to /var/lib/slotmarket and /etc/slotmarket/pki.
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
@@ -27,10 +29,12 @@ struct Args {
     /// DATA_DIR/master.addr once listening.
     #[arg(long, env = "SLOTMARKET_LISTEN")]
     listen: Option<String>,
-    /// Directory for the database, the lock file and master.addr [default: slotmarket-data/master].
+    /// Directory for the database, the lock file and master.addr [default:
+    /// slotmarket-data/master; with --service: /var/lib/slotmarket/master].
     #[arg(long, env = "SLOTMARKET_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// Directory with ca.pem, master.pem and master.key (made by `slotmarket pki init`) [default: pki].
+    /// Directory with ca.pem, master.pem and master.key (made by `slotmarket pki init`)
+    /// [default: pki; with --service: /etc/slotmarket/pki].
     #[arg(long, env = "SLOTMARKET_CERT_DIR")]
     cert_dir: Option<PathBuf>,
     /// Scheduling policy: fifo, fair, priority, capacity, gang-fifo, dress, edf or proportional [default: fifo]. Replaces the
@@ -52,6 +56,11 @@ struct Args {
     /// forget every job it had acknowledged.
     #[arg(long)]
     reinitialize: bool,
+    /// Run as a system service: paths left unset by flags and --config take absolute
+    /// defaults (/var/lib/slotmarket/master, /etc/slotmarket/pki) instead of ones
+    /// relative to the working directory. The systemd unit passes it.
+    #[arg(long)]
+    service: bool,
 }
 
 impl TryFrom<Args> for MasterConfig {
@@ -76,7 +85,7 @@ impl TryFrom<Args> for MasterConfig {
             max_frame_bytes: file.max_frame_bytes,
             ..file
         };
-        Ok(MasterConfig::try_from(merged)?)
+        Ok(MasterConfig::resolve(merged, DaemonLayout::chosen(args.service))?)
     }
 }
 
