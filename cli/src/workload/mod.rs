@@ -8,12 +8,14 @@
 //! - `rng` — the keyed streams the plan is drawn from (the shared SplitMix64);
 //! - `plan` — WORKLOAD.toml → (arrival, job spec) per job;
 //! - `run` — submitting on schedule and following the jobs;
+//! - `calibration` — the file's per-task estimates against the task times a run measured;
 //! - `buyer` — the MRM §6.3 buyer model a run with `--alpha` buys deadlines by;
 //! - `market` — that run's purchases, predicted and actual finishes;
 //! - `report` — the master's listings → the shared per-job records, the plan and usage
 //!   CSVs, the lines above the summary table and the JSON document.
 
 mod buyer;
+mod calibration;
 mod file;
 mod market;
 mod plan;
@@ -110,6 +112,9 @@ async fn run_workload(conn: &ConnectionArgs, args: RunArgs, json: bool) -> Resul
     let started = Instant::now();
     let buyer = args.alpha.map(|alpha| run::Buyer { alpha, estimates: file.estimate });
     let outcome = run::execute(&client, &plan, Duration::from_secs(args.timeout), buyer).await;
+    if let Ok(outcome) = &outcome {
+        eprint!("{}", estimate_warning(&client, &file, &plan, outcome).await);
+    }
     connection::close(client).await;
     let outcome = outcome?;
     let document = finish(&file, &plan, &outcome, started.elapsed(), &out)?;
@@ -164,6 +169,29 @@ async fn announce_cluster(client: &Client, plan: &Plan) {
             eprintln!("warning: cannot list nodes ({err:#}); slot totals come from the workload file")
         }
     }
+}
+
+/// Measures the run times of the completed jobs' tasks and answers the warning to print
+/// when the file's `[estimate]` is off from them (empty when it is not; see
+/// [`calibration`]). A listing the master refuses only skips the check.
+async fn estimate_warning(client: &Client, file: &WorkloadFile, plan: &Plan, outcome: &Outcome) -> String {
+    let mut measured = calibration::TaskTimes::default();
+    let completed = outcome.jobs.iter().filter(|job| {
+        job.last.as_ref().is_some_and(|s| s.state == slotmarket_common::protocol::JobState::Completed)
+    });
+    for job in completed {
+        let Some(planned) = plan.jobs.iter().find(|planned| planned.index == job.index) else { continue };
+        match connection::bounded(client.tasks(job.id)).await {
+            Ok(list) => measured.add(planned, &list.tasks),
+            Err(err) => {
+                return format!(
+                    "warning: cannot list the tasks of {} ({err:#}); estimates not checked\n",
+                    job.id
+                );
+            }
+        }
+    }
+    calibration::warning(&calibration::deviations(&file.estimate, &measured))
 }
 
 /// Builds the records, summary and run facts, and writes every output file.
@@ -406,6 +434,107 @@ mod tests {
         let again = metrics::summarise(&read, RunFacts { slots: Some(9), stopped_s: None });
         assert_eq!(text.split_once("\n\n").map(|(_, table)| table), Some(again.to_string().as_str()));
         assert!(again.to_string().starts_with("metric "), "{again}");
+    }
+
+    #[tokio::test]
+    async fn jobs_the_timeout_cancelled_count_as_unfinished_never_as_failed_or_met() {
+        // A real master answers a cancelled job's later listings as `cancelled`.
+        let cancelled = Arc::new(AtomicU64::new(0));
+        let seen = cancelled.clone();
+        let fake = FakeMaster::start(move |request| match request {
+            Request::Submit { .. } => vec![Response::Submitted { job: JobId(9) }],
+            Request::Jobs(_) => {
+                let state =
+                    if seen.load(Ordering::SeqCst) > 0 { JobState::Cancelled } else { JobState::Running };
+                let mut summary = status(JobId(9), "x", state).summary;
+                summary.finished = (state == JobState::Cancelled).then_some(Timestamp(2_000));
+                vec![Response::Jobs(JobsPage { jobs: vec![summary], next: None })]
+            }
+            Request::Nodes => vec![Response::Nodes(vec![])],
+            Request::Cancel { job } => {
+                seen.fetch_add(1, Ordering::SeqCst);
+                vec![Response::Cancelled { job, state: JobState::Cancelled }]
+            }
+            _ => vec![],
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let workload = dir.path().join("w.toml");
+        // One delay-sensitive job with a deadline, which it cannot meet unfinished.
+        let text = file::tests::SMALL
+            .replace("jobs = 8", "jobs = 1")
+            .replace("share = 0.5\n        deadline_factor", "share = 1.0\n        deadline_factor")
+            .replace(
+                "[class.delay-tolerant]\n        share = 0.5",
+                "[class.delay-tolerant]\n        share = 0.0",
+            );
+        std::fs::write(&workload, text).unwrap();
+        let out = dir.path().join("out");
+        let args =
+            RunArgs { workload, out: Some(out.clone()), seed: None, timeout: 1, dry_run: false, alpha: None };
+        let code = run_workload(&fake.conn_args("alice"), args, true).await.unwrap();
+        assert_eq!(code, ExitCode::FAILURE);
+        assert_eq!(cancelled.load(Ordering::SeqCst), 1);
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(doc["run"]["ending"].as_str(), Some("timed-out"), "{doc}");
+        let counts = (doc["completed"].as_u64(), doc["failed"].as_u64(), doc["unfinished"].as_u64());
+        assert_eq!(counts, (Some(0), Some(0), Some(1)), "{doc}");
+        let csv = std::fs::read_to_string(out.join("jobs.csv")).unwrap();
+        let read = metrics::read_jobs_csv(&csv).unwrap();
+        assert_eq!(read[0].outcome, metrics::Outcome::Unfinished);
+        assert_eq!((read[0].finish_s, read[0].met()), (None, Some(false)), "{csv}");
+    }
+
+    #[tokio::test]
+    async fn a_run_whose_task_times_miss_the_estimates_says_to_calibrate() {
+        use slotmarket_common::protocol::{TaskList, TaskRow};
+        // Every task of every job took 3 s; the file says 1 s (2 s for sort maps).
+        let took = |stage: &str, index: u32| TaskRow {
+            stage: stage.into(),
+            index,
+            attempts: 1,
+            container: None,
+            node: None,
+            state: "completed".into(),
+            started: Some(Timestamp(10_000)),
+            finished: Some(Timestamp(13_000)),
+            exit_code: Some(0),
+            message: None,
+        };
+        let fake = FakeMaster::start(move |request| match request {
+            Request::Tasks { .. } => {
+                let tasks =
+                    ["gen", "map", "reduce"].into_iter().flat_map(|s| (0..3).map(move |i| took(s, i)));
+                vec![Response::Tasks(TaskList { tasks: tasks.collect(), truncated: false })]
+            }
+            _ => vec![],
+        });
+        let file = WorkloadFile::parse(file::tests::SMALL).unwrap();
+        let plan = plan::generate(&file, 2).unwrap();
+        let jobs = plan
+            .jobs
+            .iter()
+            .map(|planned| {
+                let mut job = run::Followed::new(planned.index, JobId(u64::from(planned.index) + 1));
+                job.last = Some(status(job.id, "x", JobState::Completed).summary);
+                job
+            })
+            .collect();
+        let outcome = Outcome { jobs, usage: vec![], ending: Ending::AllEnded, refused: vec![] };
+        let client = fake.options("alice").connect().await.unwrap();
+        let text = estimate_warning(&client, &file, &plan, &outcome).await;
+        assert!(text.starts_with("warning: the workload's [estimate] per-task times are off"), "{text}");
+        assert!(text.contains("map_s: estimate 1.00s, measured 3.00s (+200%"), "{text}");
+        assert!(text.contains("run the calibration first"), "{text}");
+        // Estimates that match what was measured say nothing.
+        let exact = file::tests::SMALL.replace(
+            "sort = { gen_s = 0.5, map_s = 2.0, reduce_s = 1.0 }",
+            &["wordcount", "grep", "sort", "pi"]
+                .map(|p| format!("{p} = {{ gen_s = 3.0, map_s = 3.0, reduce_s = 3.0 }}"))
+                .join("\n"),
+        );
+        let exact = WorkloadFile::parse(&exact).unwrap();
+        assert_eq!(estimate_warning(&client, &exact, &plan, &outcome).await, "");
     }
 
     #[tokio::test]

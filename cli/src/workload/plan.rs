@@ -7,6 +7,7 @@ use std::time::Duration;
 use slotmarket_common::spec::{DeadlineSpec, JobClass, JobSpec, SlotKind, StageSpec, validate};
 use slotmarket_common::workload_mix::alone_s;
 
+use super::calibration::TaskKind;
 use super::file::{Arrivals, Bin, ClusterSlots, Program, TaskSeconds, WorkloadFile};
 use super::rng::{Draw, keyed};
 
@@ -240,12 +241,9 @@ fn stage(name: &str, tasks: u32, slot: SlotKind, command: String, after: &[&str]
 /// the file's estimate for their kind.
 pub(crate) fn estimate_s(stages: &[StageSpec], per_task: TaskSeconds, cluster: ClusterSlots) -> f64 {
     alone_s(stages.iter().map(|stage| {
-        let (slots, task_s) = match (stage.slot, stage.name.as_str()) {
-            (SlotKind::Reduce, _) => (cluster.reduce_slots, per_task.reduce_s),
-            (SlotKind::Map, "gen") => (cluster.map_slots, per_task.gen_s),
-            (SlotKind::Map, _) => (cluster.map_slots, per_task.map_s),
-        };
-        (stage.tasks, slots, task_s)
+        let kind = TaskKind::of(stage.slot, &stage.name);
+        let slots = if kind == TaskKind::Reduce { cluster.reduce_slots } else { cluster.map_slots };
+        (stage.tasks, slots, kind.seconds(per_task))
     }))
 }
 

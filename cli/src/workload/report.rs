@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 use slotmarket_common::metrics::{self, JobRecord, Outcome as JobOutcome, round, secs_cell};
+use slotmarket_common::protocol::JobState;
 use slotmarket_common::time::Timestamp;
 
 use super::file::ClusterSlots;
@@ -86,12 +87,15 @@ fn record(planned: &PlannedJob, job: &Followed, origin: Option<Timestamp>) -> Jo
     };
     let since = |t: Timestamp| round(secs_between(t, origin), 3);
     let submit_s = since(summary.submitted);
+    // A job the run itself cancelled when it stopped had not finished: it counts as
+    // unfinished (never as failed or met), and its cancel time is no finish.
+    let stopped_by_run = job.cancelled_by_run && summary.state == JobState::Cancelled;
     JobRecord {
         account: summary.account.to_string(),
-        outcome: summary.state.into(),
+        outcome: if stopped_by_run { JobOutcome::Unfinished } else { summary.state.into() },
         submit_s: Some(submit_s),
         start_s: summary.started.map(since),
-        finish_s: summary.finished.map(since),
+        finish_s: summary.finished.map(since).filter(|_| !stopped_by_run),
         // A bought deadline (`--alpha`) is the master's; a planned one is the file's.
         deadline_s: match planned.deadline_after_s {
             Some(d) => Some(round(submit_s + d, 3)),

@@ -88,12 +88,24 @@ pub(crate) struct Followed {
     pub(crate) bought: Option<Bought>,
     /// (when seen, predicted finish) at each poll where the prediction changed.
     pub(crate) predictions: Vec<(Timestamp, Timestamp)>,
+    /// The run cancelled it at its end (timeout or Ctrl-C): a `cancelled` state then
+    /// means unfinished, not a job that failed.
+    pub(crate) cancelled_by_run: bool,
 }
 
 impl Followed {
     /// Job `id`, submitted as plan job `index`, not listed yet.
     pub(crate) fn new(index: u32, id: JobId) -> Followed {
-        Followed { index, id, last: None, slot_s: 0.0, previous: None, bought: None, predictions: Vec::new() }
+        Followed {
+            index,
+            id,
+            last: None,
+            slot_s: 0.0,
+            previous: None,
+            bought: None,
+            predictions: Vec::new(),
+            cancelled_by_run: false,
+        }
     }
 
     /// Whether the job has ended.
@@ -320,11 +332,15 @@ impl Runner<'_> {
         );
     }
 
-    /// Cancels every submitted job that has not ended; failures are only reported.
-    async fn cancel_unfinished(&self) {
-        for job in self.jobs.iter().filter(|j| !j.ended()) {
+    /// Cancels every submitted job that has not ended, marking it; failures are only
+    /// reported.
+    async fn cancel_unfinished(&mut self) {
+        for job in self.jobs.iter_mut().filter(|j| !j.ended()) {
             match connection::call(self.client, Request::Cancel { job: job.id }).await {
-                Ok(_) => eprintln!("cancelled {}", job.id),
+                Ok(_) => {
+                    job.cancelled_by_run = true;
+                    eprintln!("cancelled {}", job.id)
+                }
                 Err(err) => eprintln!("warning: could not cancel {}: {err:#}", job.id),
             }
         }
