@@ -1,6 +1,7 @@
 //! What Slurm and HyperQueue users expect of the command line, against a real cluster:
-//! `run` of a command line without a spec file, and `wait` following jobs across a master
-//! killed and restarted.
+//! `run` of a command line without a spec file, `wait` and `run --wait` following jobs
+//! across a master killed and restarted, time limits, `--after`, and where the client
+//! config is found.
 
 use std::process::Stdio;
 
@@ -84,6 +85,40 @@ async fn wait_follows_jobs_across_a_master_restart() {
     let client = cluster.client("alice").await;
     assert_eq!(status(&client, second).await.summary.state, JobState::Completed);
     client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_wait_follows_its_job_across_a_master_restart() {
+    let mut cluster = TestCluster::start_with(&[agent("node-1", 1, 0)], 15_000).await;
+    let mut run = tokio::process::Command::new(binary("slotmarket"));
+    run.args(["--json", "--master", &cluster.addr.to_string(), "--identity", "alice"])
+        .arg("--cert-dir")
+        .arg(cluster.dir.path().join("pki"))
+        .args(["run", "--name", "survivor", "--wait", "--", "sleep", "6"])
+        .env_remove("SLOTMARKET_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let running = run.spawn().expect("spawn slotmarket run --wait");
+    // Let it submit and attach (its task starts at once on the idle agent), then take
+    // the master away under it.
+    tokio::time::sleep(std::time::Duration::from_millis(2000)).await;
+    cluster.restart_master().await;
+
+    let out = tokio::time::timeout(WAIT, running.wait_with_output()).await.expect("run timed out").unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("lost the master") && stderr.contains("reconnected"), "{stderr}");
+    // Not a terminal: plain progress lines, no cursor movement.
+    assert!(stderr.contains("running: 0/1 tasks done, 1 running") && !stderr.contains('\x1b'), "{stderr}");
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (answer["status"]["state"].as_str(), answer["status"]["name"].as_str()),
+        (Some("completed"), Some("survivor"))
+    );
+    // One job, run once: the restarted master adopted the task instead of rerunning it.
+    let tasks = json(&cluster, &["status", answer["job"].as_str().unwrap(), "--tasks"], 0).await;
+    assert_eq!(tasks["tasks"][0]["attempts"], 1, "{tasks}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -178,6 +213,15 @@ async fn the_client_config_is_found_in_xdg_config_home_before_home() {
         };
         command.output().expect("run slotmarket")
     };
+    let run_env = |xdg: Option<&std::path::Path>, config: &std::path::Path, args: &[&str]| {
+        let mut command = std::process::Command::new(binary("slotmarket"));
+        command.args(args).env("SLOTMARKET_CONFIG", config).env_remove("SLOTMARKET_MASTER");
+        command.env_remove("SLOTMARKET_IDENTITY").env_remove("SLOTMARKET_CERT_DIR").env("HOME", &home);
+        if let Some(dir) = xdg {
+            command.env("XDG_CONFIG_HOME", dir);
+        }
+        command.output().expect("run slotmarket")
+    };
     let out = run(Some(&xdg), &["--json", "run", "--", "true"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let job: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -187,6 +231,19 @@ async fn the_client_config_is_found_in_xdg_config_home_before_home() {
     // A flag still beats the file.
     let out = run(Some(&xdg), &["--json", "--identity", "admin", "status", id]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A file named with --config or SLOTMARKET_CONFIG is read instead of the search's.
+    let named = cluster.dir.path().join("named");
+    write(&named, &cluster.addr.to_string(), "bob");
+    let named = named.join("slotmarket").join("config.toml");
+    write(&xdg, "127.0.0.1:1", "alice");
+    let named_flag = named.display().to_string();
+    let out = run(Some(&xdg), &["--json", "--config", &named_flag, "run", "--", "true"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let job: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = run_env(Some(&xdg), &named, &["--json", "status", job["job"].as_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["owner"], "bob", "the named config's identity was used");
     // Without XDG_CONFIG_HOME: ~/.config/slotmarket/config.toml, whose master is not there.
     let out = run(None, &["nodes"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
