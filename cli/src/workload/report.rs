@@ -56,8 +56,7 @@ pub(crate) struct RunDocument {
 }
 
 /// What the `utilisation_source` says (the period is [`super::run::POLL`]).
-pub(crate) const UTILISATION_SOURCE: &str =
-    "sampled every 0.25 s from each job's running tasks (the protocol has no per-task times)";
+pub(crate) const UTILISATION_SOURCE: &str = "sampled every 0.25 s from each job's running tasks";
 /// What the `price` field says.
 pub(crate) const PRICE_NOTE: &str =
     "what each job paid for a deadline it bought (`--alpha`, MRM admission); empty for the others";

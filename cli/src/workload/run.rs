@@ -3,7 +3,8 @@
 //! timeout passes or Ctrl-C is pressed (then the unfinished jobs are cancelled, so the
 //! cluster is left idle for the next run).
 //!
-//! The protocol carries no per-task times, so slot use is sampled: each poll reads every
+//! Slot use is sampled rather than summed from task rows, so a run cut short by its timeout
+//! still has it for every job: each poll reads every
 //! job's `tasks_running` (containers allocated to ended) and the agents' used slots, and
 //! a job's slot-seconds are the trapezoid integral of its samples.
 //!
