@@ -2,7 +2,9 @@
 //! under Jockey and the paper's comparison policies, over seeds, measured as the paper
 //! measures it (Fig. 4, 5): whether the deadline was met, the completion time relative to
 //! the deadline, and the job's average guaranteed allocation relative to the oracle
-//! allocation ⌈T/d⌉ (T: the slot time the run actually used, d: its deadline).
+//! allocation ⌈T/d⌉ (T: the slot time the run actually used, d: its deadline), both as
+//! the mean guarantee over the oracle and as §5.1 words it: the share of the allocation
+//! requested that lies above the oracle, over the runs that met their deadline.
 
 use std::fmt::Write as _;
 
@@ -33,6 +35,10 @@ pub struct Outcome {
     pub completion_vs_deadline: f64,
     /// Average guaranteed slots over its run / the oracle's ⌈T/d⌉, less one.
     pub above_oracle: f64,
+    /// §5.1's measure: the share of the guaranteed slot time that lies above the
+    /// oracle allocation, `Σ max(0, g − O) dt / Σ g dt`, from the control steps'
+    /// guarantees (each held until the next step or the end).
+    pub share_above_oracle: f64,
     /// The largest guarantee.
     pub peak: u32,
     /// The average guarantee.
@@ -121,10 +127,12 @@ pub fn run_one(trace: &Trace, cluster: &SimConfig, variant: &Variant) -> Result<
     let ran_ms = ended.0.saturating_sub(submitted.0).max(1);
     let oracle = (result.slot_ms as f64 / deadline_after_ms.max(1) as f64).ceil().max(1.0);
     let (guaranteed_ms, peak) = result.guaranteed.unwrap_or((0, 0));
+    let share_above_oracle = share_above(&result.slo_timeline, ended.0, oracle);
     Ok(Outcome {
         met: ended <= deadline,
         completion_vs_deadline: ran_ms as f64 / deadline_after_ms.max(1) as f64,
         above_oracle: guaranteed_ms as f64 / ran_ms as f64 / oracle - 1.0,
+        share_above_oracle,
         peak,
         mean_guarantee: guaranteed_ms as f64 / ran_ms as f64,
         oracle,
@@ -139,6 +147,20 @@ pub fn run_one(trace: &Trace, cluster: &SimConfig, variant: &Variant) -> Result<
             })
             .collect(),
     })
+}
+
+/// The share of the guaranteed slot time above `oracle` slots: each sample's guarantee
+/// held until the next sample (the last until `end_ms`).
+pub fn share_above(timeline: &[SloSample], end_ms: u64, oracle: f64) -> f64 {
+    let (mut above, mut all) = (0.0, 0.0);
+    for (i, sample) in timeline.iter().enumerate() {
+        let until = timeline.get(i + 1).map_or(end_ms, |next| next.at_ms);
+        let held = until.saturating_sub(sample.at_ms) as f64;
+        let g = f64::from(sample.guarantee);
+        above += (g - oracle).max(0.0) * held;
+        all += g * held;
+    }
+    if all > 0.0 { above / all } else { 0.0 }
 }
 
 /// Aggregates of one variant over seeds.
@@ -163,6 +185,12 @@ impl Row {
         self.outcomes.iter().map(|o| o.above_oracle).sum::<f64>() / self.outcomes.len().max(1) as f64
     }
 
+    /// §5.1's measure averaged over the runs that met their deadline.
+    pub fn mean_share_above_oracle_met(&self) -> f64 {
+        let met: Vec<f64> = self.outcomes.iter().filter(|o| o.met).map(|o| o.share_above_oracle).collect();
+        met.iter().sum::<f64>() / met.len().max(1) as f64
+    }
+
     /// The `q` quantile of completion relative to the deadline.
     pub fn completion_quantile(&self, q: f64) -> f64 {
         let mut values: Vec<f64> = self.outcomes.iter().map(|o| o.completion_vs_deadline).collect();
@@ -174,16 +202,18 @@ impl Row {
 /// The table of rows, in Markdown.
 pub fn markdown(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| policy | runs | missed | allocation above oracle (mean) | completion / deadline (median) | (p90) | (max) |\n|---|---:|---:|---:|---:|---:|---:|\n",
+        "| policy | runs | missed | allocation above oracle (mean) | share above oracle (§5.1, met) | completion / deadline (median) | (p90) | (max) |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for row in rows {
         let _ = writeln!(
             out,
-            "| {} | {} | {:.1} % | {:+.1} % | {:.2} | {:.2} | {:.2} |",
+            "| {} | {} | {} ({:.1} %) | {:+.1} % | {:.1} % | {:.2} | {:.2} | {:.2} |",
             row.label,
             row.outcomes.len(),
+            row.outcomes.iter().filter(|o| !o.met).count(),
             100.0 * row.missed(),
             100.0 * row.mean_above_oracle(),
+            100.0 * row.mean_share_above_oracle_met(),
             row.completion_quantile(0.5),
             row.completion_quantile(0.9),
             row.completion_quantile(1.0),
@@ -257,4 +287,34 @@ pub fn completion_plot(title: &str, rows: &[Row]) -> String {
         })
         .collect();
     series_chart(title, "completion time / deadline", "fraction of runs", &series, Some(1.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(at_ms: u64, guarantee: u32) -> SloSample {
+        SloSample {
+            at_ms,
+            guarantee,
+            running: 0,
+            progress: 0.0,
+            predicted_finish_ms: None,
+            raw: 0,
+            slowdown: 1.0,
+            ready: 0,
+        }
+    }
+
+    #[test]
+    fn the_share_above_the_oracle_weighs_each_guarantee_by_how_long_it_was_held() {
+        // 30 slots for 60 s, then 10 for 120 s, against an oracle of 10: 20 × 60 of
+        // 30 × 60 + 10 × 120 slot-seconds lie above it.
+        let timeline = [sample(1_000, 30), sample(61_000, 10)];
+        let share = share_above(&timeline, 181_000, 10.0);
+        assert!((share - 1_200.0 / 3_000.0).abs() < 1e-12, "{share}");
+        // Never above the oracle: nothing.
+        assert_eq!(share_above(&timeline, 181_000, 40.0), 0.0);
+        assert_eq!(share_above(&[], 181_000, 10.0), 0.0);
+    }
 }

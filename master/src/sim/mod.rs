@@ -645,6 +645,9 @@ impl<'t> Simulation<'t> {
                 running: s.running,
                 progress: s.progress,
                 predicted_finish_ms: s.predicted_finish.map(|t| t.0),
+                raw: s.raw,
+                slowdown: s.slowdown,
+                ready: s.ready,
             });
         }
     }

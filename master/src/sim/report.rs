@@ -65,6 +65,12 @@ pub struct SloSample {
     pub progress: f64,
     /// Predicted finish (with slack) at the last control step, in milliseconds.
     pub predicted_finish_ms: Option<u64>,
+    /// The raw allocation of the last control step, before smoothing.
+    pub raw: u32,
+    /// The observed slowdown the last control step scaled its predictions by.
+    pub slowdown: f64,
+    /// Tasks ready but not running at the last control step.
+    pub ready: u32,
 }
 
 impl JobResult {

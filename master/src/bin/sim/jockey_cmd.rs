@@ -123,11 +123,12 @@ pub(crate) fn run(args: JockeyArgs) -> Result<()> {
             for (seed, i, outcome) in result? {
                 if args.runs {
                     eprintln!(
-                        "{deadline_slots} seed {seed} {}: met {} completion {:.3} above oracle {:+.3} mean {:.1} oracle {} peak {}",
+                        "{deadline_slots} seed {seed} {}: met {} completion {:.3} above oracle {:+.3} share above {:.3} mean {:.1} oracle {} peak {}",
                         rows[i].label,
                         outcome.met,
                         outcome.completion_vs_deadline,
                         outcome.above_oracle,
+                        outcome.share_above_oracle,
                         outcome.mean_guarantee,
                         outcome.oracle,
                         outcome.peak
@@ -232,16 +233,20 @@ fn run_seeds(
 
 /// The controller's state at every tick of one run, as CSV (the data behind Fig. 6).
 fn timeline_csv(outcome: &Outcome) -> String {
-    let mut csv = String::from("t_s,guarantee,running,progress,predicted_finish_s,deadline_s\n");
+    let mut csv =
+        String::from("t_s,guarantee,running,progress,predicted_finish_s,deadline_s,raw,slowdown,ready\n");
     for s in &outcome.timeline {
         let finish = s.predicted_finish_ms.map_or_else(String::new, |f| format!("{:.0}", f as f64 / 1000.0));
         csv.push_str(&format!(
-            "{:.0},{},{},{:.4},{finish},{:.0}\n",
+            "{:.0},{},{},{:.4},{finish},{:.0},{},{:.3},{}\n",
             s.at_ms as f64 / 1000.0,
             s.guarantee,
             s.running,
             s.progress,
-            outcome.deadline_s
+            outcome.deadline_s,
+            s.raw,
+            s.slowdown,
+            s.ready
         ));
     }
     csv
@@ -279,6 +284,7 @@ pub(crate) fn plot_allocation(args: PlotAllocationArgs) -> Result<()> {
         met: true,
         completion_vs_deadline: 0.0,
         above_oracle: 0.0,
+        share_above_oracle: 0.0,
         peak: 0,
         mean_guarantee: 0.0,
         oracle: 0.0,
@@ -299,6 +305,9 @@ pub(crate) fn plot_allocation(args: PlotAllocationArgs) -> Result<()> {
             running: number(running)?.max(0.0) as u32,
             progress: 0.0,
             predicted_finish_ms: None,
+            raw: 0,
+            slowdown: 1.0,
+            ready: 0,
         });
     }
     std::fs::write(&args.out, allocation_plot(&args.title, &outcome))

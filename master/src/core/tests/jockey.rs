@@ -186,3 +186,31 @@ fn a_run_slower_than_its_profile_is_given_more_slots_at_once() {
     assert!((rescaled.slowdown - 1320.0 / 840.0).abs() < 1e-9, "{}", rescaled.slowdown);
     assert_eq!(rescaled.guarantee, 6);
 }
+
+#[test]
+fn a_hopeless_job_is_not_raised_beyond_the_tasks_it_has_left() {
+    // etl's 20 tasks of 60 s due in a minute on 40 slots: no allocation makes it (the
+    // largest loses least utility), but more than 20 slots cannot help either.
+    let config = CoreConfig { policy: jockey_settings("amdahl"), ..CoreConfig::default() };
+    let mut env = TestEnv::with_config(config);
+    let recovery =
+        StoreRecovery { next_job: JobId(100), next_container: ContainerId(1), history: vec![etl_run(7)] };
+    env.handle(Event::StoreRecovered(recovery));
+    env.join_agent("n1", 40, 0);
+    let etl = env.submit(etl_due_in(1));
+    let first = env.take_launches(20);
+    assert!(first.iter().all(|l| l.task.job == etl));
+    let slo = env.jockey_state(etl);
+    assert_eq!((slo.raw, slo.guarantee), (20, 20));
+    // Five done, a minute on: fifteen left, and the guarantee follows them down.
+    for launch in &first[..5] {
+        env.start(launch.container);
+        env.report(launch.container, ContainerState::Completed);
+    }
+    env.advance(60);
+    env.heartbeat("n1");
+    env.tick();
+    let slo = env.jockey_state(etl);
+    assert_eq!((slo.raw, slo.guarantee), (15, 15));
+    assert!(env.take_all_launches().is_empty(), "nothing left to launch");
+}

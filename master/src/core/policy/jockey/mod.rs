@@ -112,6 +112,10 @@ pub struct SloState {
     pub finish_interval: Option<(Timestamp, Timestamp)>,
     /// The deadline the last step controlled for.
     pub deadline: Option<Timestamp>,
+    /// The raw allocation `A^r` of the last step, before smoothing.
+    pub raw: u32,
+    /// Tasks it had ready (not yet running) at the last control step.
+    pub ready: u32,
 }
 
 impl SloState {
@@ -179,6 +183,7 @@ impl Jockey {
             }
             slo.peak_guarantee = slo.peak_guarantee.max(slo.guarantee);
             slo.running = SlotKind::ALL.iter().map(|&k| job.running(k)).sum();
+            slo.ready = SlotKind::ALL.iter().map(|&k| job.ready(k)).sum();
             live.insert(job.id(), slo);
         }
         // What is left ended (or lost its deadline): keep its final state for reports.
@@ -207,6 +212,7 @@ impl Jockey {
             *slo = SloState {
                 smoothed: Some(f64::from(total)),
                 guarantee: total,
+                raw: total,
                 frozen: !self.config.adapt,
                 ..*slo
             };
@@ -230,16 +236,20 @@ impl Jockey {
                     None => amdahl.remaining(a),
                 }
         };
+        // More slots than tasks left cannot speed the job up: a job behind in its tail
+        // (one straggler in a last stage of a few tasks) would otherwise be raised to
+        // the whole cluster, which the model's C(p, a) — flat beyond that — cannot stop
+        // when no allocation meets the deadline and the largest loses least utility.
+        let cap = total.min(job.stages().map(|s| s.tasks.saturating_sub(s.completed)).sum::<u32>().max(1));
         // Every allocation is a candidate, not only the modelled ones: picking from a
         // grid of 15 % steps would round each raw allocation up by up to 15 %.
-        let grid: Vec<u32> = (1..=total).collect();
+        let grid: Vec<u32> = (1..=cap).collect();
         let control = &self.config.control;
-        let raw = control.raw_allocation(now.0 as i64, deadline.0 as i64, &grid, remaining).unwrap_or(total);
+        let raw = control.raw_allocation(now.0 as i64, deadline.0 as i64, &grid, remaining).unwrap_or(cap);
         let previous = slo.smoothed.map(|s| s.ceil().max(1.0) as u32).unwrap_or(raw);
         let finish_previous = now.0 as f64 + control.slack * remaining(previous);
-        let smoothed = control
-            .smooth(slo.smoothed, raw, finish_previous, deadline.0 as i64)
-            .clamp(1.0, f64::from(total));
+        let smoothed =
+            control.smooth(slo.smoothed, raw, finish_previous, deadline.0 as i64).clamp(1.0, f64::from(cap));
         let guarantee = smoothed.ceil() as u32;
         let model_based = model.is_some() || self.config.predictor != Predictor::Simulator;
         let finish = now.0 as f64 + control.slack * remaining(guarantee);
@@ -257,6 +267,7 @@ impl Jockey {
             slowdown,
             finish_interval,
             deadline: Some(deadline),
+            raw,
             ..*slo
         };
     }
@@ -269,8 +280,9 @@ impl Jockey {
             return 1.0;
         }
         let completed: Vec<u32> = job.stages().map(|s| s.completed).collect();
+        let started: Vec<u32> = job.stages().map(|s| s.completed + s.running).collect();
         let observed: Vec<u64> = job.completed_run_ms().collect();
-        profile.observed_slowdown(&completed, &observed)
+        profile.observed_slowdown(&completed, &started, &observed)
     }
 
     /// The simulated model of `profile`'s job if it is built for this profile; asks for

@@ -130,16 +130,19 @@ impl JobProfile {
     /// completed tasks took (`observed_ms[s]` over `completed[s]` tasks per stage) over
     /// what the profile expects of them, shrunk towards 1 by a prior of
     /// [`SLOWDOWN_PRIOR_TASKS`] tasks at the profiled mean, and kept in
-    /// [`SLOWDOWN_RANGE`]. A stage part done is expected to have finished its shortest
-    /// tasks (those finish first when the stage runs wide), so a few quick tasks early in
-    /// a stage do not read as a speed-up.
-    pub fn observed_slowdown(&self, completed: &[u32], observed_ms: &[u64]) -> f64 {
+    /// [`SLOWDOWN_RANGE`]. The `completed[s]` of the `started[s]` tasks a stage has
+    /// completed or running are expected to be the shortest of them (the quick ones
+    /// finish first), so a stage's first completions are compared with the profile's
+    /// shortest `completed / started` share, not its shortest `completed / tasks`: a
+    /// stage of 200 tasks on 20 slots finishes the quickest of 20, not of 200, first.
+    pub fn observed_slowdown(&self, completed: &[u32], started: &[u32], observed_ms: &[u64]) -> f64 {
         let (mut observed, mut expected, mut seen) = (0.0, 0.0, 0u64);
-        for ((stage, &c), &ms) in self.stages.iter().zip(completed).zip(observed_ms) {
+        let stages = self.stages.iter().zip(completed).zip(started).zip(observed_ms);
+        for (((stage, &c), &n), &ms) in stages {
             if c == 0 || stage.run_ms.is_empty() {
                 continue;
             }
-            let share = (f64::from(c) / f64::from(stage.tasks.max(c))).clamp(0.0, 1.0);
+            let share = (f64::from(c) / f64::from(n.max(c))).clamp(0.0, 1.0);
             let shortest = ((share * stage.run_ms.len() as f64).ceil() as usize).clamp(1, stage.run_ms.len());
             let mean_shortest = stage.run_ms[..shortest].iter().sum::<u64>() as f64 / shortest as f64;
             observed += ms as f64;
@@ -315,22 +318,32 @@ pub(crate) mod tests {
             [run(3, "etl", &[("extract", &[1_000, 1_000, 3_000, 3_000], &[1; 4]), ("load", &[5_000], &[1])])];
         let profile = JobProfile::from_history(&spec, &runs).unwrap();
         // Nothing done yet: as profiled.
-        assert_eq!(profile.observed_slowdown(&[0, 0], &[0, 0]), 1.0);
-        // Half the stage done: its two shortest tasks were expected (1 s each), 4 s seen:
-        // (4 + 10 × 1) / (2 + 10 × 1) s.
-        let half = profile.observed_slowdown(&[2, 0], &[4_000, 0]);
+        assert_eq!(profile.observed_slowdown(&[0, 0], &[4, 0], &[0, 0]), 1.0);
+        // Half the stage done, all of it started: its two shortest tasks were expected
+        // (1 s each), 4 s seen: (4 + 10 × 1) / (2 + 10 × 1) s.
+        let half = profile.observed_slowdown(&[2, 0], &[4, 0], &[4_000, 0]);
         assert!((half - 14.0 / 12.0).abs() < 1e-9, "{half}");
         // All of it twice as slow: (16 + 10 × 2) / (8 + 10 × 2) s with the 2 s mean.
-        let all = profile.observed_slowdown(&[4, 0], &[16_000, 0]);
+        let all = profile.observed_slowdown(&[4, 0], &[4, 0], &[16_000, 0]);
         assert!((all - 36.0 / 28.0).abs() < 1e-9, "{all}");
         // Faster than profiled reads below 1, but never below the range.
-        assert!(profile.observed_slowdown(&[4, 0], &[4_000, 0]) < 1.0);
-        let instant = profile.observed_slowdown(&[4, 1], &[0, 0]);
+        assert!(profile.observed_slowdown(&[4, 0], &[4, 0], &[4_000, 0]) < 1.0);
+        let instant = profile.observed_slowdown(&[4, 1], &[4, 1], &[0, 0]);
         assert!((instant - 26.0 / 39.0).abs() < 1e-9, "{instant}");
         let mut wide = profile.clone();
         wide.stages[0].tasks = 400;
-        assert_eq!(wide.observed_slowdown(&[400, 0], &[0, 0]), SLOWDOWN_RANGE.0);
-        assert_eq!(wide.observed_slowdown(&[400, 0], &[8_000_000, 0]), SLOWDOWN_RANGE.1);
+        assert_eq!(wide.observed_slowdown(&[400, 0], &[400, 0], &[0, 0]), SLOWDOWN_RANGE.0);
+        assert_eq!(wide.observed_slowdown(&[400, 0], &[400, 0], &[8_000_000, 0]), SLOWDOWN_RANGE.1);
+        // Two of 400 done, four started: the quicker half of what started, so the
+        // profile's quicker half (1 s each) is expected of them; 2 s each reads slower.
+        let first = wide.observed_slowdown(&[2, 0], &[4, 0], &[4_000, 0]);
+        assert!((first - 14.0 / 12.0).abs() < 1e-9, "{first}");
+        // Three of four started done: the shortest three of the profile's four
+        // (1, 1 and 3 s: 5 s) are expected, not the shortest 1 % (1 s each).
+        let most = wide.observed_slowdown(&[3, 0], &[4, 0], &[5_000, 0]);
+        assert!((most - 1.0).abs() < 1e-9, "{most}");
+        let by_tasks = wide.observed_slowdown(&[3, 0], &[400, 0], &[5_000, 0]);
+        assert!(by_tasks > 1.1, "{by_tasks}");
     }
 
     #[test]
