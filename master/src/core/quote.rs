@@ -4,7 +4,7 @@
 //! choice (`--earliest`, `--deadline`, `--max-price`) turned into a deadline and a price,
 //! or refused with the best alternative.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 use slotmarket_common::ids::JobId;
@@ -14,6 +14,7 @@ use thiserror::Error;
 
 use super::admission::{Admitted, Demand, Schedule};
 use super::estimate::{self, DEFAULT_PI_LEVEL, EstimateError, EstimateSettings, JobEstimate};
+use super::kept::KeptSchedule;
 use super::policy::SchedView;
 use super::pricing::{PriceCurve, Priced, Quoter};
 use super::state::{Job, State, kind_ix};
@@ -149,18 +150,30 @@ pub enum QuoteError {
     },
 }
 
-/// The quoting state the core keeps: estimates of admitted jobs, made once each.
+/// The quoting state the core keeps: estimates of admitted jobs, made once each, and
+/// the admission schedule kept between quotes.
 #[derive(Debug, Default)]
 pub(crate) struct Market {
-    /// Estimates of jobs with a deadline, made when first seen by a quote, with the
-    /// slot counts their whole size was computed for and that size. Ordered by id, as
-    /// the active jobs are, so a quote walks both together instead of searching a map
-    /// once per job (that search was a third of a quote against 10,000 jobs).
+    /// Estimates of the kept jobs, made when first seen by a quote, with the slot counts
+    /// their whole size was computed for and that size; ordered by id so the sum of the
+    /// sizes is taken in the same order every time.
     estimates: BTreeMap<JobId, Estimated>,
     /// Whether a running job's estimate is stretched by how its completed tasks ran
     /// ([`rescaled`]); `CoreConfig::predict_from_progress`.
     pub(crate) rescale: bool,
+    /// The admitted deadline jobs in EDF order as of the last quote; `None` until the
+    /// first quote, and after too many changes without one.
+    kept: Option<KeptSchedule>,
+    /// Jobs touched since the last quote (repeats allowed): what it must look at again.
+    dirty: Vec<JobId>,
+    /// Active deadline jobs that could not be estimated (no history, no `[estimate]`);
+    /// tried again at every quote, as history may have arrived.
+    unestimated: BTreeSet<JobId>,
 }
+
+/// Touched jobs noted without a quote past which the kept schedule is dropped (rebuilt
+/// at the next quote): at least this many, or four per kept job.
+const DIRTY_LIMIT: usize = 4096;
 
 /// A deadline job's estimate and its whole fluid size on `slots` (a quote walks every
 /// admitted job; the whole size changes only with the cluster, so it is kept).
@@ -280,16 +293,22 @@ fn active_deadline_jobs(state: &State) -> impl Iterator<Item = (&Job, Timestamp)
 }
 
 impl Market {
-    /// Drops the estimates of jobs that ended, once there are more estimates than
-    /// active jobs (a walk over every estimate per quote would cost as much as the rest
-    /// of the quote; stale entries are bounded by the active jobs without a deadline).
-    fn forget_ended(&mut self, state: &State) {
-        if self.estimates.len() > state.active.len() {
-            self.estimates.retain(|id, _| state.active.contains(id));
+    /// Notes jobs a core step touched (admitted, progressed, re-queued, deadline moved,
+    /// ended): the next quote takes them out of the kept schedule and puts back what
+    /// they are now. Nothing is kept before the first quote, so nothing is noted.
+    pub(crate) fn note_changed(&mut self, jobs: impl IntoIterator<Item = JobId>) {
+        let Some(kept) = &self.kept else { return };
+        self.dirty.extend(jobs);
+        // With no quote for a long while the list grows with every task; past a few
+        // notes per kept job a rebuild is cheaper than catching up.
+        if self.dirty.len() > DIRTY_LIMIT.max(4 * kept.jobs().len()) {
+            self.kept = None;
+            self.dirty.clear();
         }
     }
 
-    /// The admitted deadline jobs in EDF order with their PI-upper works and sizes.
+    /// The admitted deadline jobs in EDF order with their PI-upper works and sizes: the
+    /// kept schedule brought up to date, or rebuilt when the cluster's slots changed.
     fn admissions(
         &mut self,
         now: Timestamp,
@@ -297,33 +316,105 @@ impl Market {
         settings: &EstimateSettings,
         slots: [u32; 2],
     ) -> Admissions {
-        self.forget_ended(state);
-        // Each job with its work, sorted together: no map from job to work per quote.
-        let mut admitted: Vec<(Admitted, f64)> = Vec::with_capacity(self.estimates.len());
-        let mut sizes_ms = 0.0;
-        let mut unseen = Vec::new();
-        let mut known = self.estimates.iter_mut().peekable();
+        let kept = match self.kept.take() {
+            Some(kept) if kept.slots == slots => self.synced(kept, state, settings),
+            _ => self.rebuilt(state, settings, slots),
+        };
+        #[cfg(debug_assertions)]
+        self.check_kept(&kept, state);
+        // Summed in id order every time, so the same jobs give the same bits.
+        let sizes_ms = self.estimates.values().map(|e| e.whole_fluid_ms).sum();
+        let schedule = Schedule::from_sorted(now, kept.jobs().to_vec());
+        let works = kept.works().to_vec();
+        self.kept = Some(kept);
+        Admissions { schedule, works, sizes_ms }
+    }
+
+    /// The schedule built from every active deadline job.
+    fn rebuilt(&mut self, state: &State, settings: &EstimateSettings, slots: [u32; 2]) -> KeptSchedule {
+        self.dirty.clear();
+        self.unestimated.clear();
+        let mut all = Vec::with_capacity(self.estimates.len());
         for (job, deadline) in active_deadline_jobs(state) {
-            while known.next_if(|(id, _)| **id < job.id).is_some() {}
-            let Some((_, estimated)) = known.next_if(|(id, _)| **id == job.id) else {
-                unseen.push((job, deadline));
+            match self.estimated(state, job.id, settings, slots) {
+                Some(estimated) => {
+                    let (demand, work) = remaining(&estimated, job, self.rescale, slots);
+                    all.push((Admitted { job: job.id, deadline, demand }, work));
+                }
+                None => {
+                    self.unestimated.insert(job.id);
+                }
+            }
+        }
+        let kept = KeptSchedule::from_unsorted(slots, all);
+        self.estimates.retain(|id, _| kept.contains(*id));
+        kept
+    }
+
+    /// `kept` with every touched job (and every one not estimated yet) taken out and put
+    /// back as it is now: in place with its remaining work, or not at all once it ended
+    /// or lost its deadline.
+    fn synced(&mut self, mut kept: KeptSchedule, state: &State, settings: &EstimateSettings) -> KeptSchedule {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        dirty.extend(std::mem::take(&mut self.unestimated));
+        dirty.sort_unstable();
+        dirty.dedup();
+        for id in dirty.drain(..) {
+            let job = state.jobs.get(&id).filter(|_| state.active.contains(&id));
+            let Some((job, deadline)) = job.and_then(|j| j.deadline.map(|d| (j, d))) else {
+                kept.remove(id);
+                self.estimates.remove(&id);
                 continue;
             };
-            estimated.fit_to(slots);
-            let (demand, work) = remaining(estimated, job, self.rescale, slots);
-            sizes_ms += estimated.whole_fluid_ms;
-            admitted.push((Admitted { job: job.id, deadline, demand }, work));
+            match self.estimated(state, id, settings, kept.slots) {
+                Some(estimated) => {
+                    let (demand, work) = remaining(&estimated, job, self.rescale, kept.slots);
+                    kept.insert(Admitted { job: id, deadline, demand }, work);
+                }
+                None => {
+                    kept.remove(id);
+                    self.unestimated.insert(id);
+                }
+            }
         }
-        for (job, deadline) in unseen {
-            let Some(estimated) = self.estimated(state, job.id, settings, slots) else { continue };
-            let (demand, work) = remaining(&estimated, job, self.rescale, slots);
-            sizes_ms += estimated.whole_fluid_ms;
-            admitted.push((Admitted { job: job.id, deadline, demand }, work));
+        self.dirty = dirty;
+        kept
+    }
+
+    /// Debug builds check every quote's kept schedule against one built from scratch:
+    /// a touched job the core forgot to note would otherwise go unseen.
+    #[cfg(debug_assertions)]
+    fn check_kept(&self, kept: &KeptSchedule, state: &State) {
+        let mut fresh = Vec::new();
+        for (job, deadline) in active_deadline_jobs(state) {
+            match self.estimates.get(&job.id) {
+                Some(estimated) => {
+                    let (demand, work) = remaining(estimated, job, self.rescale, kept.slots);
+                    fresh.push((Admitted { job: job.id, deadline, demand }, work));
+                }
+                None => {
+                    debug_assert!(self.unestimated.contains(&job.id), "{} neither kept nor pending", job.id)
+                }
+            }
         }
-        admitted.sort_unstable_by_key(|(a, _)| (a.deadline, a.job));
-        let works = admitted.iter().map(|(_, work)| *work).collect();
-        let schedule = Schedule::from_sorted(now, admitted.into_iter().map(|(a, _)| a).collect());
-        Admissions { schedule, works, sizes_ms }
+        let fresh = KeptSchedule::from_unsorted(kept.slots, fresh);
+        debug_assert_eq!(fresh.jobs(), kept.jobs(), "the kept admission schedule went stale");
+        debug_assert_eq!(fresh.works(), kept.works(), "the kept admission works went stale");
+        debug_assert_eq!(self.estimates.len(), kept.jobs().len());
+    }
+
+    /// The admission schedule at `now` (tests).
+    #[cfg(test)]
+    pub(crate) fn schedule(
+        &mut self,
+        now: Timestamp,
+        state: &State,
+        settings: &AdmissionSettings,
+    ) -> Schedule {
+        let estimate_settings = EstimateSettings { pi_level: settings.pi_level };
+        let view = SchedView::new(state);
+        let slots = [view.total_slots(SlotKind::Map), view.total_slots(SlotKind::Reduce)];
+        self.admissions(now, state, &estimate_settings, slots).schedule
     }
 
     /// When each admitted deadline job finishes in the admission model at `now`: the

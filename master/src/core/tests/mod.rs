@@ -15,6 +15,7 @@ mod lifetimes;
 mod limits;
 mod market;
 mod mrm;
+mod mrm_kept;
 mod nodes;
 mod proportional;
 mod proportional_settings;
