@@ -169,30 +169,29 @@ pub(crate) struct Market {
     /// Active deadline jobs that could not be estimated (no history, no `[estimate]`);
     /// tried again at every quote, as history may have arrived.
     unestimated: BTreeSet<JobId>,
+    /// Sum of the durations alone on the cluster (ms) of every deadline job estimated so
+    /// far: with `seen_jobs`, the long-run average job time `g` that slack is measured in.
+    seen_job_ms: f64,
+    /// How many jobs `seen_job_ms` sums.
+    seen_jobs: u64,
 }
 
 /// Touched jobs noted without a quote past which the kept schedule is dropped (rebuilt
 /// at the next quote): at least this many, or four per kept job.
 const DIRTY_LIMIT: usize = 4096;
 
-/// A deadline job's estimate and its whole fluid size on `slots` (a quote walks every
-/// admitted job; the whole size changes only with the cluster, so it is kept).
+/// A deadline job's estimate.
 #[derive(Clone, Copy, Debug)]
 struct Estimated {
     estimate: JobEstimate,
-    slots: [u32; 2],
-    whole_fluid_ms: f64,
 }
 
-impl Estimated {
-    /// Recomputes the whole size if the cluster's slots changed since.
-    fn fit_to(&mut self, slots: [u32; 2]) {
-        if self.slots != slots {
-            let whole = SlotKind::ALL.map(|k| self.estimate.phase(k).tasks);
-            self.whole_fluid_ms = demand_of(&self.estimate, whole, slots).0.fluid_ms;
-            self.slots = slots;
-        }
-    }
+/// How long a whole job of `estimate` takes alone on `slots` in the model (its fluid
+/// share plus its tail): the job's processing time as the paper's `g` averages it.
+fn alone_ms(estimate: &JobEstimate, slots: [u32; 2]) -> f64 {
+    let whole = SlotKind::ALL.map(|k| estimate.phase(k).tasks);
+    let demand = demand_of(estimate, whole, slots).0;
+    demand.fluid_ms + demand.tail_ms
 }
 
 /// The admitted jobs as the model sees them, and what pricing needs besides.
@@ -200,8 +199,6 @@ struct Admissions {
     schedule: Schedule,
     /// PI-upper remaining work of each job in EDF order, slot-ms.
     works: Vec<f64>,
-    /// Sum of the admitted jobs' whole fluid sizes (not just what is left), ms.
-    sizes_ms: f64,
 }
 
 /// The slot counts, map then reduce, or which kind is missing for the job.
@@ -322,12 +319,10 @@ impl Market {
         };
         #[cfg(debug_assertions)]
         self.check_kept(&kept, state);
-        // Summed in id order every time, so the same jobs give the same bits.
-        let sizes_ms = self.estimates.values().map(|e| e.whole_fluid_ms).sum();
         let schedule = Schedule::from_sorted(now, kept.jobs().to_vec());
         let works = kept.works().to_vec();
         self.kept = Some(kept);
-        Admissions { schedule, works, sizes_ms }
+        Admissions { schedule, works }
     }
 
     /// The schedule built from every active deadline job.
@@ -450,16 +445,15 @@ impl Market {
         settings: &EstimateSettings,
         slots: [u32; 2],
     ) -> Option<Estimated> {
-        if let Some(known) = self.estimates.get_mut(&id) {
-            known.fit_to(slots);
+        if let Some(known) = self.estimates.get(&id) {
             return Some(*known);
         }
         let spec = &state.jobs.get(&id)?.spec;
         let runs: Vec<_> = state.history.runs(&spec.name).collect();
         let estimate = estimate::estimate(spec, &runs, settings).ok()?;
-        let whole = SlotKind::ALL.map(|k| estimate.phase(k).tasks);
-        let whole_fluid_ms = demand_of(&estimate, whole, slots).0.fluid_ms;
-        let known = Estimated { estimate, slots, whole_fluid_ms };
+        self.seen_job_ms += alone_ms(&estimate, slots);
+        self.seen_jobs += 1;
+        let known = Estimated { estimate };
         self.estimates.insert(id, known);
         Some(known)
     }
@@ -479,10 +473,12 @@ impl Market {
         let slots = capacity(&SchedView::new(state), &estimate)?;
         let left = SlotKind::ALL.map(|k| estimate.phase(k).tasks);
         let (demand, work_ms) = demand_of(&estimate, left, slots);
-        let Admissions { schedule, works, sizes_ms } = self.admissions(now, state, &estimate_settings, slots);
-        // g, the average job size slack is measured in: over the admitted jobs and this
-        // one, so it follows the workload and not how often anyone asks for a quote.
-        let g = (sizes_ms + demand.fluid_ms) / (schedule.jobs().len() + 1) as f64;
+        let Admissions { schedule, works } = self.admissions(now, state, &estimate_settings, slots);
+        // g, the average job processing time slack is measured in (§4.2): how long a job
+        // takes alone on the cluster, averaged over every deadline job seen and this
+        // one. Not the queue's mean fluid share, which made g a fraction of a job's time
+        // and swung with the load (see docs/experiments/mrm.md, "Jump-ahead and α").
+        let g = (self.seen_job_ms + demand.fluid_ms + demand.tail_ms) / (self.seen_jobs + 1) as f64;
         let quoter = Quoter::new(&schedule, Priced { demand, work_ms }, &works, settings.price, g);
         let quote = Quote {
             estimate,
