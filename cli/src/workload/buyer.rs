@@ -158,6 +158,7 @@ mod tests {
             earliest: curve[0],
             curve,
             admitted: 2,
+            assumed_slots: None,
         }
     }
 

@@ -485,6 +485,7 @@ mod tests {
             earliest: point(20, 40_000),
             curve: vec![point(20, 40_000), point(30, 15_000), point(60, 12_000)],
             admitted: 0,
+            assumed_slots: None,
         };
         let bought: Arc<Mutex<Vec<JobId>>> = Arc::default();
         let polls = Arc::new(AtomicU64::new(0));

@@ -211,6 +211,10 @@ impl Core {
             Event::ChoiceSubmitted { request, caller, spec, choice } => {
                 self.on_choice_submitted(&mut cx, request, &caller, spec, choice);
             }
+            Event::StoreRecovered(recovery) => {
+                self.market.recover_capacity(recovery.capacity);
+                reactor::dispatch(&mut self.state, &mut cx, Event::StoreRecovered(recovery));
+            }
             event => reactor::dispatch(&mut self.state, &mut cx, event),
         }
         self.schedule(&mut cx, Trigger::Event);
@@ -228,9 +232,16 @@ impl Core {
         self.finish(cx)
     }
 
-    /// Ends a step: tells MRM's kept admission schedule which jobs it touched (see
-    /// `quote::Market::note_changed`), then hands back the step's commands.
-    fn finish(&mut self, cx: Ctx) -> Vec<Command> {
+    /// Ends a step: under MRM admission stores the cluster's capacity when it changed
+    /// (a restarted master quotes against it until agents reconnect), tells the kept
+    /// admission schedule which jobs the step touched (see `quote::Market::note_changed`),
+    /// then hands back the step's commands.
+    fn finish(&mut self, mut cx: Ctx) -> Vec<Command> {
+        if self.config.admission.mode == AdmissionMode::Mrm
+            && let Some([map_slots, reduce_slots]) = self.market.note_capacity(&self.state)
+        {
+            cx.persist(Persist::Capacity { map_slots, reduce_slots });
+        }
         let touched = std::mem::take(&mut self.state.touched);
         self.market.note_changed(cx.changed_jobs().iter().chain(&touched).copied());
         self.state.touched = touched;

@@ -93,6 +93,9 @@ pub struct Quote {
     pub curve: Vec<(Timestamp, f64)>,
     /// Admitted jobs with a deadline the quote was made against.
     pub admitted: usize,
+    /// The map and reduce slots the quote assumed because no agent offered one of the
+    /// kinds (a restarted master before its agents reconnect): the last known capacity.
+    pub assumed_slots: Option<[u32; 2]>,
 }
 
 /// A buyer's choice.
@@ -174,6 +177,9 @@ pub(crate) struct Market {
     seen_job_ms: f64,
     /// How many jobs `seen_job_ms` sums.
     seen_jobs: u64,
+    /// Per kind, the slots last seen offered while that kind had any (`[0, 0]` before
+    /// any): stored (`Persist::Capacity`) and recovered after a restart.
+    last_slots: [u32; 2],
 }
 
 /// Touched jobs noted without a quote past which the kept schedule is dropped (rebuilt
@@ -201,15 +207,32 @@ struct Admissions {
     works: Vec<f64>,
 }
 
-/// The slot counts, map then reduce, or which kind is missing for the job.
-fn capacity(view: &SchedView<'_>, estimate: &JobEstimate) -> Result<[u32; 2], QuoteError> {
-    let slots = [view.total_slots(SlotKind::Map), view.total_slots(SlotKind::Reduce)];
+/// The slots offered now, map then reduce.
+fn offered(view: &SchedView<'_>) -> [u32; 2] {
+    [view.total_slots(SlotKind::Map), view.total_slots(SlotKind::Reduce)]
+}
+
+/// The slots to quote against: those offered now, a kind none offers taken at its last
+/// known count (a restarted master before its agents reconnect), with whether any was.
+fn known_slots(offered: [u32; 2], last: [u32; 2]) -> ([u32; 2], bool) {
+    let slots = [0, 1].map(|k| if offered[k] == 0 { last[k] } else { offered[k] });
+    (slots, slots != offered)
+}
+
+/// The slot counts, map then reduce, and whether they were assumed from the last known
+/// ones; or which kind the job needs that no agent offers and none was ever seen.
+fn capacity(
+    view: &SchedView<'_>,
+    estimate: &JobEstimate,
+    last: [u32; 2],
+) -> Result<([u32; 2], bool), QuoteError> {
+    let (slots, assumed) = known_slots(offered(view), last);
     for kind in SlotKind::ALL {
         if estimate.phase(kind).tasks > 0 && slots[kind_ix(kind)] == 0 {
             return Err(QuoteError::NoSlots(kind.name()));
         }
     }
-    Ok(slots)
+    Ok((slots, assumed))
 }
 
 /// The model's demand of `estimate` with `left` tasks of each kind still to run. Its
@@ -290,6 +313,23 @@ fn active_deadline_jobs(state: &State) -> impl Iterator<Item = (&Job, Timestamp)
 }
 
 impl Market {
+    /// Notes the slots offered now; returns the capacity to store when a kind's last
+    /// known count changed (a kind none offers keeps its last count).
+    pub(crate) fn note_capacity(&mut self, state: &State) -> Option<[u32; 2]> {
+        let (slots, _) = known_slots(offered(&SchedView::new(state)), self.last_slots);
+        (slots != self.last_slots).then(|| {
+            self.last_slots = slots;
+            slots
+        })
+    }
+
+    /// Takes the capacity a restarted master recovered from the store.
+    pub(crate) fn recover_capacity(&mut self, slots: Option<[u32; 2]>) {
+        if let Some(slots) = slots {
+            self.last_slots = slots;
+        }
+    }
+
     /// Notes jobs a core step touched (admitted, progressed, re-queued, deadline moved,
     /// ended): the next quote takes them out of the kept schedule and puts back what
     /// they are now. Nothing is kept before the first quote, so nothing is noted.
@@ -407,8 +447,7 @@ impl Market {
         settings: &AdmissionSettings,
     ) -> Schedule {
         let estimate_settings = EstimateSettings { pi_level: settings.pi_level };
-        let view = SchedView::new(state);
-        let slots = [view.total_slots(SlotKind::Map), view.total_slots(SlotKind::Reduce)];
+        let (slots, _) = known_slots(offered(&SchedView::new(state)), self.last_slots);
         self.admissions(now, state, &estimate_settings, slots).schedule
     }
 
@@ -421,8 +460,7 @@ impl Market {
         settings: &AdmissionSettings,
     ) -> HashMap<JobId, Timestamp> {
         let estimate_settings = EstimateSettings { pi_level: settings.pi_level };
-        let view = SchedView::new(state);
-        let slots = [view.total_slots(SlotKind::Map), view.total_slots(SlotKind::Reduce)];
+        let (slots, _) = known_slots(offered(&SchedView::new(state)), self.last_slots);
         let Admissions { schedule, .. } = self.admissions(now, state, &estimate_settings, slots);
         let now_ms = now.0 as f64;
         (0..schedule.jobs().len())
@@ -470,7 +508,7 @@ impl Market {
         let estimate_settings = EstimateSettings { pi_level: settings.pi_level };
         let runs: Vec<_> = state.history.runs(&spec.name).collect();
         let estimate = estimate::estimate(spec, &runs, &estimate_settings)?;
-        let slots = capacity(&SchedView::new(state), &estimate)?;
+        let (slots, assumed) = capacity(&SchedView::new(state), &estimate, self.last_slots)?;
         let left = SlotKind::ALL.map(|k| estimate.phase(k).tasks);
         let (demand, work_ms) = demand_of(&estimate, left, slots);
         let Admissions { schedule, works } = self.admissions(now, state, &estimate_settings, slots);
@@ -487,6 +525,7 @@ impl Market {
             earliest: quoter.earliest(),
             curve: quoter.curve(quoter.standard_points()),
             admitted: schedule.jobs().len(),
+            assumed_slots: assumed.then_some(slots),
         };
         let offer = choose(&quoter, choice, work_ms)?;
         Ok((quote, offer))

@@ -16,6 +16,7 @@ mod limits;
 mod market;
 mod mrm;
 mod mrm_kept;
+mod mrm_restart;
 mod nodes;
 mod proportional;
 mod proportional_settings;
