@@ -196,7 +196,10 @@ mod tests {
             assert_eq!(got.choice, DeadlineChoice::MaxPrice(Credits(12_000)));
         }
         // α = 1.1 (0.0132) buys only the floor too.
-        assert_eq!(choose(&quote(), Some(JobClass::DelaySensitive), 1.1).expected.deadline, Timestamp(60_000));
+        assert_eq!(
+            choose(&quote(), Some(JobClass::DelaySensitive), 1.1).expected.deadline,
+            Timestamp(60_000)
+        );
         // A floor above the limit (re-priced since) is raised to, not refused.
         let dearer = QuoteInfo { work_upper_ms: 36_000, ..quote() };
         let got = choose(&dearer, Some(JobClass::DelayTolerant), 2.0);

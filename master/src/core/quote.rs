@@ -13,7 +13,7 @@ use slotmarket_common::time::Timestamp;
 use thiserror::Error;
 
 use super::admission::{Admitted, Demand, Schedule};
-use super::estimate::{self, DEFAULT_PI_LEVEL, EstimateError, EstimateSettings, JobEstimate};
+use super::estimate::{self, DEFAULT_PI_LEVEL, EstimateError, EstimateMethod, EstimateSettings, JobEstimate};
 use super::kept::KeptSchedule;
 use super::policy::SchedView;
 use super::pricing::{PriceCurve, Priced, Quoter};
@@ -180,7 +180,16 @@ pub(crate) struct Market {
     /// Per kind, the slots last seen offered while that kind had any (`[0, 0]` before
     /// any): stored (`Persist::Capacity`) and recovered after a restart.
     last_slots: [u32; 2],
+    /// Per kind, the measured and the estimated work (slot-ms) of the ended deadline jobs
+    /// priced by their `[estimate]`, each older job weighing [`STRETCH_DECAY`] less: how
+    /// much longer such tasks run than their owners said under the current load. Only
+    /// kept with `rescale` (the live master), see [`Market::stretched`].
+    spec_work: [(f64, f64); 2],
 }
+
+/// Weight of the previous jobs each time an ended job is added to `spec_work`: the last
+/// few jobs dominate, so the stretch follows the load as it changes.
+const STRETCH_DECAY: f64 = 0.7;
 
 /// Touched jobs noted without a quote past which the kept schedule is dropped (rebuilt
 /// at the next quote): at least this many, or four per kept job.
@@ -399,6 +408,7 @@ impl Market {
             let Some((job, deadline)) = job.and_then(|j| j.deadline.map(|d| (j, d))) else {
                 kept.remove(id);
                 self.estimates.remove(&id);
+                self.learn_from_ended(state, id, settings);
                 continue;
             };
             match self.estimated(state, id, settings, kept.slots) {
@@ -414,6 +424,62 @@ impl Market {
         }
         self.dirty = dirty;
         kept
+    }
+
+    /// Adds how long an ended job's `[estimate]`-priced phases really took (from its
+    /// history record) to `spec_work`. Only with `rescale`.
+    /// The estimate compared with is made again from the spec and the runs before the
+    /// job, unstretched: the ratio is against what the owner said, and a job admitted and
+    /// ended between two quotes was never estimated.
+    fn learn_from_ended(&mut self, state: &State, id: JobId, settings: &EstimateSettings) {
+        if !self.rescale {
+            return;
+        }
+        let Some(job) = state.jobs.get(&id) else { return };
+        let Some(run) = state.history.runs(&job.spec.name).find(|r| r.job == id) else { return };
+        let before: Vec<_> = state.history.runs(&job.spec.name).filter(|r| r.job != id).collect();
+        let Ok(estimate) = estimate::estimate(&job.spec, &before, settings) else { return };
+        for kind in SlotKind::ALL {
+            let phase = estimate.phase(kind);
+            if phase.method != EstimateMethod::Spec || phase.tasks == 0 {
+                continue;
+            }
+            let times: Vec<Option<u64>> =
+                run.stages.iter().filter(|s| s.slot == kind).flat_map(|s| s.run_ms.iter().copied()).collect();
+            // A phase with a task that never completed says nothing reliable about time.
+            if times.is_empty() || times.iter().any(Option::is_none) {
+                continue;
+            }
+            let measured: f64 = times.iter().flatten().map(|&ms| ms as f64).sum();
+            let (sum, est) = &mut self.spec_work[kind_ix(kind)];
+            *sum = *sum * STRETCH_DECAY + measured;
+            *est = *est * STRETCH_DECAY + phase.task_ms * times.len() as f64;
+        }
+    }
+
+    /// `estimate` with each `[estimate]`-priced phase stretched by how much longer such
+    /// phases of recently ended jobs ran than estimated (never shrunk): the owners' task
+    /// times were measured on a quiet cluster, and under load a quote priced on them sells
+    /// deadlines the cluster cannot keep. History-based phases are left alone (they
+    /// already learn from the runs); the simulator (no `rescale`) is unchanged.
+    fn stretched(&self, mut estimate: JobEstimate) -> JobEstimate {
+        if !self.rescale {
+            return estimate;
+        }
+        for kind in SlotKind::ALL {
+            let (measured, estimated) = self.spec_work[kind_ix(kind)];
+            let phase = &mut estimate.phases[kind_ix(kind)];
+            if phase.method != EstimateMethod::Spec || estimated <= 0.0 {
+                continue;
+            }
+            let ratio = measured / estimated;
+            if ratio > 1.0 {
+                phase.task_ms *= ratio;
+                phase.task_upper_ms *= ratio;
+                phase.task_sd_ms *= ratio;
+            }
+        }
+        estimate
     }
 
     /// Debug builds check every quote's kept schedule against one built from scratch:
@@ -488,7 +554,7 @@ impl Market {
         }
         let spec = &state.jobs.get(&id)?.spec;
         let runs: Vec<_> = state.history.runs(&spec.name).collect();
-        let estimate = estimate::estimate(spec, &runs, settings).ok()?;
+        let estimate = self.stretched(estimate::estimate(spec, &runs, settings).ok()?);
         self.seen_job_ms += alone_ms(&estimate, slots);
         self.seen_jobs += 1;
         let known = Estimated { estimate };
@@ -509,9 +575,11 @@ impl Market {
         let runs: Vec<_> = state.history.runs(&spec.name).collect();
         let estimate = estimate::estimate(spec, &runs, &estimate_settings)?;
         let (slots, assumed) = capacity(&SchedView::new(state), &estimate, self.last_slots)?;
+        // The admissions first: bringing them up to date learns from the jobs that ended.
+        let Admissions { schedule, works } = self.admissions(now, state, &estimate_settings, slots);
+        let estimate = self.stretched(estimate);
         let left = SlotKind::ALL.map(|k| estimate.phase(k).tasks);
         let (demand, work_ms) = demand_of(&estimate, left, slots);
-        let Admissions { schedule, works } = self.admissions(now, state, &estimate_settings, slots);
         // g, the average job processing time slack is measured in (§4.2): how long a job
         // takes alone on the cluster, averaged over every deadline job seen and this
         // one. Not the queue's mean fluid share, which made g a fraction of a job's time
