@@ -37,6 +37,10 @@ struct QuoteJson {
     admitted: u32,
     earliest: PointJson,
     curve: Vec<PointJson>,
+    /// `[map, reduce]` slots assumed from the last known capacity (no agent offers
+    /// them yet after a restart); absent when quoted against the connected slots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    assumed_slots: Option<[u32; 2]>,
 }
 
 #[derive(Debug, Serialize)]
@@ -86,6 +90,7 @@ fn to_json(quote: &QuoteInfo) -> QuoteJson {
         admitted: quote.admitted,
         earliest: PointJson::from(&quote.earliest),
         curve: quote.curve.iter().map(PointJson::from).collect(),
+        assumed_slots: quote.assumed_slots.map(|(map, reduce)| [map, reduce]),
     }
 }
 
@@ -115,7 +120,13 @@ fn render(quote: &QuoteInfo) -> String {
         output::relative(Some(quote.earliest.deadline), quote.at),
         quote.earliest.price
     ));
-    out.push_str(&format!("admitted   {} deadline jobs ahead of the quote\n\n", quote.admitted));
+    out.push_str(&format!("admitted   {} deadline jobs ahead of the quote\n", quote.admitted));
+    if let Some((map, reduce)) = quote.assumed_slots {
+        out.push_str(&format!(
+            "capacity   assumed: {map} map and {reduce} reduce slots, the last known (agents have not reconnected)\n"
+        ));
+    }
+    out.push('\n');
     let mut table =
         Table::new(&[("deadline", Align::Left), ("from now", Align::Right), ("price", Align::Right)]);
     for point in &quote.curve {
@@ -153,12 +164,19 @@ mod tests {
             earliest: point(22, 24_445),
             curve: vec![point(22, 24_445), point(40, 16_000), point(80, 12_223)],
             admitted: 2,
+            assumed_slots: None,
         }
     }
 
     #[test]
     fn the_table_shows_the_estimate_the_earliest_and_the_curve() {
         let text = render(&quote());
+        assert!(!text.contains("capacity"), "{text}");
+        let assumed = render(&QuoteInfo { assumed_slots: Some((6, 3)), ..quote() });
+        assert!(
+            assumed.contains("capacity   assumed: 6 map and 3 reduce slots, the last known"),
+            "{assumed}"
+        );
         assert!(text.contains("estimate   40.0s slot-time, ≤ 44.0s at 95 % (the price floor)\n"), "{text}");
         assert!(text.contains("map task   10.0s (≤ 11.0s at 95 %)\n"), "{text}");
         assert!(!text.contains("reduce "), "{text}");

@@ -113,6 +113,7 @@ mod tests {
             earliest: point(10, 14_446),
             curve: vec![point(10, 14_446), point(20, 9_000), point(40, 7_223)],
             admitted: 0,
+            assumed_slots: None,
         };
         let line = quote_lines("pi-deadline", &quote);
         assert_eq!(

@@ -2,14 +2,15 @@
 //! first, then a delay-sensitive job buys the earliest deadline costing at most α times
 //! its processing time and every other job pays only its processing time, which buys the
 //! cheapest (latest) deadline. One token buys one unit of processing time: here one
-//! credit per slot-hour of the quote's expected work, as the simulator's buyer
-//! (`slotmarket_master::sim::market::buy`) has it.
+//! credit per slot-hour of the quote's PI-upper work, the processing time MRM prices
+//! (its floor), as the simulator's buyer (`slotmarket_master::sim::market::buy`) has it
+//! and as the paper's Table 8 implies (tolerant jobs pay 1.2 times their real usage,
+//! sensitive ones at α = 2 pay 2.4 times: α times the same estimate).
 //!
 //! The choice is sent as a maximum price, so the master re-prices it at admission
-//! against whatever was admitted since the quote. MRM's cheapest price is the job's
-//! prediction-interval upper end, above its expected work; when the limit is below every
-//! point of the curve the buyer raises it to the cheapest point (the minimum MRM charges)
-//! instead of being refused, and the record says so.
+//! against whatever was admitted since the quote. When the limit is below every point
+//! of the curve (the master re-priced the floor up since the quote) the buyer raises it
+//! to the cheapest point instead of being refused, and the record says so.
 
 use anyhow::{Context, Result};
 use slotmarket_common::client::Client;
@@ -29,7 +30,7 @@ const MICROS_PER_CREDIT: f64 = 1_000_000.0;
 /// What the buyer decided from one quote.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct BuyerChoice {
-    /// The job's processing time in credits (the quote's expected work).
+    /// The job's processing time in credits (the quote's PI-upper work, the floor).
     pub(crate) processing: Credits,
     /// The most the buyer pays: α × processing (delay-sensitive) or processing.
     pub(crate) limit: Credits,
@@ -61,9 +62,9 @@ pub(crate) fn processing_credits(slot_ms: f64) -> Credits {
 
 /// The §6.3 buyer's choice for a job of `class` from its `quote`, with willingness `alpha`.
 pub(crate) fn choose(quote: &QuoteInfo, class: Option<JobClass>, alpha: f64) -> BuyerChoice {
-    let processing = processing_credits(quote.work_ms as f64);
+    let processing = processing_credits(quote.work_upper_ms as f64);
     let factor = if class == Some(JobClass::DelaySensitive) { alpha } else { 1.0 };
-    let wanted = processing_credits(factor * quote.work_ms as f64);
+    let wanted = processing_credits(factor * quote.work_upper_ms as f64);
     // The curve's prices fall as deadlines move later: the first affordable point is the
     // earliest the limit buys.
     let affordable = quote.curve.iter().find(|point| point.price <= wanted).copied();
@@ -143,7 +144,8 @@ mod tests {
 
     use super::*;
 
-    /// A quote of 36 slot-seconds of expected work (0.01 credits) with a falling curve.
+    /// A quote of 43.2 slot-seconds of PI-upper work (0.012 credits, the floor) with a
+    /// falling curve.
     fn quote() -> QuoteInfo {
         let point =
             |s: u64, micros: i64| QuotePoint { deadline: Timestamp(s * 1000), price: Credits(micros) };
@@ -158,6 +160,7 @@ mod tests {
             earliest: curve[0],
             curve,
             admitted: 2,
+            assumed_slots: None,
         }
     }
 
@@ -170,11 +173,11 @@ mod tests {
 
     #[test]
     fn a_delay_sensitive_buyer_takes_the_earliest_deadline_within_alpha_times_its_work() {
-        // α = 2: at most 0.02 credits; 0.04 and 0.025 are too dear, 0.015 at +40 s is not.
+        // α = 2: at most 0.024 credits; 0.04 and 0.025 are too dear, 0.015 at +40 s is not.
         let two = choose(&quote(), Some(JobClass::DelaySensitive), 2.0);
         assert_eq!(two.expected.deadline, Timestamp(40_000));
-        assert_eq!((two.limit, two.processing), (Credits(20_000), Credits(10_000)));
-        assert_eq!(two.choice, DeadlineChoice::MaxPrice(Credits(20_000)));
+        assert_eq!((two.limit, two.processing), (Credits(24_000), Credits(12_000)));
+        assert_eq!(two.choice, DeadlineChoice::MaxPrice(Credits(24_000)));
         assert!(!two.raised_to_cheapest);
         // α = 4 buys the earliest point outright.
         assert_eq!(
@@ -185,16 +188,23 @@ mod tests {
 
     #[test]
     fn a_delay_tolerant_buyer_pays_its_processing_time_which_is_the_cheapest_point() {
-        // 0.01 credits buys no point (the cheapest is 0.012, the PI's upper end): the
-        // buyer raises its limit to the cheapest, latest deadline rather than be refused.
+        // 0.012 credits, the PI's upper end, is the curve's floor: the latest deadline.
         for class in [Some(JobClass::DelayTolerant), None] {
             let got = choose(&quote(), class, 2.0);
             assert_eq!(got.expected, QuotePoint { deadline: Timestamp(60_000), price: Credits(12_000) });
-            assert!(got.raised_to_cheapest);
+            assert!(!got.raised_to_cheapest);
             assert_eq!(got.choice, DeadlineChoice::MaxPrice(Credits(12_000)));
         }
-        // A low α makes the delay-sensitive buyer a tolerant one too.
-        assert!(choose(&quote(), Some(JobClass::DelaySensitive), 1.1).raised_to_cheapest);
+        // α = 1.1 (0.0132) buys only the floor too.
+        assert_eq!(
+            choose(&quote(), Some(JobClass::DelaySensitive), 1.1).expected.deadline,
+            Timestamp(60_000)
+        );
+        // A floor above the limit (re-priced since) is raised to, not refused.
+        let dearer = QuoteInfo { work_upper_ms: 36_000, ..quote() };
+        let got = choose(&dearer, Some(JobClass::DelayTolerant), 2.0);
+        assert!(got.raised_to_cheapest);
+        assert_eq!(got.choice, DeadlineChoice::MaxPrice(Credits(12_000)));
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub(crate) struct BoughtJob {
     pub(crate) deadline_s: f64,
     /// The price charged, in credits.
     pub(crate) price: f64,
-    /// Its processing time in credits (the quote's expected work).
+    /// Its processing time in credits (the quote's PI-upper work, its floor).
     pub(crate) processing: f64,
     /// Whether the buyer raised its limit to the cheapest point.
     pub(crate) raised: bool,

@@ -502,6 +502,7 @@ mod tests {
             earliest: point(20, 40_000),
             curve: vec![point(20, 40_000), point(30, 15_000), point(60, 12_000)],
             admitted: 0,
+            assumed_slots: None,
         };
         let bought: Arc<Mutex<Vec<JobId>>> = Arc::default();
         let polls = Arc::new(AtomicU64::new(0));
@@ -569,9 +570,9 @@ mod tests {
             classes.insert(spec.class);
             assert_eq!(spec.deadline, None, "the deadline is bought, not asked");
             assert!(spec.estimate.is_some_and(|e| e.map_task_ms.is_some()));
-            // 36 slot-s is 0.01 credits: α × that for delay-sensitive jobs; the others pay
-            // the cheapest point (0.012), as 0.01 buys none.
-            let max = if spec.class == Some(JobClass::DelaySensitive) { 20_000 } else { 12_000 };
+            // The PI-upper 43.2 slot-s is 0.012 credits, the cheapest point: α × that for
+            // delay-sensitive jobs, that for the others.
+            let max = if spec.class == Some(JobClass::DelaySensitive) { 24_000 } else { 12_000 };
             assert_eq!(choice, DeadlineChoice::MaxPrice(Credits(max)), "{}", spec.name);
         }
         assert_eq!(classes.len(), 2, "the plan mixes both classes: {classes:?}");

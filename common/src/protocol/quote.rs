@@ -55,6 +55,10 @@ pub struct QuoteInfo {
     pub curve: Vec<QuotePoint>,
     /// Admitted deadline jobs the quote was made against.
     pub admitted: u32,
+    /// Map and reduce slots the quote assumed because no agent offered that kind yet
+    /// (a restarted master before its agents reconnect): the capacity last known, kept
+    /// in the store. `None` when the quote is against the slots connected now.
+    pub assumed_slots: Option<(u32, u32)>,
 }
 
 /// What a `SubmitChoosing` bought: the job, its deadline and the price charged.
@@ -99,6 +103,7 @@ mod tests {
             earliest: point,
             curve: vec![point, QuotePoint { deadline: Timestamp(9_000), price: Credits(900) }],
             admitted: 3,
+            assumed_slots: None,
         };
         let bytes = postcard::to_allocvec(&info).unwrap();
         assert_eq!(postcard::from_bytes::<QuoteInfo>(&bytes).unwrap(), info);

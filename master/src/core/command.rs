@@ -192,6 +192,14 @@ pub enum Persist {
         /// Its income.
         income: slotmarket_common::money::Credits,
     },
+    /// The cluster's slots last seen offered, per kind (MRM admission only): what a
+    /// restarted master quotes against until agents reconnect.
+    Capacity {
+        /// Map slots.
+        map_slots: u32,
+        /// Reduce slots.
+        reduce_slots: u32,
+    },
 }
 
 #[cfg(test)]

@@ -186,6 +186,8 @@ pub struct StoreRecovery {
     pub next_container: ContainerId,
     /// The kept history of ended jobs, oldest first.
     pub history: Vec<JobHistory>,
+    /// The cluster's map and reduce slots last seen offered (`Persist::Capacity`).
+    pub capacity: Option<[u32; 2]>,
 }
 
 /// A stored job, as the store hands it back after a restart.

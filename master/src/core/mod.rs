@@ -29,6 +29,7 @@ pub mod estimate_eval;
 pub mod event;
 mod history;
 pub mod invariants;
+mod kept;
 mod market;
 pub mod policy;
 pub mod pricing;
@@ -210,10 +211,14 @@ impl Core {
             Event::ChoiceSubmitted { request, caller, spec, choice } => {
                 self.on_choice_submitted(&mut cx, request, &caller, spec, choice);
             }
+            Event::StoreRecovered(recovery) => {
+                self.market.recover_capacity(recovery.capacity);
+                reactor::dispatch(&mut self.state, &mut cx, Event::StoreRecovered(recovery));
+            }
             event => reactor::dispatch(&mut self.state, &mut cx, event),
         }
         self.schedule(&mut cx, Trigger::Event);
-        cx.finish(&self.state, &mut self.changed)
+        self.finish(cx)
     }
 
     /// Periodic work: loses agents and orphaned containers whose silence passed the
@@ -224,6 +229,23 @@ impl Core {
         let mut cx = self.begin(now);
         reactor::on_tick(&mut self.state, &mut cx);
         self.schedule(&mut cx, Trigger::Tick);
+        self.finish(cx)
+    }
+
+    /// Ends a step: under MRM admission stores the cluster's capacity when it changed
+    /// (a restarted master quotes against it until agents reconnect), tells the kept
+    /// admission schedule which jobs the step touched (see `quote::Market::note_changed`),
+    /// then hands back the step's commands.
+    fn finish(&mut self, mut cx: Ctx) -> Vec<Command> {
+        if self.config.admission.mode == AdmissionMode::Mrm
+            && let Some([map_slots, reduce_slots]) = self.market.note_capacity(&self.state)
+        {
+            cx.persist(Persist::Capacity { map_slots, reduce_slots });
+        }
+        let touched = std::mem::take(&mut self.state.touched);
+        self.market.note_changed(cx.changed_jobs().iter().chain(&touched).copied());
+        self.state.touched = touched;
+        self.state.touched.clear();
         cx.finish(&self.state, &mut self.changed)
     }
 
@@ -304,6 +326,13 @@ impl Core {
     /// work that `caller` may read (the price counts every account).
     pub fn market(&self, caller: &Caller) -> slotmarket_common::protocol::MarketInfo {
         market::market(&self.state, self.policy.as_ref(), caller)
+    }
+
+    /// The admission model's schedule of the admitted deadline jobs at `now` (tests).
+    #[cfg(test)]
+    pub(crate) fn admission_schedule(&mut self, now: Timestamp) -> admission::Schedule {
+        let settings = self.config.admission;
+        self.market.schedule(now, &self.state, &settings)
     }
 
     pub(crate) fn state(&self) -> &State {

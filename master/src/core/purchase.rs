@@ -214,6 +214,7 @@ fn quote_info(now: Timestamp, quote: &Quote, pi_level: f64) -> QuoteInfo {
         earliest: point((quote.earliest, earliest_price)),
         curve: quote.curve.iter().copied().map(point).collect(),
         admitted: u32::try_from(quote.admitted).unwrap_or(u32::MAX),
+        assumed_slots: quote.assumed_slots.map(|[map, reduce]| (map, reduce)),
     }
 }
 

@@ -4,7 +4,7 @@
 //! choice (`--earliest`, `--deadline`, `--max-price`) turned into a deadline and a price,
 //! or refused with the best alternative.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 use slotmarket_common::ids::JobId;
@@ -13,7 +13,8 @@ use slotmarket_common::time::Timestamp;
 use thiserror::Error;
 
 use super::admission::{Admitted, Demand, Schedule};
-use super::estimate::{self, DEFAULT_PI_LEVEL, EstimateError, EstimateSettings, JobEstimate};
+use super::estimate::{self, DEFAULT_PI_LEVEL, EstimateError, EstimateMethod, EstimateSettings, JobEstimate};
+use super::kept::KeptSchedule;
 use super::policy::SchedView;
 use super::pricing::{PriceCurve, Priced, Quoter};
 use super::state::{Job, State, kind_ix};
@@ -92,6 +93,9 @@ pub struct Quote {
     pub curve: Vec<(Timestamp, f64)>,
     /// Admitted jobs with a deadline the quote was made against.
     pub admitted: usize,
+    /// The map and reduce slots the quote assumed because no agent offered one of the
+    /// kinds (a restarted master before its agents reconnect): the last known capacity.
+    pub assumed_slots: Option<[u32; 2]>,
 }
 
 /// A buyer's choice.
@@ -149,37 +153,60 @@ pub enum QuoteError {
     },
 }
 
-/// The quoting state the core keeps: estimates of admitted jobs, made once each.
+/// The quoting state the core keeps: estimates of admitted jobs, made once each, and
+/// the admission schedule kept between quotes.
 #[derive(Debug, Default)]
 pub(crate) struct Market {
-    /// Estimates of jobs with a deadline, made when first seen by a quote, with the
-    /// slot counts their whole size was computed for and that size. Ordered by id, as
-    /// the active jobs are, so a quote walks both together instead of searching a map
-    /// once per job (that search was a third of a quote against 10,000 jobs).
+    /// Estimates of the kept jobs, made when first seen by a quote, with the slot counts
+    /// their whole size was computed for and that size; ordered by id so the sum of the
+    /// sizes is taken in the same order every time.
     estimates: BTreeMap<JobId, Estimated>,
     /// Whether a running job's estimate is stretched by how its completed tasks ran
     /// ([`rescaled`]); `CoreConfig::predict_from_progress`.
     pub(crate) rescale: bool,
+    /// The admitted deadline jobs in EDF order as of the last quote; `None` until the
+    /// first quote, and after too many changes without one.
+    kept: Option<KeptSchedule>,
+    /// Jobs touched since the last quote (repeats allowed): what it must look at again.
+    dirty: Vec<JobId>,
+    /// Active deadline jobs that could not be estimated (no history, no `[estimate]`);
+    /// tried again at every quote, as history may have arrived.
+    unestimated: BTreeSet<JobId>,
+    /// Sum of the durations alone on the cluster (ms) of every deadline job estimated so
+    /// far: with `seen_jobs`, the long-run average job time `g` that slack is measured in.
+    seen_job_ms: f64,
+    /// How many jobs `seen_job_ms` sums.
+    seen_jobs: u64,
+    /// Per kind, the slots last seen offered while that kind had any (`[0, 0]` before
+    /// any): stored (`Persist::Capacity`) and recovered after a restart.
+    last_slots: [u32; 2],
+    /// Per kind, the measured and the estimated work (slot-ms) of the ended deadline jobs
+    /// priced by their `[estimate]`, each older job weighing [`STRETCH_DECAY`] less: how
+    /// much longer such tasks run than their owners said under the current load. Only
+    /// kept with `rescale` (the live master), see [`Market::stretched`].
+    spec_work: [(f64, f64); 2],
 }
 
-/// A deadline job's estimate and its whole fluid size on `slots` (a quote walks every
-/// admitted job; the whole size changes only with the cluster, so it is kept).
+/// Weight of the previous jobs each time an ended job is added to `spec_work`: the last
+/// few jobs dominate, so the stretch follows the load as it changes.
+const STRETCH_DECAY: f64 = 0.7;
+
+/// Touched jobs noted without a quote past which the kept schedule is dropped (rebuilt
+/// at the next quote): at least this many, or four per kept job.
+const DIRTY_LIMIT: usize = 4096;
+
+/// A deadline job's estimate.
 #[derive(Clone, Copy, Debug)]
 struct Estimated {
     estimate: JobEstimate,
-    slots: [u32; 2],
-    whole_fluid_ms: f64,
 }
 
-impl Estimated {
-    /// Recomputes the whole size if the cluster's slots changed since.
-    fn fit_to(&mut self, slots: [u32; 2]) {
-        if self.slots != slots {
-            let whole = SlotKind::ALL.map(|k| self.estimate.phase(k).tasks);
-            self.whole_fluid_ms = demand_of(&self.estimate, whole, slots).0.fluid_ms;
-            self.slots = slots;
-        }
-    }
+/// How long a whole job of `estimate` takes alone on `slots` in the model (its fluid
+/// share plus its tail): the job's processing time as the paper's `g` averages it.
+fn alone_ms(estimate: &JobEstimate, slots: [u32; 2]) -> f64 {
+    let whole = SlotKind::ALL.map(|k| estimate.phase(k).tasks);
+    let demand = demand_of(estimate, whole, slots).0;
+    demand.fluid_ms + demand.tail_ms
 }
 
 /// The admitted jobs as the model sees them, and what pricing needs besides.
@@ -187,19 +214,34 @@ struct Admissions {
     schedule: Schedule,
     /// PI-upper remaining work of each job in EDF order, slot-ms.
     works: Vec<f64>,
-    /// Sum of the admitted jobs' whole fluid sizes (not just what is left), ms.
-    sizes_ms: f64,
 }
 
-/// The slot counts, map then reduce, or which kind is missing for the job.
-fn capacity(view: &SchedView<'_>, estimate: &JobEstimate) -> Result<[u32; 2], QuoteError> {
-    let slots = [view.total_slots(SlotKind::Map), view.total_slots(SlotKind::Reduce)];
+/// The slots offered now, map then reduce.
+fn offered(view: &SchedView<'_>) -> [u32; 2] {
+    [view.total_slots(SlotKind::Map), view.total_slots(SlotKind::Reduce)]
+}
+
+/// The slots to quote against: those offered now, a kind none offers taken at its last
+/// known count (a restarted master before its agents reconnect), with whether any was.
+fn known_slots(offered: [u32; 2], last: [u32; 2]) -> ([u32; 2], bool) {
+    let slots = [0, 1].map(|k| if offered[k] == 0 { last[k] } else { offered[k] });
+    (slots, slots != offered)
+}
+
+/// The slot counts, map then reduce, and whether they were assumed from the last known
+/// ones; or which kind the job needs that no agent offers and none was ever seen.
+fn capacity(
+    view: &SchedView<'_>,
+    estimate: &JobEstimate,
+    last: [u32; 2],
+) -> Result<([u32; 2], bool), QuoteError> {
+    let (slots, assumed) = known_slots(offered(view), last);
     for kind in SlotKind::ALL {
         if estimate.phase(kind).tasks > 0 && slots[kind_ix(kind)] == 0 {
             return Err(QuoteError::NoSlots(kind.name()));
         }
     }
-    Ok(slots)
+    Ok((slots, assumed))
 }
 
 /// The model's demand of `estimate` with `left` tasks of each kind still to run. Its
@@ -280,16 +322,39 @@ fn active_deadline_jobs(state: &State) -> impl Iterator<Item = (&Job, Timestamp)
 }
 
 impl Market {
-    /// Drops the estimates of jobs that ended, once there are more estimates than
-    /// active jobs (a walk over every estimate per quote would cost as much as the rest
-    /// of the quote; stale entries are bounded by the active jobs without a deadline).
-    fn forget_ended(&mut self, state: &State) {
-        if self.estimates.len() > state.active.len() {
-            self.estimates.retain(|id, _| state.active.contains(id));
+    /// Notes the slots offered now; returns the capacity to store when a kind's last
+    /// known count changed (a kind none offers keeps its last count).
+    pub(crate) fn note_capacity(&mut self, state: &State) -> Option<[u32; 2]> {
+        let (slots, _) = known_slots(offered(&SchedView::new(state)), self.last_slots);
+        (slots != self.last_slots).then(|| {
+            self.last_slots = slots;
+            slots
+        })
+    }
+
+    /// Takes the capacity a restarted master recovered from the store.
+    pub(crate) fn recover_capacity(&mut self, slots: Option<[u32; 2]>) {
+        if let Some(slots) = slots {
+            self.last_slots = slots;
         }
     }
 
-    /// The admitted deadline jobs in EDF order with their PI-upper works and sizes.
+    /// Notes jobs a core step touched (admitted, progressed, re-queued, deadline moved,
+    /// ended): the next quote takes them out of the kept schedule and puts back what
+    /// they are now. Nothing is kept before the first quote, so nothing is noted.
+    pub(crate) fn note_changed(&mut self, jobs: impl IntoIterator<Item = JobId>) {
+        let Some(kept) = &self.kept else { return };
+        self.dirty.extend(jobs);
+        // With no quote for a long while the list grows with every task; past a few
+        // notes per kept job a rebuild is cheaper than catching up.
+        if self.dirty.len() > DIRTY_LIMIT.max(4 * kept.jobs().len()) {
+            self.kept = None;
+            self.dirty.clear();
+        }
+    }
+
+    /// The admitted deadline jobs in EDF order with their PI-upper works and sizes: the
+    /// kept schedule brought up to date, or rebuilt when the cluster's slots changed.
     fn admissions(
         &mut self,
         now: Timestamp,
@@ -297,33 +362,159 @@ impl Market {
         settings: &EstimateSettings,
         slots: [u32; 2],
     ) -> Admissions {
-        self.forget_ended(state);
-        // Each job with its work, sorted together: no map from job to work per quote.
-        let mut admitted: Vec<(Admitted, f64)> = Vec::with_capacity(self.estimates.len());
-        let mut sizes_ms = 0.0;
-        let mut unseen = Vec::new();
-        let mut known = self.estimates.iter_mut().peekable();
+        let kept = match self.kept.take() {
+            Some(kept) if kept.slots == slots => self.synced(kept, state, settings),
+            _ => self.rebuilt(state, settings, slots),
+        };
+        #[cfg(debug_assertions)]
+        self.check_kept(&kept, state);
+        let schedule = Schedule::from_sorted(now, kept.jobs().to_vec());
+        let works = kept.works().to_vec();
+        self.kept = Some(kept);
+        Admissions { schedule, works }
+    }
+
+    /// The schedule built from every active deadline job.
+    fn rebuilt(&mut self, state: &State, settings: &EstimateSettings, slots: [u32; 2]) -> KeptSchedule {
+        self.dirty.clear();
+        self.unestimated.clear();
+        let mut all = Vec::with_capacity(self.estimates.len());
         for (job, deadline) in active_deadline_jobs(state) {
-            while known.next_if(|(id, _)| **id < job.id).is_some() {}
-            let Some((_, estimated)) = known.next_if(|(id, _)| **id == job.id) else {
-                unseen.push((job, deadline));
+            match self.estimated(state, job.id, settings, slots) {
+                Some(estimated) => {
+                    let (demand, work) = remaining(&estimated, job, self.rescale, slots);
+                    all.push((Admitted { job: job.id, deadline, demand }, work));
+                }
+                None => {
+                    self.unestimated.insert(job.id);
+                }
+            }
+        }
+        let kept = KeptSchedule::from_unsorted(slots, all);
+        self.estimates.retain(|id, _| kept.contains(*id));
+        kept
+    }
+
+    /// `kept` with every touched job (and every one not estimated yet) taken out and put
+    /// back as it is now: in place with its remaining work, or not at all once it ended
+    /// or lost its deadline.
+    fn synced(&mut self, mut kept: KeptSchedule, state: &State, settings: &EstimateSettings) -> KeptSchedule {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        dirty.extend(std::mem::take(&mut self.unestimated));
+        dirty.sort_unstable();
+        dirty.dedup();
+        for id in dirty.drain(..) {
+            let job = state.jobs.get(&id).filter(|_| state.active.contains(&id));
+            let Some((job, deadline)) = job.and_then(|j| j.deadline.map(|d| (j, d))) else {
+                kept.remove(id);
+                self.estimates.remove(&id);
+                self.learn_from_ended(state, id, settings);
                 continue;
             };
-            estimated.fit_to(slots);
-            let (demand, work) = remaining(estimated, job, self.rescale, slots);
-            sizes_ms += estimated.whole_fluid_ms;
-            admitted.push((Admitted { job: job.id, deadline, demand }, work));
+            match self.estimated(state, id, settings, kept.slots) {
+                Some(estimated) => {
+                    let (demand, work) = remaining(&estimated, job, self.rescale, kept.slots);
+                    kept.insert(Admitted { job: id, deadline, demand }, work);
+                }
+                None => {
+                    kept.remove(id);
+                    self.unestimated.insert(id);
+                }
+            }
         }
-        for (job, deadline) in unseen {
-            let Some(estimated) = self.estimated(state, job.id, settings, slots) else { continue };
-            let (demand, work) = remaining(&estimated, job, self.rescale, slots);
-            sizes_ms += estimated.whole_fluid_ms;
-            admitted.push((Admitted { job: job.id, deadline, demand }, work));
+        self.dirty = dirty;
+        kept
+    }
+
+    /// Adds how long an ended job's `[estimate]`-priced phases really took (from its
+    /// history record) to `spec_work`. Only with `rescale`.
+    /// The estimate compared with is made again from the spec and the runs before the
+    /// job, unstretched: the ratio is against what the owner said, and a job admitted and
+    /// ended between two quotes was never estimated.
+    fn learn_from_ended(&mut self, state: &State, id: JobId, settings: &EstimateSettings) {
+        if !self.rescale {
+            return;
         }
-        admitted.sort_unstable_by_key(|(a, _)| (a.deadline, a.job));
-        let works = admitted.iter().map(|(_, work)| *work).collect();
-        let schedule = Schedule::from_sorted(now, admitted.into_iter().map(|(a, _)| a).collect());
-        Admissions { schedule, works, sizes_ms }
+        let Some(job) = state.jobs.get(&id) else { return };
+        let Some(run) = state.history.runs(&job.spec.name).find(|r| r.job == id) else { return };
+        let before: Vec<_> = state.history.runs(&job.spec.name).filter(|r| r.job != id).collect();
+        let Ok(estimate) = estimate::estimate(&job.spec, &before, settings) else { return };
+        for kind in SlotKind::ALL {
+            let phase = estimate.phase(kind);
+            if phase.method != EstimateMethod::Spec || phase.tasks == 0 {
+                continue;
+            }
+            let times: Vec<Option<u64>> =
+                run.stages.iter().filter(|s| s.slot == kind).flat_map(|s| s.run_ms.iter().copied()).collect();
+            // A phase with a task that never completed says nothing reliable about time.
+            if times.is_empty() || times.iter().any(Option::is_none) {
+                continue;
+            }
+            let measured: f64 = times.iter().flatten().map(|&ms| ms as f64).sum();
+            let (sum, est) = &mut self.spec_work[kind_ix(kind)];
+            *sum = *sum * STRETCH_DECAY + measured;
+            *est = *est * STRETCH_DECAY + phase.task_ms * times.len() as f64;
+        }
+    }
+
+    /// `estimate` with each `[estimate]`-priced phase stretched by how much longer such
+    /// phases of recently ended jobs ran than estimated (never shrunk): the owners' task
+    /// times were measured on a quiet cluster, and under load a quote priced on them sells
+    /// deadlines the cluster cannot keep. History-based phases are left alone (they
+    /// already learn from the runs); the simulator (no `rescale`) is unchanged.
+    fn stretched(&self, mut estimate: JobEstimate) -> JobEstimate {
+        if !self.rescale {
+            return estimate;
+        }
+        for kind in SlotKind::ALL {
+            let (measured, estimated) = self.spec_work[kind_ix(kind)];
+            let phase = &mut estimate.phases[kind_ix(kind)];
+            if phase.method != EstimateMethod::Spec || estimated <= 0.0 {
+                continue;
+            }
+            let ratio = measured / estimated;
+            if ratio > 1.0 {
+                phase.task_ms *= ratio;
+                phase.task_upper_ms *= ratio;
+                phase.task_sd_ms *= ratio;
+            }
+        }
+        estimate
+    }
+
+    /// Debug builds check every quote's kept schedule against one built from scratch:
+    /// a touched job the core forgot to note would otherwise go unseen.
+    #[cfg(debug_assertions)]
+    fn check_kept(&self, kept: &KeptSchedule, state: &State) {
+        let mut fresh = Vec::new();
+        for (job, deadline) in active_deadline_jobs(state) {
+            match self.estimates.get(&job.id) {
+                Some(estimated) => {
+                    let (demand, work) = remaining(estimated, job, self.rescale, kept.slots);
+                    fresh.push((Admitted { job: job.id, deadline, demand }, work));
+                }
+                None => {
+                    debug_assert!(self.unestimated.contains(&job.id), "{} neither kept nor pending", job.id)
+                }
+            }
+        }
+        let fresh = KeptSchedule::from_unsorted(kept.slots, fresh);
+        debug_assert_eq!(fresh.jobs(), kept.jobs(), "the kept admission schedule went stale");
+        debug_assert_eq!(fresh.works(), kept.works(), "the kept admission works went stale");
+        debug_assert_eq!(self.estimates.len(), kept.jobs().len());
+    }
+
+    /// The admission schedule at `now` (tests).
+    #[cfg(test)]
+    pub(crate) fn schedule(
+        &mut self,
+        now: Timestamp,
+        state: &State,
+        settings: &AdmissionSettings,
+    ) -> Schedule {
+        let estimate_settings = EstimateSettings { pi_level: settings.pi_level };
+        let (slots, _) = known_slots(offered(&SchedView::new(state)), self.last_slots);
+        self.admissions(now, state, &estimate_settings, slots).schedule
     }
 
     /// When each admitted deadline job finishes in the admission model at `now`: the
@@ -335,8 +526,7 @@ impl Market {
         settings: &AdmissionSettings,
     ) -> HashMap<JobId, Timestamp> {
         let estimate_settings = EstimateSettings { pi_level: settings.pi_level };
-        let view = SchedView::new(state);
-        let slots = [view.total_slots(SlotKind::Map), view.total_slots(SlotKind::Reduce)];
+        let (slots, _) = known_slots(offered(&SchedView::new(state)), self.last_slots);
         let Admissions { schedule, .. } = self.admissions(now, state, &estimate_settings, slots);
         let now_ms = now.0 as f64;
         (0..schedule.jobs().len())
@@ -359,16 +549,15 @@ impl Market {
         settings: &EstimateSettings,
         slots: [u32; 2],
     ) -> Option<Estimated> {
-        if let Some(known) = self.estimates.get_mut(&id) {
-            known.fit_to(slots);
+        if let Some(known) = self.estimates.get(&id) {
             return Some(*known);
         }
         let spec = &state.jobs.get(&id)?.spec;
         let runs: Vec<_> = state.history.runs(&spec.name).collect();
-        let estimate = estimate::estimate(spec, &runs, settings).ok()?;
-        let whole = SlotKind::ALL.map(|k| estimate.phase(k).tasks);
-        let whole_fluid_ms = demand_of(&estimate, whole, slots).0.fluid_ms;
-        let known = Estimated { estimate, slots, whole_fluid_ms };
+        let estimate = self.stretched(estimate::estimate(spec, &runs, settings).ok()?);
+        self.seen_job_ms += alone_ms(&estimate, slots);
+        self.seen_jobs += 1;
+        let known = Estimated { estimate };
         self.estimates.insert(id, known);
         Some(known)
     }
@@ -385,13 +574,17 @@ impl Market {
         let estimate_settings = EstimateSettings { pi_level: settings.pi_level };
         let runs: Vec<_> = state.history.runs(&spec.name).collect();
         let estimate = estimate::estimate(spec, &runs, &estimate_settings)?;
-        let slots = capacity(&SchedView::new(state), &estimate)?;
+        let (slots, assumed) = capacity(&SchedView::new(state), &estimate, self.last_slots)?;
+        // The admissions first: bringing them up to date learns from the jobs that ended.
+        let Admissions { schedule, works } = self.admissions(now, state, &estimate_settings, slots);
+        let estimate = self.stretched(estimate);
         let left = SlotKind::ALL.map(|k| estimate.phase(k).tasks);
         let (demand, work_ms) = demand_of(&estimate, left, slots);
-        let Admissions { schedule, works, sizes_ms } = self.admissions(now, state, &estimate_settings, slots);
-        // g, the average job size slack is measured in: over the admitted jobs and this
-        // one, so it follows the workload and not how often anyone asks for a quote.
-        let g = (sizes_ms + demand.fluid_ms) / (schedule.jobs().len() + 1) as f64;
+        // g, the average job processing time slack is measured in (§4.2): how long a job
+        // takes alone on the cluster, averaged over every deadline job seen and this
+        // one. Not the queue's mean fluid share, which made g a fraction of a job's time
+        // and swung with the load (see docs/experiments/mrm.md, "Jump-ahead and α").
+        let g = (self.seen_job_ms + demand.fluid_ms + demand.tail_ms) / (self.seen_jobs + 1) as f64;
         let quoter = Quoter::new(&schedule, Priced { demand, work_ms }, &works, settings.price, g);
         let quote = Quote {
             estimate,
@@ -400,6 +593,7 @@ impl Market {
             earliest: quoter.earliest(),
             curve: quoter.curve(quoter.standard_points()),
             admitted: schedule.jobs().len(),
+            assumed_slots: assumed.then_some(slots),
         };
         let offer = choose(&quoter, choice, work_ms)?;
         Ok((quote, offer))

@@ -81,6 +81,10 @@ pub(crate) struct State {
     pub(crate) reservations: Vec<HeldSlots>,
     /// Jobs held for the jobs they run after, and time limits (see `reactor::waits`).
     pub(crate) waits: JobWaits,
+    /// Jobs admitted, re-queued or ended since the core last took this list: with the
+    /// step's changed jobs, what MRM's kept admission schedule must look at again
+    /// (`quote::Market::note_changed`).
+    pub(crate) touched: Vec<JobId>,
 }
 
 impl State {
@@ -106,6 +110,7 @@ impl State {
             accounts: Accounts::default(),
             reservations: Vec::new(),
             waits: JobWaits::default(),
+            touched: Vec::new(),
         }
     }
 }
@@ -441,6 +446,7 @@ impl Job {
 impl State {
     /// Adds a newly admitted or recovered job, indexing it as active unless it has ended.
     pub(crate) fn insert_job(&mut self, mut job: Job) {
+        self.touched.push(job.id);
         if job.state.is_terminal() {
             job.release_tasks();
         } else {
@@ -453,6 +459,7 @@ impl State {
     /// Takes an ended job out of the active index and its account's task count, and
     /// frees its per-task records.
     pub(crate) fn deactivate(&mut self, id: JobId) {
+        self.touched.push(id);
         let Some(job) = self.jobs.get_mut(&id) else { return };
         if !self.active.remove(&id) {
             return;
@@ -495,6 +502,7 @@ impl State {
 
     /// Puts a task back to pending and, if its stage is released, in its ready queue.
     pub(crate) fn requeue(&mut self, task: TaskId) {
+        self.touched.push(task.job);
         let Some(j) = self.jobs.get_mut(&task.job) else { return };
         j.set_phase(task, TaskPhase::Pending);
         let Some(stage) = j.stages.get(task.stage.0 as usize) else { return };

@@ -145,6 +145,13 @@ fn apply_one(tx: &Transaction<'_>, op: &Persist) -> Result<(), StoreError> {
         Persist::Ledger(entry) => ledger::insert_entry(tx, entry)?,
         Persist::Rate { account, rate } => ledger::upsert_setting(tx, account, "rate_micro", *rate)?,
         Persist::Income { account, income } => ledger::upsert_setting(tx, account, "income_micro", *income)?,
+        Persist::Capacity { map_slots, reduce_slots } => {
+            tx.execute(
+                "INSERT INTO cluster_capacity (id, map_slots, reduce_slots) VALUES (1, ?1, ?2)
+                 ON CONFLICT(id) DO UPDATE SET map_slots = ?1, reduce_slots = ?2",
+                params![map_slots, reduce_slots],
+            )?;
+        }
         Persist::Deadline { job, deadline } => {
             tx.execute(
                 "UPDATE jobs SET deadline_ms = ?2 WHERE id = ?1",

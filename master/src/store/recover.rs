@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use rusqlite::OptionalExtension;
+
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, JobHistory, JobState};
@@ -33,7 +35,13 @@ impl Store {
                 .map_err(|e| StoreError::Corrupt(format!("history of job j{job}: {e}")))?;
             history.push(record);
         }
-        Ok(StoreRecovery { next_job, next_container, history })
+        let capacity = self
+            .conn
+            .query_row("SELECT map_slots, reduce_slots FROM cluster_capacity WHERE id = 1", [], |row| {
+                Ok([row.get::<_, u32>(0)?, row.get::<_, u32>(1)?])
+            })
+            .optional()?;
+        Ok(StoreRecovery { next_job, next_container, history, capacity })
     }
 
     /// Every job that had not ended, with its containers' last states (one row per

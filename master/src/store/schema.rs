@@ -6,8 +6,14 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// Step `i` brings a database from version `i` to `i + 1`; version 0 is an empty file.
-const MIGRATIONS: &[&str] =
-    &[V1, V2_JOBS_AND_HISTORY, ACCOUNTS_AND_LEDGER, DEADLINE_PURCHASES, DP_RATES_AND_INCOME];
+const MIGRATIONS: &[&str] = &[
+    V1,
+    V2_JOBS_AND_HISTORY,
+    ACCOUNTS_AND_LEDGER,
+    DEADLINE_PURCHASES,
+    DP_RATES_AND_INCOME,
+    CLUSTER_CAPACITY,
+];
 
 /// The version this build writes: the number of migration steps.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -110,6 +116,16 @@ CREATE TABLE account_settings (
     account      TEXT    PRIMARY KEY,
     rate_micro   INTEGER,
     income_micro INTEGER
+);
+";
+
+/// The cluster's slots last seen offered (MRM), one row, so a restarted master can
+/// quote before its agents reconnect.
+const CLUSTER_CAPACITY: &str = "
+CREATE TABLE cluster_capacity (
+    id           INTEGER PRIMARY KEY CHECK (id = 1),
+    map_slots    INTEGER NOT NULL,
+    reduce_slots INTEGER NOT NULL
 );
 ";
 

@@ -324,3 +324,16 @@ fn latest_attempts_name_the_newest_container_of_each_task_with_its_node_and_time
     assert_eq!(task0.exit_code, Some(0));
     assert!(store.latest_attempts(JobId(9)).unwrap().is_empty());
 }
+
+#[test]
+fn a_reopened_store_recovers_the_last_capacity_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.recover_store().unwrap().capacity, None, "nothing stored yet");
+        store.apply(&[Persist::Capacity { map_slots: 2, reduce_slots: 0 }]).unwrap();
+        store.apply(&[Persist::Capacity { map_slots: 6, reduce_slots: 3 }]).unwrap();
+    }
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.recover_store().unwrap().capacity, Some([6, 3]));
+}

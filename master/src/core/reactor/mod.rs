@@ -108,6 +108,11 @@ impl Ctx {
         }
     }
 
+    /// The jobs noted as changed so far in this step (possibly repeated).
+    pub(crate) fn changed_jobs(&self) -> &[JobId] {
+        &self.changed
+    }
+
     /// The commands of this step, with one `JobChanged` per changed job at the end (after
     /// every `Persist`, so a watcher never sees state the store does not have). The
     /// emptied `changed` buffer is handed back for the next step.

@@ -392,7 +392,8 @@ fn round_trip_command(command: &Command) {
             | Persist::Account { .. }
             | Persist::Deadline { .. }
             | Persist::Rate { .. }
-            | Persist::Income { .. },
+            | Persist::Income { .. }
+            | Persist::Capacity { .. },
         )
         | Command::JobChanged { .. }
         | Command::BuildCompletionModel(_) => {}

@@ -15,6 +15,8 @@ mod lifetimes;
 mod limits;
 mod market;
 mod mrm;
+mod mrm_kept;
+mod mrm_restart;
 mod nodes;
 mod proportional;
 mod proportional_settings;

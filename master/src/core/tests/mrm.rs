@@ -73,3 +73,27 @@ fn a_job_with_no_history_and_no_estimate_cannot_be_quoted() {
     none.join_agent("n1", 2, 0);
     assert_eq!(none.core.quote(none.now, &reduce_only).unwrap_err(), QuoteError::NoSlots("reduce"));
 }
+
+/// §4.2: slack is measured in the average job processing time `g`, the time a job takes
+/// alone on the cluster (its fluid share plus its tail), averaged over the jobs seen; with
+/// κ = 2 a buyer paying only its work offers one `g` of slack on an empty queue (the
+/// paper's Table 7: the delay-tolerant slack equals the average job duration).
+#[test]
+fn slack_is_measured_in_the_long_run_average_job_time_alone_on_the_cluster() {
+    let mut env = TestEnv::new();
+    env.join_agent("n1", 4, 0);
+    let now = env.now;
+    // One task of 20 s on 4 slots: a fluid share of 5 s but 20 s alone on the cluster.
+    let mut a = exact("a", 1, 20);
+    let (_, offer) = env.core.offer(now, &a, Choice::MaxPrice(20_000.0)).unwrap();
+    assert_eq!(offer.earliest, now + Duration::from_secs(20));
+    assert_eq!((offer.deadline, offer.price_ms), (now + Duration::from_secs(40), 20_000.0));
+    a.deadline = Some(DeadlineSpec::At(offer.deadline));
+    let a = env.submit(a);
+    env.core.quote(now, &exact("probe", 1, 1)).unwrap();
+    // a ends; g still remembers it: (20 s + 40 s) / 2 for a job of 40 s.
+    env.cancel_as(super::env::root(), a);
+    let (_, offer) = env.core.offer(now, &exact("b", 1, 40), Choice::MaxPrice(40_000.0)).unwrap();
+    assert_eq!(offer.earliest, now + Duration::from_secs(40));
+    assert_eq!(offer.deadline, now + Duration::from_secs(40 + 30));
+}

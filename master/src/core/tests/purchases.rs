@@ -234,3 +234,34 @@ fn a_recovered_job_keeps_its_deadline_and_price_from_the_ledger() {
     );
     assert_eq!(balance(&fresh), Credits(1_000_000 - bought.price.micros()));
 }
+
+#[test]
+fn jobs_priced_by_their_estimate_are_quoted_as_long_as_such_jobs_ran_lately() {
+    let mut env = market("1");
+    buy(&mut env, exact("a", 2, 10), DeadlineChoice::Earliest);
+    let launches = env.take_launches(2);
+    for launch in &launches {
+        env.start(launch.container);
+    }
+    // a's tasks take 30 s, three times what its `[estimate]` said (a loaded cluster).
+    env.advance(30);
+    for launch in &launches {
+        env.report(launch.container, slotmarket_common::container::ContainerState::Completed);
+    }
+    // b says 10 s too; it is quoted at what such tasks take now: 2 × 30 s on 2 slots.
+    let quote = env.core.quote_info(env.now, &exact("b", 2, 10)).unwrap();
+    assert_eq!(quote.map_task_ms.0, 30_000);
+    assert_eq!(quote.earliest.deadline, env.now + Duration::from_secs(30));
+    // The master's simulator and tests without `predict_from_progress` keep the estimate.
+    let mut plain = TestEnv::with_config(CoreConfig {
+        admission: AdmissionSettings { mode: AdmissionMode::Mrm, ..AdmissionSettings::default() },
+        ..CoreConfig::default()
+    });
+    plain.join_agent("n1", 2, 0);
+    let quote = plain.core.quote(plain.now, &exact("b", 2, 10)).unwrap();
+    assert_eq!(
+        quote.earliest,
+        plain.now + Duration::from_secs(10),
+        "without predict_from_progress: as estimated"
+    );
+}
