@@ -198,8 +198,12 @@ fn a_hopeless_job_is_not_raised_beyond_the_tasks_it_has_left() {
     // largest loses least utility), but more than 20 slots cannot help either.
     let config = CoreConfig { policy: jockey_settings("amdahl"), ..CoreConfig::default() };
     let mut env = TestEnv::with_config(config);
-    let recovery =
-        StoreRecovery { next_job: JobId(100), next_container: ContainerId(1), history: vec![etl_run(7)] };
+    let recovery = StoreRecovery {
+        next_job: JobId(100),
+        next_container: ContainerId(1),
+        history: vec![etl_run(7)],
+        capacity: None,
+    };
     env.handle(Event::StoreRecovered(recovery));
     env.join_agent("n1", 40, 0);
     let etl = env.submit(etl_due_in(1));
