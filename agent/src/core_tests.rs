@@ -26,7 +26,7 @@ fn launch(container: u64, slot: SlotKind) -> Launch {
             tasks: 10,
             attempt: AttemptId(1),
             input: None,
-            stage_tasks: BTreeMap::new(),
+            stage_tasks: BTreeMap::new().into(),
         },
         account: AccountId("alice".into()),
     }

@@ -52,7 +52,7 @@ fn launch(container: u64, slot: SlotKind, command: &str) -> Launch {
             tasks: 4,
             attempt: AttemptId(1),
             input: None,
-            stage_tasks: BTreeMap::new(),
+            stage_tasks: BTreeMap::new().into(),
         },
         account: AccountId("alice".into()),
     }

@@ -86,7 +86,7 @@ fn launch(container: u64, command: &str) -> Launch {
             tasks: 4,
             attempt: AttemptId(1),
             input: None,
-            stage_tasks: BTreeMap::new(),
+            stage_tasks: BTreeMap::new().into(),
         },
         account: AccountId("alice".into()),
     }

@@ -157,7 +157,7 @@ fn launch(container: u64) -> Launch {
             tasks: 1,
             attempt: AttemptId(1),
             input: None,
-            stage_tasks: BTreeMap::new(),
+            stage_tasks: BTreeMap::new().into(),
         },
         account: AccountId("alice".into()),
     }

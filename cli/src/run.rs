@@ -178,12 +178,12 @@ mod tests {
         let stage = &spec.stages[0];
         let vars = TaskVars {
             job: JobId(4),
-            stage: stage.name.clone(),
+            stage: stage.name.as_str().into(),
             task,
             tasks: stage.tasks,
             attempt: AttemptId(1),
             input: None,
-            stage_tasks: BTreeMap::from([(stage.name.clone(), stage.tasks)]),
+            stage_tasks: BTreeMap::from([(stage.name.clone(), stage.tasks)]).into(),
         };
         render(&stage.command, &vars, "/data/j4").unwrap()
     }

@@ -83,12 +83,12 @@ fn render_task(spec: &JobSpec, stage: usize, task: u32, job_dir: &Path) -> Strin
         shrink(&shrink(&shrink(&command, "--bytes", "200000"), "--records", "3000"), "--samples", "1000");
     let vars = TaskVars {
         job: JobId(1),
-        stage: stage.name.clone(),
+        stage: stage.name.as_str().into(),
         task,
         tasks: stage.tasks,
         attempt: AttemptId(1),
         input: spec.input.clone(),
-        stage_tasks: spec.stages.iter().map(|s| (s.name.clone(), s.tasks)).collect::<BTreeMap<_, _>>(),
+        stage_tasks: spec.stages.iter().map(|s| (s.name.clone(), s.tasks)).collect::<BTreeMap<_, _>>().into(),
     };
     render(&command, &vars, &job_dir.display().to_string()).unwrap()
 }

@@ -132,7 +132,7 @@ pub struct Launch {
     /// The slot kind it occupies.
     pub slot: SlotKind,
     /// The stage's command template; the agent renders it with `vars` and its job dir.
-    pub command: String,
+    pub command: std::sync::Arc<str>,
     /// Values for the template.
     pub vars: TaskVars,
     /// The job's account: an agent running as root may run the task as the Unix user it
@@ -707,15 +707,17 @@ mod tests {
             task: TaskId { job: JobId(u64::MAX), stage: StageId(u32::MAX), index: u32::MAX },
             attempt: AttemptId(u32::MAX),
             slot: SlotKind::Reduce,
-            command: "c".repeat(MAX_TEXT_LEN),
+            command: "c".repeat(MAX_TEXT_LEN).into(),
             vars: TaskVars {
                 job: JobId(u64::MAX),
-                stage: name(0),
+                stage: name(0).into(),
                 task: u32::MAX,
                 tasks: MAX_TASKS_PER_STAGE,
                 attempt: AttemptId(u32::MAX),
                 input: Some("i".repeat(MAX_INPUT_LEN)),
-                stage_tasks: (0..MAX_STAGES).map(|i| (name(i), MAX_TASKS_PER_STAGE)).collect(),
+                stage_tasks: std::sync::Arc::new(
+                    (0..MAX_STAGES).map(|i| (name(i), MAX_TASKS_PER_STAGE)).collect(),
+                ),
             },
             account: AccountId("a".repeat(MAX_TEXT_LEN)),
         };

@@ -3,6 +3,7 @@
 //! for the spot it stands in (bare, `'...'` or `"..."`): a value is always data, one word.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -38,8 +39,8 @@ const TEXT_PLACEHOLDERS: &[&str] = &["stage", "job_dir", "input"];
 pub struct TaskVars {
     /// The job id.
     pub job: JobId,
-    /// This stage's name.
-    pub stage: String,
+    /// This stage's name (shared by every launch of the stage; encodes as a string).
+    pub stage: Arc<str>,
     /// The task's index within its stage.
     pub task: u32,
     /// The number of tasks in this stage.
@@ -48,8 +49,9 @@ pub struct TaskVars {
     pub attempt: AttemptId,
     /// The job's `input` field, if any.
     pub input: Option<String>,
-    /// Task counts of every stage of the job, by name, for `{tasks.STAGE}`.
-    pub stage_tasks: BTreeMap<String, u32>,
+    /// Task counts of every stage of the job, by name, for `{tasks.STAGE}` (shared by
+    /// every launch of the job; encodes as the map).
+    pub stage_tasks: Arc<BTreeMap<String, u32>>,
 }
 
 /// A template that cannot be rendered.
@@ -143,7 +145,7 @@ fn value_of(name: &str, vars: &TaskVars, job_dir: &str) -> Result<String, Templa
     Ok(match name {
         "task" => vars.task.to_string(),
         "tasks" => vars.tasks.to_string(),
-        "stage" => vars.stage.clone(),
+        "stage" => vars.stage.to_string(),
         "job" => vars.job.to_string(),
         "job_dir" => job_dir.to_string(),
         "attempt" => vars.attempt.0.to_string(),
@@ -203,7 +205,7 @@ mod tests {
             tasks: 10,
             attempt: AttemptId(2),
             input: Some("/data/in".into()),
-            stage_tasks: [("map".to_string(), 10), ("reduce".to_string(), 2)].into(),
+            stage_tasks: Arc::new([("map".to_string(), 10), ("reduce".to_string(), 2)].into()),
         }
     }
 
@@ -268,7 +270,7 @@ mod tests {
         for input in hostile {
             let mut vars = vars();
             vars.input = Some(input.to_string());
-            vars.stage = input.to_string();
+            vars.stage = input.into();
             for template in ["printf '%s|\\n' {input} {stage}", "printf '%s|\\n' \"{input}\" '{stage}'"] {
                 let command = render(template, &vars, "/jobs/j7").unwrap();
                 let printed = run_sh(&command, dir.path());
@@ -298,5 +300,43 @@ mod tests {
         vars.input = Some("a b".into());
         assert_eq!(render("{input}", &vars, "").unwrap(), "'a b'");
         assert_eq!(render("echo `cat {input}`", &vars, ""), Err(TemplateError::Unquotable("input".into())));
+    }
+
+    #[test]
+    fn shared_values_encode_exactly_as_owned_ones() {
+        // The wire format predates the `Arc`s: a peer built with owned strings and maps
+        // must read and write the same bytes.
+        #[derive(Serialize)]
+        struct Owned {
+            job: JobId,
+            stage: String,
+            task: u32,
+            tasks: u32,
+            attempt: AttemptId,
+            input: Option<String>,
+            stage_tasks: BTreeMap<String, u32>,
+        }
+        let counts: BTreeMap<String, u32> = [("map".to_string(), 10), ("reduce".to_string(), 2)].into();
+        let shared = TaskVars {
+            job: JobId(7),
+            stage: "reduce".into(),
+            task: 1,
+            tasks: 2,
+            attempt: AttemptId(3),
+            input: Some("/in".into()),
+            stage_tasks: Arc::new(counts.clone()),
+        };
+        let owned = Owned {
+            job: JobId(7),
+            stage: "reduce".into(),
+            task: 1,
+            tasks: 2,
+            attempt: AttemptId(3),
+            input: Some("/in".into()),
+            stage_tasks: counts,
+        };
+        let bytes = postcard::to_allocvec(&shared).unwrap();
+        assert_eq!(bytes, postcard::to_allocvec(&owned).unwrap());
+        assert_eq!(postcard::from_bytes::<TaskVars>(&bytes).unwrap(), shared);
     }
 }

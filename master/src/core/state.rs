@@ -134,8 +134,9 @@ pub(crate) struct Job {
     pub(crate) message: Option<String>,
     /// One per spec stage, same order.
     pub(crate) stages: Vec<Stage>,
-    /// Task counts by stage name, for `{tasks.STAGE}`; built once, cloned into launches.
-    pub(crate) stage_tasks: BTreeMap<String, u32>,
+    /// Task counts by stage name, for `{tasks.STAGE}`; built once and shared by every
+    /// launch (a per-launch copy of the map was a third of a launch's allocations).
+    pub(crate) stage_tasks: Arc<BTreeMap<String, u32>>,
     /// Pending tasks whose barrier has passed, per slot kind, as (stage, index): the
     /// lowest stage and index go first, so a retried task is not starved by later ones.
     pub(crate) ready: [BTreeSet<(u32, u32)>; KINDS],
@@ -154,6 +155,9 @@ pub(crate) struct Job {
 #[derive(Debug)]
 pub(crate) struct Stage {
     pub(crate) kind: SlotKind,
+    /// The spec's stage name and command template, shared by every launch of the stage.
+    pub(crate) name: Arc<str>,
+    pub(crate) command: Arc<str>,
     /// Indices of the stages this one waits for.
     pub(crate) after: Vec<usize>,
     /// Whether every stage in `after` has completed, so its tasks may run.
@@ -340,6 +344,8 @@ impl Job {
                 let after: Vec<usize> = s.after.iter().filter_map(|name| spec.stage_index(name)).collect();
                 Stage {
                     kind: s.slot,
+                    name: s.name.as_str().into(),
+                    command: s.command.as_str().into(),
                     released: false,
                     after,
                     tasks: (0..s.tasks).map(|_| Task::new()).collect(),
@@ -349,7 +355,7 @@ impl Job {
                 }
             })
             .collect();
-        let stage_tasks = spec.stages.iter().map(|s| (s.name.clone(), s.tasks)).collect();
+        let stage_tasks = Arc::new(spec.stages.iter().map(|s| (s.name.clone(), s.tasks)).collect());
         Job {
             id,
             owner: account.clone(),

@@ -67,7 +67,7 @@ mod tests {
                 tasks: 1,
                 attempt: AttemptId(1),
                 input: Some("x".repeat(input_bytes)),
-                stage_tasks: BTreeMap::new(),
+                stage_tasks: BTreeMap::new().into(),
             },
             account: AccountId("alice".into()),
         }

@@ -46,6 +46,8 @@ pub(super) fn fill_in_order<'a>(
         return;
     }
     let mut free = FreeSlots::new(view.agents_with_free(kind), kind);
+    // At most one assignment per free slot: reserve them at once rather than growing.
+    out.reserve(free.remaining() as usize);
     for job in jobs {
         for _ in 0..job.ready(kind) {
             let Some(agent) = free.take() else { return };

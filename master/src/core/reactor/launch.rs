@@ -25,6 +25,8 @@ pub(crate) fn apply_decisions(state: &mut State, cx: &mut Ctx, decisions: Decisi
         preempt(state, cx, preemption);
     }
     let mut gate = Gate::open(state, decisions.reservations);
+    // Each launch is a `Persist` and a `Launch`.
+    cx.reserve(2 * decisions.assignments.len());
     for assignment in decisions.assignments {
         if gate.allows(assignment.job, assignment.kind) {
             launch(state, cx, assignment, &mut gate);
@@ -98,18 +100,18 @@ fn launch(state: &mut State, cx: &mut Ctx, a: Assignment, gate: &mut Gate) {
 
 /// The launch message for one attempt: the stage's command template and its values.
 fn build_launch(job: &Job, task: TaskId, attempt: AttemptId, container: ContainerId) -> Option<Launch> {
-    let stage = job.spec.stages.get(task.stage.0 as usize)?;
+    let stage = job.stages.get(task.stage.0 as usize)?;
     Some(Launch {
         container,
         task,
         attempt,
-        slot: stage.slot,
+        slot: stage.kind,
         command: stage.command.clone(),
         vars: TaskVars {
             job: task.job,
             stage: stage.name.clone(),
             task: task.index,
-            tasks: stage.tasks,
+            tasks: job.stage_size(task.stage.0 as usize),
             attempt,
             input: job.spec.input.clone(),
             stage_tasks: job.stage_tasks.clone(),

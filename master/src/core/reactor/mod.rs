@@ -96,6 +96,12 @@ impl Ctx {
         self.out.push(command);
     }
 
+    /// Makes room for `n` more commands at once (a launch storm after a submit would
+    /// otherwise grow the buffer step by step, moving every command each time).
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.out.reserve(n);
+    }
+
     /// Appends a durable write.
     pub(crate) fn persist(&mut self, persist: Persist) {
         self.out.push(Command::Persist(persist));

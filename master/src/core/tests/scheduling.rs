@@ -69,10 +69,10 @@ fn reduce_tasks_start_only_after_every_map_task_completed() {
     let reduces = env.take_launches(2);
     let r = &reduces[1];
     assert_eq!(r.task.stage, StageId(1));
-    assert_eq!((r.vars.stage.as_str(), r.vars.task, r.vars.tasks), ("reduce", 1, 2));
+    assert_eq!((&*r.vars.stage, r.vars.task, r.vars.tasks), ("reduce", 1, 2));
     assert_eq!(r.vars.stage_tasks.get("map"), Some(&3));
     assert_eq!(r.vars.attempt, AttemptId(1));
-    assert_eq!(r.command, "task reduce {task}/{tasks} in={input} a={attempt} dir={job_dir}");
+    assert_eq!(&*r.command, "task reduce {task}/{tasks} in={input} a={attempt} dir={job_dir}");
     assert_eq!(r.vars.input.as_deref(), Some("/data/in"));
 
     env.take_persists();
@@ -156,4 +156,17 @@ fn thousands_of_tasks_with_a_report_each_run_to_completion() {
     }
     assert!(env.core.view().nodes().iter().all(|n| n.map_used == 0 && n.reduce_used == 0));
     env.assert_no_commands();
+}
+
+#[test]
+fn launches_of_one_job_share_its_stage_texts_and_task_counts() {
+    let mut env = TestEnv::new();
+    env.join_agent("n1", 3, 1);
+    env.submit(JobBuilder::map_reduce(3, 1).build());
+    let maps = env.take_launches(3);
+    // One copy per job, not per launch: the simulator launches millions of tasks.
+    assert!(std::sync::Arc::ptr_eq(&maps[0].command, &maps[2].command));
+    assert!(std::sync::Arc::ptr_eq(&maps[0].vars.stage, &maps[1].vars.stage));
+    assert!(std::sync::Arc::ptr_eq(&maps[0].vars.stage_tasks, &maps[2].vars.stage_tasks));
+    assert_eq!((&*maps[1].vars.stage, maps[1].vars.tasks), ("map", 3));
 }
