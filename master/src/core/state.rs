@@ -9,7 +9,7 @@ use std::sync::Arc;
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AccountId, AgentId, AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::money::Credits;
-use slotmarket_common::protocol::{DrainCause, JobState, Quarantine};
+use slotmarket_common::protocol::{DataMode, DrainCause, JobState, Quarantine};
 use slotmarket_common::spec::{JobSpec, SlotKind};
 use slotmarket_common::time::Timestamp;
 
@@ -266,6 +266,10 @@ pub(crate) struct Agent {
     pub(crate) quarantine: Option<Quarantine>,
     /// Its current run of fast task failures (see `reactor::health`).
     pub(crate) streak: FailStreak,
+    /// Whether its data directory is shared or its own (see `reactor::outputs`).
+    pub(crate) data_mode: DataMode,
+    /// Its data directory's id, as it registered.
+    pub(crate) data_dir_id: String,
 }
 
 /// An agent's current run of fast task failures: a completion or a slow failure ends it.
@@ -306,6 +310,8 @@ impl Agent {
             drain: None,
             quarantine: None,
             streak: FailStreak::default(),
+            data_mode: DataMode::Shared,
+            data_dir_id: String::new(),
         }
     }
 

@@ -8,8 +8,8 @@ use slotmarket_common::container::ContainerState;
 use slotmarket_common::identity::Identity;
 use slotmarket_common::ids::{AgentId, ContainerId, JobId};
 use slotmarket_common::protocol::{
-    ContainerReport, ErrorKind, JobState, JobSummary, Launch, LogQuery, LogRead, LogReadReply, MAX_LOG_CHUNK,
-    MasterToAgent, Request, Response,
+    ContainerReport, DataMode, ErrorKind, JobState, JobSummary, Launch, LogQuery, LogRead, LogReadReply,
+    MAX_LOG_CHUNK, MasterToAgent, Request, Response,
 };
 use slotmarket_common::time::Timestamp;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -33,6 +33,10 @@ pub(crate) enum Input {
         live_containers: Vec<ContainerReport>,
         outbound: mpsc::UnboundedSender<MasterToAgent>,
         assigned: oneshot::Sender<AgentId>,
+        /// Shared or local data directory.
+        data_mode: DataMode,
+        /// The data directory's id.
+        data_dir_id: String,
     },
     /// A fact about a registered agent (heartbeat, reports, disconnect).
     Agent(Event),
@@ -220,7 +224,16 @@ impl Actor {
     fn on_input(&mut self, input: Input) -> Vec<Command> {
         let now = self.clock.now();
         match input {
-            Input::AgentRegistered { node, map_slots, reduce_slots, live_containers, outbound, assigned } => {
+            Input::AgentRegistered {
+                node,
+                map_slots,
+                reduce_slots,
+                live_containers,
+                outbound,
+                assigned,
+                data_mode,
+                data_dir_id,
+            } => {
                 let agent = AgentId(self.next_agent);
                 self.next_agent += 1;
                 let heartbeat_interval_ms = millis(self.heartbeat_interval);
@@ -228,7 +241,15 @@ impl Actor {
                 let _ = outbound.send(MasterToAgent::Registered { agent, heartbeat_interval_ms });
                 let _ = assigned.send(agent);
                 self.agents.insert(agent, outbound);
-                let event = Event::AgentJoined { agent, node, map_slots, reduce_slots, live_containers };
+                let event = Event::AgentJoined {
+                    agent,
+                    node,
+                    map_slots,
+                    reduce_slots,
+                    live_containers,
+                    data_mode,
+                    data_dir_id,
+                };
                 self.core.handle(now, event)
             }
             Input::Agent(event) => {

@@ -76,6 +76,8 @@ fn an_unsendable_launch_fails_its_attempt_instead_of_reaching_the_agent() {
         live_containers: Vec::new(),
         outbound,
         assigned,
+        data_mode: DataMode::Shared,
+        data_dir_id: String::new(),
     };
     let commands = actor.on_input(join);
     actor.execute(commands).unwrap();
@@ -112,6 +114,8 @@ fn join(actor: &mut Actor, map_slots: u32) -> (AgentId, mpsc::UnboundedReceiver<
         live_containers: Vec::new(),
         outbound,
         assigned,
+        data_mode: DataMode::Shared,
+        data_dir_id: String::new(),
     };
     let commands = actor.on_input(input);
     actor.execute(commands).unwrap();
@@ -182,6 +186,8 @@ fn agents_are_told_the_servers_heartbeat_interval() {
         live_containers: Vec::new(),
         outbound,
         assigned,
+        data_mode: DataMode::Shared,
+        data_dir_id: String::new(),
     };
     let commands = actor.on_input(input);
     assert!(commands.is_empty(), "{commands:?}");

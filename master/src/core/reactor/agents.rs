@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use slotmarket_common::ids::{AgentId, ContainerId};
-use slotmarket_common::protocol::{ContainerReport, DrainCause};
+use slotmarket_common::protocol::{ContainerReport, DataMode, DrainCause};
 use slotmarket_common::spec::SlotKind;
 use slotmarket_common::time::Timestamp;
 
@@ -21,6 +21,8 @@ pub(super) struct Join {
     pub(super) map_slots: u32,
     pub(super) reduce_slots: u32,
     pub(super) live_containers: Vec<ContainerReport>,
+    pub(super) data_mode: DataMode,
+    pub(super) data_dir_id: String,
 }
 
 /// Registers an agent. An older registration of the same node is replaced: containers
@@ -31,10 +33,12 @@ pub(super) fn on_agent_joined(state: &mut State, cx: &mut Ctx, join: Join) {
         // The driver never reuses a registration id; a repeat is a duplicate delivery.
         return;
     }
-    let Join { agent, node, map_slots, reduce_slots, live_containers } = join;
+    let Join { agent, node, map_slots, reduce_slots, live_containers, data_mode, data_dir_id } = join;
     step_over_listed_ids(state, &live_containers);
     let old = state.nodes.get(&node).copied();
     let mut registration = Agent::new(node.clone(), map_slots, reduce_slots, cx.now);
+    registration.data_mode = data_mode;
+    registration.data_dir_id = data_dir_id;
     if state.drained_nodes.contains(&node) {
         registration.drain = Some(DrainCause::Admin);
     }

@@ -136,8 +136,24 @@ pub(crate) fn on_tick(state: &mut State, cx: &mut Ctx) {
 /// Routes an event to its handler.
 pub(crate) fn dispatch(state: &mut State, cx: &mut Ctx, event: Event) {
     match event {
-        Event::AgentJoined { agent, node, map_slots, reduce_slots, live_containers } => {
-            let join = agents::Join { agent, node, map_slots, reduce_slots, live_containers };
+        Event::AgentJoined {
+            agent,
+            node,
+            map_slots,
+            reduce_slots,
+            live_containers,
+            data_mode,
+            data_dir_id,
+        } => {
+            let join = agents::Join {
+                agent,
+                node,
+                map_slots,
+                reduce_slots,
+                live_containers,
+                data_mode,
+                data_dir_id,
+            };
             agents::on_agent_joined(state, cx, join);
         }
         Event::AgentHeartbeat { agent } => agents::on_agent_heartbeat(state, cx, agent),
