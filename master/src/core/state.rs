@@ -175,6 +175,10 @@ pub(crate) struct Task {
     /// elsewhere while another schedulable node offers its slot kind. Empty (and
     /// unallocated) for the tasks that never failed.
     pub(crate) failed_on: Vec<Arc<str>>,
+    /// The node whose agent completed it, while it is completed: where its output is
+    /// if that agent keeps its own data directory (see `locate`). Recovered from the
+    /// store's container rows after a restart.
+    pub(crate) output_on: Option<Arc<str>>,
 }
 
 /// Where a task is.
@@ -292,6 +296,7 @@ impl Task {
             phase: TaskPhase::Pending,
             run_ms: None,
             failed_on: Vec::new(),
+            output_on: None,
         }
     }
 }

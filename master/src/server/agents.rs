@@ -264,9 +264,9 @@ async fn read_inbound(
                 continue;
             }
             Ok(Some(AgentToMaster::Locate(locate))) => {
-                // Agents in local data mode come with the shuffle service; until then no
-                // agent asks.
-                warn!(%agent, job = %locate.job, "Locate from an agent: not served yet; ignored");
+                if inbox.send(Input::Locate { agent, locate }).is_err() {
+                    return;
+                }
                 continue;
             }
             Ok(Some(AgentToMaster::Leaving)) => {

@@ -1,6 +1,7 @@
 //! Agent handlers: registration (replacing an older registration of the same node and
 //! adopting the containers that kept running), heartbeats, disconnects, and the loss of
-//! agents and recovered containers whose silence passed the timeout.
+//! agents and recovered containers whose silence passed the timeout (with the outputs a
+//! local-mode agent held, see `outputs`).
 
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use slotmarket_common::spec::SlotKind;
 use slotmarket_common::time::Timestamp;
 
 use super::reports::{apply_transition, lose_container};
-use super::{Ctx, health};
+use super::{Ctx, health, outputs};
 use crate::core::command::{Command, KillReason};
 use crate::core::state::{Agent, Holder, State, kind_ix};
 
@@ -255,10 +256,13 @@ pub(super) fn retire(state: &mut State, cx: &mut Ctx, agent: AgentId, why: &str,
     if connected {
         cx.push(Command::DropAgent { agent, reason: why.to_string() });
     }
-    state.agents.remove(&agent);
+    let removed = state.agents.remove(&agent);
     state.quarantined.remove(&agent);
     state.sync_free_index(agent);
     if state.nodes.get(&*node) == Some(&agent) {
         state.nodes.remove(&*node);
+    }
+    if removed.is_some_and(|old| outputs::lost_with(state, &old)) {
+        outputs::rerun_outputs_on(state, cx, &node);
     }
 }

@@ -13,6 +13,7 @@
 //! - `drain`: agents leaving, admins draining and undraining nodes.
 //! - `health`: quarantine of agents whose tasks keep failing fast.
 //! - `waits`: jobs held until the jobs they run after complete; time limits.
+//! - `outputs`: completed tasks re-run when the local-mode node holding their outputs is lost.
 
 mod accounts;
 mod agents;
@@ -20,6 +21,7 @@ mod drain;
 mod health;
 mod jobs;
 mod launch;
+mod outputs;
 mod placement;
 mod recovery;
 mod reports;

@@ -104,6 +104,9 @@ fn restore_tasks(job: &mut Job, containers: Vec<(String, ContainerReport)>) -> L
         t.attempt = t.attempt.max(report.attempt);
         match report.state {
             ContainerState::Completed => {
+                // The node's agent says on registering whether it keeps its own disk
+                // (then this is where the task's output is).
+                t.output_on = Some(node.as_str().into());
                 job.set_phase(task, TaskPhase::Completed);
             }
             ContainerState::Failed => {

@@ -170,8 +170,8 @@ impl TestEnv {
     /// Makes `name`'s next registrations local-mode, with a shuffle address and the data
     /// directory id `dir_id`.
     pub(super) fn set_local(&mut self, name: &str, dir_id: &str) {
-        let port = 7000 + u16::try_from(self.data_modes.len()).unwrap_or(0);
-        let shuffle = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let port = 7000 + self.data_modes.len();
+        let shuffle = format!("127.0.0.1:{port}").parse().expect("a socket address");
         self.data_modes.insert(name.to_string(), DataMode::Local { shuffle });
         self.data_dir_ids.insert(name.to_string(), dir_id.to_string());
     }
@@ -411,7 +411,8 @@ fn round_trip_command(command: &Command) {
             | Persist::Account { .. }
             | Persist::Deadline { .. }
             | Persist::Rate { .. }
-            | Persist::Income { .. },
+            | Persist::Income { .. }
+            | Persist::OutputsLost { .. },
         )
         | Command::JobChanged { .. }
         | Command::BuildCompletionModel(_) => {}
