@@ -223,3 +223,6 @@ fn to_i64(v: u64) -> i64 {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod outputs_tests;
