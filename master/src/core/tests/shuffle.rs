@@ -229,3 +229,45 @@ fn a_local_agent_back_with_a_wiped_directory_has_its_maps_run_again() {
     assert_eq!(env.status(job).stages[0].failed_attempts, 0);
     env.assert_no_commands();
 }
+
+#[test]
+fn a_leaving_local_agents_outputs_run_again_once_it_is_gone() {
+    let mut env = TestEnv::new();
+    let (job, reduces) = maps_done_reduces_running(&mut env, true);
+    env.leave("n1");
+    env.assert_no_commands();
+    // Its shuffle service goes with it: the maps it ran are needed elsewhere.
+    env.disconnect("n1");
+    assert_eq!(env.take_kills(2).len(), reduces.len());
+    let reruns = env.take_launches_on(2);
+    assert!(reruns.iter().all(|(a, l)| *a == env.agent("n2") && l.task.stage.0 == 0), "{reruns:#?}");
+    assert_eq!(outputs_lost(&mut env).len(), 1);
+    assert_eq!(env.status(job).stages[1].failed_attempts, 0);
+    env.assert_no_commands();
+}
+
+#[test]
+fn outputs_no_later_stage_reads_are_not_run_again() {
+    let mut env = TestEnv::new();
+    env.set_local("n1", "disk-1");
+    env.set_local("n2", "disk-2");
+    let n1 = env.join_agent("n1", 2, 0);
+    env.join_agent("n2", 2, 0);
+    let job = env.submit(JobBuilder::maps(4).build());
+    let launches = env.take_launches_on(4);
+    for (_, launch) in launches.iter().filter(|(a, _)| *a == n1) {
+        env.finish(launch.container);
+    }
+    env.take_persists();
+    // n1's two maps completed: a single-stage job's outputs are its results, which
+    // nothing in the job reads, so only n2's running maps matter.
+    lose_n1_by_silence(&mut env, "n2");
+    env.assert_no_commands();
+    assert!(outputs_lost(&mut env).is_empty());
+    assert_eq!(env.status(job).stages[0].completed, 2);
+    for (_, launch) in launches.iter().filter(|(a, _)| *a != n1) {
+        env.finish(launch.container);
+    }
+    assert_eq!(env.status(job).summary.state, JobState::Completed);
+    env.assert_no_commands();
+}
