@@ -215,6 +215,15 @@ pub enum Persist {
         /// When it was decided (the master's clock).
         at: Timestamp,
     },
+    /// A node registered in local data mode with the directory `dir_id`, or (`None`)
+    /// registered in shared mode after it was known as local: recovery needs it to tell
+    /// which recovered outputs a node that does not return took with it.
+    LocalNode {
+        /// The node.
+        node: String,
+        /// Its own data directory's id; `None`: no longer local.
+        dir_id: Option<String>,
+    },
 }
 
 #[cfg(test)]

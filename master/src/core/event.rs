@@ -192,6 +192,8 @@ pub struct StoreRecovery {
     pub next_container: ContainerId,
     /// The kept history of ended jobs, oldest first.
     pub history: Vec<JobHistory>,
+    /// The nodes last registered in local data mode, with their directories' ids.
+    pub local_nodes: Vec<(String, String)>,
 }
 
 /// A stored job, as the store hands it back after a restart.

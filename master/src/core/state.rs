@@ -81,6 +81,12 @@ pub(crate) struct State {
     pub(crate) reservations: Vec<HeldSlots>,
     /// Jobs held for the jobs they run after, and time limits (see `reactor::waits`).
     pub(crate) waits: JobWaits,
+    /// Nodes last registered in local data mode, with their directories' ids (kept in
+    /// the store; see `reactor::outputs`).
+    pub(crate) local_nodes: BTreeMap<String, String>,
+    /// Local-mode nodes holding recovered outputs that have not registered since the
+    /// master restarted, with the time their outputs count as lost.
+    pub(crate) awaited_holders: BTreeMap<Arc<str>, Timestamp>,
 }
 
 impl State {
@@ -106,6 +112,8 @@ impl State {
             accounts: Accounts::default(),
             reservations: Vec::new(),
             waits: JobWaits::default(),
+            local_nodes: BTreeMap::new(),
+            awaited_holders: BTreeMap::new(),
         }
     }
 }

@@ -186,6 +186,16 @@ fn apply_one(tx: &Transaction<'_>, op: &Persist) -> Result<(), StoreError> {
                 update.execute(params![to_i64(at.0), message, to_i64(job.0), stage.0, task])?;
             }
         }
+        Persist::LocalNode { node, dir_id: Some(dir_id) } => {
+            tx.prepare_cached(
+                "INSERT INTO local_nodes (node, dir_id) VALUES (?1, ?2)
+                 ON CONFLICT(node) DO UPDATE SET dir_id = ?2",
+            )?
+            .execute(params![node, dir_id])?;
+        }
+        Persist::LocalNode { node, dir_id: None } => {
+            tx.prepare_cached("DELETE FROM local_nodes WHERE node = ?1")?.execute(params![node])?;
+        }
         Persist::History { record, keep_per_name } => {
             let json = serde_json::to_string(record).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             tx.prepare_cached(

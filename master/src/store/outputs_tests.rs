@@ -53,37 +53,129 @@ fn store_with_completed_maps(dir: &std::path::Path, more: &[Persist]) -> Store {
     store
 }
 
-/// A core recovered from `store` at time 1000 with n1 and n2 registered again in local
-/// mode (only n2 offers a reduce slot); returns it with the agent the reduce went to, if
-/// one was launched.
-fn recovered_core(store: &Store) -> (Core, Option<AgentId>) {
+/// When the master restarts in these tests.
+const RESTART: Timestamp = Timestamp(1_000);
+
+/// A core recovered from `store` at [`RESTART`].
+fn recover(store: &Store) -> Core {
     let mut core = Core::new(CoreConfig::default());
-    let now = Timestamp(1_000);
-    let _ = core.handle(now, Event::StoreRecovered(store.recover_store().unwrap()));
+    let _ = core.handle(RESTART, Event::StoreRecovered(store.recover_store().unwrap()));
     for job in store.recover().unwrap() {
-        let _ = core.handle(now, Event::JobRecovered(job));
+        let _ = core.handle(RESTART, Event::JobRecovered(job));
     }
-    let mut reduce_on = None;
-    for (n, node) in ["n1", "n2"].into_iter().enumerate() {
-        let shuffle: SocketAddr = format!("127.0.0.1:{}", 7001 + n).parse().unwrap();
-        let event = Event::AgentJoined {
-            agent: AgentId(n as u32 + 1),
-            node: node.into(),
-            map_slots: 2,
-            reduce_slots: n as u32,
-            live_containers: vec![],
-            data_mode: DataMode::Local { shuffle },
-            data_dir_id: format!("disk-{node}"),
-        };
-        for command in core.handle(now, event) {
-            if let Command::Launch { agent, launch } = command {
-                if launch.task.stage == StageId(1) {
-                    reduce_on = Some(agent);
-                }
-            }
-        }
-    }
+    core
+}
+
+/// Registers node `n` (`n1`, `n2`: agent `n`) in local mode with two map slots, a
+/// reduce slot on n2 only, and the data directory `dir_id`.
+fn join(core: &mut Core, n: u32, dir_id: &str) -> Vec<Command> {
+    let shuffle: SocketAddr = format!("127.0.0.1:{}", 7000 + n).parse().unwrap();
+    let event = Event::AgentJoined {
+        agent: AgentId(n),
+        node: format!("n{n}"),
+        map_slots: 2,
+        reduce_slots: n - 1,
+        live_containers: vec![],
+        data_mode: DataMode::Local { shuffle },
+        data_dir_id: dir_id.into(),
+    };
+    core.handle(RESTART, event)
+}
+
+/// The agents launches went to, as (agent, stage index).
+fn launched(commands: &[Command]) -> Vec<(AgentId, u32)> {
+    let launch = |c: &Command| match c {
+        Command::Launch { agent, launch } => Some((*agent, launch.task.stage.0)),
+        _ => None,
+    };
+    commands.iter().filter_map(launch).collect()
+}
+
+/// A core recovered from `store` with n1 and n2 registered again in local mode with
+/// their directories; returns it with the agent the reduce went to, if one was launched.
+fn recovered_core(store: &Store) -> (Core, Option<AgentId>) {
+    let mut core = recover(store);
+    let mut commands = join(&mut core, 1, "disk-n1");
+    commands.extend(join(&mut core, 2, "disk-n2"));
+    let reduce_on = launched(&commands).into_iter().find(|&(_, stage)| stage == 1).map(|(a, _)| a);
     (core, reduce_on)
+}
+
+/// Both nodes were registered in local mode before the restart.
+fn local_nodes() -> [Persist; 2] {
+    let local = |n: u32| Persist::LocalNode { node: format!("n{n}"), dir_id: Some(format!("disk-n{n}")) };
+    [local(1), local(2)]
+}
+
+/// The nodes whose outputs the commands say were lost, with the tasks.
+fn lost(commands: &[Command]) -> Vec<(String, Vec<u32>)> {
+    let lost = |c: &Command| match c {
+        Command::Persist(Persist::OutputsLost { node, tasks, .. }) => Some((node.to_string(), tasks.clone())),
+        _ => None,
+    };
+    commands.iter().filter_map(lost).collect()
+}
+
+#[test]
+fn a_local_holder_that_does_not_return_after_a_restart_has_its_maps_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_completed_maps(dir.path(), &local_nodes());
+    let mut core = recover(&store);
+    assert_eq!(launched(&join(&mut core, 2, "disk-n2")), vec![(AgentId(2), 1)], "the reduce runs on n2");
+    // n1 is awaited until the agent timeout; then its maps 0 and 2 run again on n2 and
+    // the reduce is killed to wait for them.
+    let due = after_the_timeout(&mut core);
+    assert_eq!(core.next_wakeup(), Some(due), "n1 is awaited until then");
+    let commands = core.tick(due);
+    assert_eq!(lost(&commands), vec![("n1".to_string(), vec![0, 2])]);
+    assert_eq!(launched(&commands), vec![(AgentId(2), 0), (AgentId(2), 0)]);
+    assert!(commands.iter().any(|c| matches!(c, Command::Kill { agent: AgentId(2), .. })), "{commands:#?}");
+}
+
+#[test]
+fn a_local_holder_back_with_another_directory_after_a_restart_has_its_maps_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_completed_maps(dir.path(), &local_nodes());
+    let mut core = recover(&store);
+    let commands = join(&mut core, 1, "disk-n1-wiped");
+    assert_eq!(lost(&commands), vec![("n1".to_string(), vec![0, 2])]);
+    assert_eq!(launched(&commands), vec![(AgentId(1), 0), (AgentId(1), 0)]);
+    let stored = Persist::LocalNode { node: "n1".into(), dir_id: Some("disk-n1-wiped".into()) };
+    assert!(commands.contains(&Command::Persist(stored)), "{commands:#?}");
+    // n2 comes back as it was: nothing more is lost.
+    assert!(lost(&join(&mut core, 2, "disk-n2")).is_empty());
+}
+
+#[test]
+fn a_shared_mode_node_that_does_not_return_after_a_restart_keeps_its_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    // No LocalNode records: both nodes were in shared mode.
+    let store = store_with_completed_maps(dir.path(), &[]);
+    let mut core = recover(&store);
+    let _ = join(&mut core, 2, "disk-n2");
+    let due = after_the_timeout(&mut core);
+    assert!(core.next_wakeup() > Some(due), "no holder is awaited");
+    let commands = core.tick(due);
+    assert!(lost(&commands).is_empty() && launched(&commands).is_empty(), "{commands:#?}");
+}
+
+/// The first instant after the agent timeout counted from [`RESTART`]; n2 sent a
+/// heartbeat just before, so only a node that never returned is due then.
+fn after_the_timeout(core: &mut Core) -> Timestamp {
+    let due = RESTART + CoreConfig::default().agent_timeout + std::time::Duration::from_millis(1);
+    let _ = core.handle(Timestamp(due.0 - 1_000), Event::AgentHeartbeat { agent: AgentId(2) });
+    due
+}
+
+#[test]
+fn the_store_keeps_which_nodes_are_local() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    store.apply(&local_nodes()).unwrap();
+    store.apply(&[Persist::LocalNode { node: "n1".into(), dir_id: None }]).unwrap();
+    store.apply(&[Persist::LocalNode { node: "n2".into(), dir_id: Some("disk-new".into()) }]).unwrap();
+    let recovered = Store::open(dir.path()).unwrap().recover_store().unwrap();
+    assert_eq!(recovered.local_nodes, vec![("n2".to_string(), "disk-new".to_string())]);
 }
 
 #[test]

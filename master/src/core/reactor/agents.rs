@@ -35,6 +35,7 @@ pub(super) fn on_agent_joined(state: &mut State, cx: &mut Ctx, join: Join) {
         return;
     }
     let Join { agent, node, map_slots, reduce_slots, live_containers, data_mode, data_dir_id } = join;
+    let disk = (data_mode.clone(), data_dir_id.clone());
     step_over_listed_ids(state, &live_containers);
     let old = state.nodes.get(&node).copied();
     let mut registration = Agent::new(node.clone(), map_slots, reduce_slots, cx.now);
@@ -56,6 +57,7 @@ pub(super) fn on_agent_joined(state: &mut State, cx: &mut Ctx, join: Join) {
     for container in unlisted {
         lose_container(state, cx, container, "not running on its node after the master restarted", None);
     }
+    outputs::on_registered(state, cx, &node, (&disk.0, &disk.1), old.is_some());
 }
 
 /// Moves the next container id above every id the agent lists, so that even a master
@@ -216,6 +218,7 @@ pub(super) fn on_tick(state: &mut State, cx: &mut Ctx) {
         lose_container(state, cx, container, "its node did not return after the master restarted", None);
     }
     health::on_tick(state, cx.now);
+    outputs::on_tick(state, cx);
 }
 
 /// The earliest time `on_tick` has something to do. With loss by silence turned off
@@ -228,7 +231,8 @@ pub(crate) fn next_deadline(state: &State, timeout: Duration) -> Option<Timestam
         state.agents.values().map(|a| silence_deadline(a.last_seen, timeout)).min()
     };
     let orphans = state.orphans.values().flatten().filter_map(|&c| orphan_deadline(state, c)).min();
-    agents.into_iter().chain(orphans).chain(health::next_deadline(state)).min()
+    let holders = state.awaited_holders.values().min().copied();
+    agents.into_iter().chain(orphans).chain(health::next_deadline(state)).chain(holders).min()
 }
 
 /// The first instant at which an agent last heard from at `last_seen` has been silent

@@ -4,12 +4,16 @@
 //! with another directory, the completed tasks whose outputs a later stage still needs
 //! run again: not the whole job, and no failed attempt is counted. The later stages wait
 //! for them again, and their running tasks (which would fail fetching) are killed and
-//! requeued, again without counting an attempt.
+//! requeued, again without counting an attempt. The store keeps which nodes are local
+//! (`Persist::LocalNode`), so after a master restart a holder that does not come back
+//! within the agent timeout, or comes back with another directory, loses them too.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use slotmarket_common::ids::{ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::DataMode;
+use slotmarket_common::time::Timestamp;
 
 use super::Ctx;
 use super::reports::requeue_container;
@@ -27,6 +31,64 @@ pub(super) fn lost_with(state: &State, old: &Agent) -> bool {
     !current.is_some_and(|new| {
         matches!(new.data_mode, DataMode::Local { .. }) && new.data_dir_id == old.data_dir_id
     })
+}
+
+/// Records how `node` registered (`mode`, `dir_id`) and keeps the store's record of
+/// local-mode nodes in step. A node the core held no registration of (the master
+/// restarted) that was local with another directory, or is no longer local, has lost the
+/// outputs recovery found on it: they run again.
+pub(super) fn on_registered(
+    state: &mut State,
+    cx: &mut Ctx,
+    node: &str,
+    (mode, dir_id): (&DataMode, &str),
+    had_registration: bool,
+) {
+    state.awaited_holders.remove(node);
+    let local = matches!(mode, DataMode::Local { .. });
+    let recorded = state.local_nodes.get(node);
+    if recorded.map(String::as_str) == local.then_some(dir_id) {
+        return;
+    }
+    if recorded.is_some() && !had_registration {
+        rerun_outputs_on(state, cx, &Arc::from(node));
+    }
+    if local {
+        state.local_nodes.insert(node.to_string(), dir_id.to_string());
+    } else {
+        state.local_nodes.remove(node);
+    }
+    let dir_id = local.then(|| dir_id.to_string());
+    cx.persist(Persist::LocalNode { node: node.to_string(), dir_id });
+}
+
+/// After a restart, waits until `deadline` for the local-mode nodes holding outputs of
+/// recovered job `job` that have not registered yet.
+pub(super) fn await_holders_of(state: &mut State, job: JobId, deadline: Timestamp) {
+    let Some(j) = state.jobs.get(&job) else { return };
+    let nodes: BTreeSet<Arc<str>> = j
+        .stages
+        .iter()
+        .flat_map(|s| &s.tasks)
+        .filter(|t| t.phase == TaskPhase::Completed)
+        .filter_map(|t| t.output_on.clone())
+        .filter(|node| state.local_nodes.contains_key(&**node) && !state.nodes.contains_key(&**node))
+        .collect();
+    for node in nodes {
+        state.awaited_holders.entry(node).or_insert(deadline);
+    }
+}
+
+/// Re-runs the outputs of the awaited nodes whose time is up (see [`await_holders_of`]).
+pub(super) fn on_tick(state: &mut State, cx: &mut Ctx) {
+    let expired: Vec<Arc<str>> =
+        state.awaited_holders.iter().filter(|(_, at)| cx.now >= **at).map(|(n, _)| n.clone()).collect();
+    for node in expired {
+        state.awaited_holders.remove(&node);
+        if !state.nodes.contains_key(&*node) {
+            rerun_outputs_on(state, cx, &node);
+        }
+    }
 }
 
 /// Re-runs, in every unfinished job, the completed tasks whose output was on `node` and

@@ -12,7 +12,7 @@ use slotmarket_common::spec::validate;
 use slotmarket_common::time::Timestamp;
 
 use super::agents::silence_deadline;
-use super::{Ctx, jobs, waits};
+use super::{Ctx, jobs, outputs, waits};
 use crate::core::command::KillReason;
 use crate::core::event::{RecoveredJob, StoreRecovery};
 use crate::core::state::{ContainerRec, Holder, Job, State, TaskPhase};
@@ -73,6 +73,7 @@ pub(super) fn on_job_recovered(state: &mut State, cx: &mut Ctx, stored: Recovere
         waits::start_time_limit(state, id, started);
     }
     waits::hold_recovered(state, id);
+    outputs::await_holders_of(state, id, deadline);
     settle(state, cx, id);
 }
 
@@ -84,6 +85,7 @@ pub(super) fn on_store_recovered(state: &mut State, recovery: StoreRecovery) {
     for run in recovery.history {
         state.history.record(run);
     }
+    state.local_nodes.extend(recovery.local_nodes);
 }
 
 /// A container that was live when the master stopped: its node and last report.

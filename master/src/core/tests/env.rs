@@ -412,7 +412,8 @@ fn round_trip_command(command: &Command) {
             | Persist::Deadline { .. }
             | Persist::Rate { .. }
             | Persist::Income { .. }
-            | Persist::OutputsLost { .. },
+            | Persist::OutputsLost { .. }
+            | Persist::LocalNode { .. },
         )
         | Command::JobChanged { .. }
         | Command::BuildCompletionModel(_) => {}
