@@ -176,7 +176,8 @@ fn apply_one(tx: &Transaction<'_>, op: &Persist) -> Result<(), StoreError> {
         }
         Persist::OutputsLost { job, stage, tasks, node, at, .. } => {
             // The completed containers of these tasks no longer count: recovery re-runs
-            // the tasks rather than finding them done.
+            // the tasks rather than finding them done. Their exit code (0) stays, which
+            // tells recovery this was no failed attempt.
             let message = format!("its output was lost with node {node}; the task runs again");
             let mut update = tx.prepare_cached(
                 "UPDATE containers SET state = 'killed', at_ms = ?1, message = ?2

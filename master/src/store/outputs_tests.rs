@@ -208,6 +208,7 @@ fn outputs_lost_before_a_restart_run_again_after_it() {
     let admin = Identity { role: Role::Admin, principal: "root".into() };
     let status = core.view().job_status(JobId(1), &admin).unwrap();
     assert_eq!((status.stages[0].completed, status.stages[0].running), (1, 2));
+    assert_eq!(status.stages[0].failed_attempts, 0, "a lost output is no failed attempt");
     let rows = store.latest_attempts(JobId(1)).unwrap();
     let lost_row = &rows[&(0, 0)];
     assert_eq!(lost_row.state, ContainerState::Killed);

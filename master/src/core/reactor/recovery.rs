@@ -115,6 +115,9 @@ fn restore_tasks(job: &mut Job, containers: Vec<(String, ContainerReport)>) -> L
                 t.failures += 1;
                 stage.failed_attempts += 1;
             }
+            // A completed container whose output was lost (`Persist::OutputsLost`) keeps
+            // its exit code 0: the task ran again, but no attempt failed.
+            ContainerState::Killed if report.exit_code == Some(0) => {}
             ContainerState::Killed => stage.failed_attempts += 1,
             ContainerState::Allocated | ContainerState::Acquired | ContainerState::Running => {
                 live.insert(task, (container, node, report));
