@@ -34,6 +34,7 @@ fn config(dir: &Path, master: &FakeMaster) -> AgentConfig {
         path_prefix: None,
         backoff: BackoffConfig { initial: Duration::from_millis(20), max: Duration::from_millis(100) },
         max_frame: DEFAULT_MAX_FRAME,
+        shuffle: None,
     }
 }
 

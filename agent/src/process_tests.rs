@@ -38,6 +38,7 @@ impl Fixture {
         let path_prefix = dir.path().join("bin");
         let work_dir = dir.path().join("work");
         let config = ProcessConfig {
+            fetch: None,
             containment: Containment::new(mode, "process-test", &work_dir).unwrap(),
             run_as: RunAs::default(),
             work_dir,
