@@ -43,7 +43,8 @@ async fn main() -> anyhow::Result<()> {
 
     let pki_dir = work.join("pki");
     pki::init(&pki_dir, &[])?;
-    let (a_tls, b_tls) = (pki::issue(&pki_dir, Role::Agent, "agent-a")?, pki::issue(&pki_dir, Role::Agent, "agent-b")?);
+    let (a_tls, b_tls) =
+        (pki::issue(&pki_dir, Role::Agent, "agent-a")?, pki::issue(&pki_dir, Role::Agent, "agent-b")?);
     // Agent A's job directory holds the files (a symlink to SRC_DIR as the job directory:
     // the files inside are served, since they are within it once resolved).
     let a_data = work.join("a");

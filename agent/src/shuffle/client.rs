@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use slotmarket_common::ids::JobId;
@@ -80,22 +81,18 @@ impl ShuffleClient {
         path: &str,
         dest: &Path,
     ) -> Result<u64, FetchError> {
-        let temp = temp_name(dest);
+        let temp = temp_name(dest, TEMP_COUNTER.fetch_add(1, Ordering::Relaxed));
         let write_error = |source| FetchError::Write { path: temp.clone(), source };
         if let Some(dir) = dest.parent() {
             tokio::fs::create_dir_all(dir).await.map_err(write_error)?;
         }
         // A fresh temporary file: a leftover of an earlier request may be another attempt's.
         let mut file = tokio::fs::File::create(&temp).await.map_err(write_error)?;
-        let mut transferred = 0;
         let mut tries = 0;
         loop {
             tries += 1;
             match self.fetch_once(holder, job, path, &mut file, &temp).await {
-                Ok(sent) => {
-                    transferred += sent;
-                    break;
-                }
+                Ok(_) => break,
                 Err(err) if err.retryable() && tries < TRIES => {
                     debug!(node = %holder.node, path, tries, error = %err, "resuming a broken fetch");
                     self.forget(&holder.node);
@@ -107,6 +104,8 @@ impl ShuffleClient {
             }
         }
         file.flush().await.map_err(write_error)?;
+        // The file was new: every byte in it came over the network, broken tries included.
+        let transferred = file.metadata().await.map_err(write_error)?.len();
         drop(file);
         tokio::fs::rename(&temp, dest)
             .await
@@ -197,11 +196,16 @@ impl ShuffleClient {
     }
 }
 
-/// The hidden name a part is written under until complete: `.{name}.fetching`, beside it
-/// (readers open exact part names, and the shuffle service never serves hidden names).
-pub fn temp_name(dest: &Path) -> PathBuf {
+/// Tells apart the temporary files of fetches of the same part running at once (two
+/// attempts of one reduce).
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// The hidden name a part is written under until complete, `.{name}.fetching.{unique}`
+/// beside it (readers open exact part names; the shuffle service never serves hidden
+/// names).
+pub fn temp_name(dest: &Path, unique: u64) -> PathBuf {
     let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    dest.with_file_name(format!(".{name}.fetching"))
+    dest.with_file_name(format!(".{name}.fetching.{}.{unique}", std::process::id()))
 }
 
 /// Locks a map whose holder cannot have panicked mid-update (plain inserts and removes).

@@ -149,7 +149,7 @@ async fn a_broken_fetch_resumes_from_the_bytes_already_written() {
     let dest = part_in(&w.nodes[1], JobId(2), "map-3/part-0");
     std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
     // What a first try wrote before its stream broke.
-    let temp = temp_name(&dest);
+    let temp = temp_name(&dest, 0);
     std::fs::write(&temp, &data[..400_000]).unwrap();
     let mut file = tokio::fs::OpenOptions::new().append(true).open(&temp).await.unwrap();
     let client = ShuffleClient::new(w.nodes[1].tls.clone());
@@ -160,9 +160,11 @@ async fn a_broken_fetch_resumes_from_the_bytes_already_written() {
     assert_eq!(sent, 600_000, "only the missing bytes travel");
     assert!(std::fs::read(&temp).unwrap() == data, "the resumed file differs");
     // A whole fetch lands under the part's name and leaves no temporary file.
+    std::fs::remove_file(&temp).unwrap();
     assert_eq!(client.fetch(&w.nodes[0].holder, JobId(2), "map-3/part-0", &dest).await.unwrap(), 1_000_000);
     assert!(std::fs::read(&dest).unwrap() == data, "the fetched part differs");
-    assert!(!temp.exists());
+    let leftovers = std::fs::read_dir(dest.parent().unwrap()).unwrap().count();
+    assert_eq!(leftovers, 1, "only the part is left");
 }
 
 fn fetch_service(w: &World, on: usize, locator: Arc<FakeLocator>) -> (FetchService, FetchTokens) {
@@ -301,4 +303,51 @@ async fn the_fetch_socket_answers_a_framed_request() {
     assert_eq!(std::fs::read(part_in(&w.nodes[1], JobId(4), "map-0/part-0")).unwrap(), b"over the socket");
     let _: &Path = &socket;
     let _: SocketAddr = w.nodes[0].holder.shuffle;
+}
+
+/// A holder whose first transfer breaks after `cut` bytes: records each request's offset
+/// and serves the rest honestly afterwards.
+async fn flaky_holder(tls: &TlsFiles, data: Vec<u8>, cut: usize) -> (InputHolder, Arc<Mutex<Vec<u64>>>) {
+    let endpoint = transport::server_endpoint_for("127.0.0.1:0".parse().unwrap(), tls, SHUFFLE_ALPN).unwrap();
+    let holder = InputHolder { node: "n1".into(), shuffle: endpoint.local_addr().unwrap() };
+    let offsets = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&offsets);
+    tokio::spawn(async move {
+        while let Some(incoming) = endpoint.accept().await {
+            let Ok(conn) = incoming.await else { continue };
+            while let Ok((mut send, mut recv)) = conn.accept_bi().await {
+                let Ok(Some(request)) = read_frame::<ShuffleRequest>(&mut recv, 1 << 20).await else {
+                    continue;
+                };
+                let first = seen.lock().unwrap().is_empty();
+                seen.lock().unwrap().push(request.offset);
+                let reply = ShuffleReply::Sending { len: data.len() as u64 };
+                write_frame(&mut send, &reply, 1 << 20).await.unwrap();
+                let from = request.offset as usize;
+                let to = if first { cut } else { data.len() };
+                send.write_all(&data[from..to]).await.unwrap();
+                // The first stream ends early, as a holder that went away would leave it.
+                let _ = send.finish();
+                let _ = send.stopped().await;
+            }
+        }
+    });
+    (holder, offsets)
+}
+
+#[tokio::test]
+async fn a_stream_that_ends_early_is_resumed_from_the_bytes_already_written() {
+    let w = world(&["n1", "n2"]);
+    let data = pattern(500_000);
+    let (holder, offsets) = flaky_holder(&w.nodes[0].tls, data.clone(), 123_456).await;
+    let dest = part_in(&w.nodes[1], JobId(9), "map-0/part-0");
+    let client = ShuffleClient::new(w.nodes[1].tls.clone());
+    let sent = client.fetch(&holder, JobId(9), "map-0/part-0", &dest).await.unwrap();
+    assert_eq!(
+        offsets.lock().unwrap().clone(),
+        [0, 123_456],
+        "the second try asks from where the first broke"
+    );
+    assert_eq!(sent, 500_000, "every byte crossed the network once");
+    assert!(std::fs::read(&dest).unwrap() == data, "the resumed part differs");
 }
