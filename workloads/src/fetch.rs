@@ -94,6 +94,41 @@ pub fn fetch_missing_map_parts(
     socket.fetch(missing)
 }
 
+/// Fetches the generated input parts `{input}/part-{g}` (`g < parts`, written by task `g`
+/// of stage `input_stage`) missing under `job_dir`, when `input` is inside the job
+/// directory; an input elsewhere must be readable on every node and is left alone. Does
+/// nothing without a fetch socket.
+pub fn fetch_input_parts(job_dir: &Path, input: &Path, parts: u32, input_stage: &str) -> Result<u64> {
+    match FetchSocket::from_env()? {
+        Some(socket) => fetch_missing_input_parts(&socket, job_dir, input, parts, input_stage),
+        None => Ok(0),
+    }
+}
+
+/// [`fetch_input_parts`] through `socket`.
+pub fn fetch_missing_input_parts(
+    socket: &FetchSocket,
+    job_dir: &Path,
+    input: &Path,
+    parts: u32,
+    input_stage: &str,
+) -> Result<u64> {
+    let Ok(relative) = input.strip_prefix(job_dir) else { return Ok(0) };
+    let relative = relative.to_str().context("the input path is not UTF-8")?;
+    let missing: Vec<FetchPart> = (0..parts)
+        .filter(|part| !input.join(format!("part-{part}")).is_file())
+        .map(|part| {
+            let path =
+                if relative.is_empty() { format!("part-{part}") } else { format!("{relative}/part-{part}") };
+            FetchPart { stage: input_stage.to_string(), task: part, path }
+        })
+        .collect();
+    if missing.is_empty() {
+        return Ok(0);
+    }
+    socket.fetch(missing)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,6 +189,30 @@ mod tests {
         assert_eq!(std::fs::read_to_string(map_part(&job_dir, 2, 2)).unwrap(), "from 2\n");
         // Nothing missing: the agent is not even asked (nobody listens any more).
         assert_eq!(fetch_missing_map_parts(&socket, &job_dir, 2, 3, "count").unwrap(), 0);
+    }
+
+    #[test]
+    fn generated_input_parts_in_the_job_dir_are_fetched_and_other_inputs_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let job_dir = dir.path().join("j1");
+        let input = job_dir.join("input");
+        std::fs::create_dir_all(&input).unwrap();
+        std::fs::write(input.join("part-1"), "here\n").unwrap();
+        let (socket, agent) = fake_agent(dir.path(), job_dir.clone(), false);
+        fetch_missing_input_parts(&socket, &job_dir, &input, 3, "gen").unwrap();
+        let asked: Vec<(String, u32, String)> =
+            agent.join().unwrap().parts.into_iter().map(|p| (p.stage, p.task, p.path)).collect();
+        assert_eq!(
+            asked,
+            [
+                ("gen".to_string(), 0, "input/part-0".to_string()),
+                ("gen".to_string(), 2, "input/part-2".to_string())
+            ]
+        );
+        assert!(input.join("part-2").is_file());
+        // Outside the job directory nothing is asked (nobody listens any more).
+        let elsewhere = dir.path().join("shared-input");
+        assert_eq!(fetch_missing_input_parts(&socket, &job_dir, &elsewhere, 3, "gen").unwrap(), 0);
     }
 
     #[test]

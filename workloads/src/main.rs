@@ -128,6 +128,11 @@ struct MapArgs {
     /// Memory for the map's in-memory table or buffer before it spills sorted runs.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_SPILL_BYTES)]
     spill_bytes: usize,
+    /// The stage whose tasks wrote --input's --parts, when --input is inside --job-dir:
+    /// on agents without a shared data directory the missing parts are fetched from the
+    /// agents that hold them.
+    #[arg(long, value_name = "NAME", default_value = "gen")]
+    input_stage: String,
 }
 
 #[derive(Args, Debug)]
@@ -203,6 +208,14 @@ impl GenArgs {
 }
 
 impl MapArgs {
+    /// Fetches generated input parts other agents hold (local data mode), then the task.
+    fn fetch_and_task(&self) -> Result<MapTask> {
+        if let Some(parts) = self.parts {
+            fetch::fetch_input_parts(&self.job_dir, &self.input, parts, &self.input_stage)?;
+        }
+        Ok(self.to_task())
+    }
+
     fn to_task(&self) -> MapTask {
         check_task(self.task, self.tasks);
         MapTask {
@@ -246,7 +259,7 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Command::Wordcount { side: Side::Map(args) } => {
-            let task = args.to_task();
+            let task = args.fetch_and_task()?;
             let stats = wordcount::map(&task)?;
             println!(
                 "wordcount map {}/{}: {} words, {} distinct over {} reducers, {} spills, read {}",
@@ -260,7 +273,7 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Command::Grep { side: Side::Map(args) } => {
-            let task = args.map.to_task();
+            let task = args.map.fetch_and_task()?;
             let stats = grep::map(&task, args.pattern.as_bytes())?;
             println!(
                 "grep map {}/{}: {} matching lines, {} distinct, {} spills, read {}",
@@ -273,7 +286,7 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Command::Sort { side: Side::Map(args) } => {
-            let task = args.to_task();
+            let task = args.fetch_and_task()?;
             let stats = sort::map(&task)?;
             println!(
                 "sort map {}/{}: {} records over {} reducers, {} spills, read {}",
@@ -377,6 +390,7 @@ mod tests {
             "gen-records --output d --records 10 --task 0 --tasks 1",
             "wordcount map --input i --task 0 --tasks 2 --reducers 3 --job-dir j",
             "wordcount map --input i --parts 4 --task 0 --tasks 2 --reducers 3 --job-dir j",
+            "sort map --input j/input --parts 4 --input-stage g --task 0 --tasks 2 --reducers 3 --job-dir j",
             "wordcount reduce --task 1 --maps 2 --job-dir j",
             "grep map --input i --pattern p --task 0 --tasks 2 --reducers 3 --job-dir j",
             "grep reduce --task 1 --maps 2 --job-dir j",
