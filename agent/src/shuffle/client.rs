@@ -86,8 +86,13 @@ impl ShuffleClient {
         if let Some(dir) = dest.parent() {
             tokio::fs::create_dir_all(dir).await.map_err(write_error)?;
         }
-        // A fresh temporary file: a leftover of an earlier request may be another attempt's.
-        let mut file = tokio::fs::File::create(&temp).await.map_err(write_error)?;
+        // A new file (never an existing one, nor a symlink a task placed under its name).
+        let mut file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)
+            .await
+            .map_err(write_error)?;
         let mut tries = 0;
         loop {
             tries += 1;

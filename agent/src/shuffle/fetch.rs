@@ -18,7 +18,7 @@ use tracing::{debug, info};
 
 use super::client::ShuffleClient;
 use super::locate::Locator;
-use super::paths::plain_relative;
+use super::paths::{plain_relative, prepare_destination};
 
 /// The live containers' fetch tokens and the job each one may fetch for.
 #[derive(Clone, Debug, Default)]
@@ -147,10 +147,15 @@ impl FetchService {
         let permits = Arc::new(Semaphore::new(self.max_fetches));
         let mut running = JoinSet::new();
         for (part, holder) in plan {
-            let (client, permits, dest) =
-                (Arc::clone(&self.client), Arc::clone(&permits), job_dir.join(&part.path));
+            let (client, permits, job_dir) =
+                (Arc::clone(&self.client), Arc::clone(&permits), job_dir.clone());
             running.spawn(async move {
                 let _permit = permits.acquire_owned().await.map_err(|e| e.to_string())?;
+                let path = part.path.clone();
+                let dest = tokio::task::spawn_blocking(move || prepare_destination(&job_dir, &path))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|err| format!("part {}: {err}", part.path))?;
                 client.fetch(&holder, job, &part.path, &dest).await.map_err(|err| {
                     format!(
                         "part {} (task {} of stage {}) from {} at {}: {err}",

@@ -71,6 +71,25 @@ pub fn resolve_confined(job_dir: &Path, path: &str) -> Result<PathBuf, PathError
     Ok(real)
 }
 
+/// Where a fetched `path` may be written under `job_dir`: its directory is created, and
+/// refused if (through a symlink a task made in its job directory) it lies outside
+/// `job_dir`, so an agent running as root never writes where the task could not. Answers
+/// the destination with its directory resolved. Blocking (file system).
+pub fn prepare_destination(job_dir: &Path, path: &str) -> Result<PathBuf, PathError> {
+    let relative = plain_relative(path)?;
+    let unresolved =
+        |err: std::io::Error| PathError::Unresolved { path: path.to_string(), reason: err.to_string() };
+    let name = relative.file_name().ok_or(PathError::Empty)?.to_owned();
+    let parent = job_dir.join(&relative).parent().map(Path::to_path_buf).ok_or(PathError::Empty)?;
+    std::fs::create_dir_all(&parent).map_err(unresolved)?;
+    let root = job_dir.canonicalize().map_err(unresolved)?;
+    let real_parent = parent.canonicalize().map_err(unresolved)?;
+    if !real_parent.starts_with(&root) {
+        return Err(PathError::Escapes(path.to_string()));
+    }
+    Ok(real_parent.join(name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,5 +121,18 @@ mod tests {
         assert!(matches!(resolve_confined(&job, "up/outside"), Err(PathError::Escapes(_))));
         assert!(resolve_confined(&job, "map-0/part-2").is_ok());
         assert!(matches!(resolve_confined(&job, "map-0/part-9"), Err(PathError::Unresolved { .. })));
+    }
+
+    #[test]
+    fn a_destination_behind_a_symlink_out_of_the_job_dir_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let job = root.path().join("job");
+        std::fs::create_dir_all(&job).unwrap();
+        std::fs::create_dir_all(root.path().join("etc")).unwrap();
+        std::os::unix::fs::symlink(root.path().join("etc"), job.join("map-0")).unwrap();
+        assert!(matches!(prepare_destination(&job, "map-0/part-0"), Err(PathError::Escapes(_))));
+        let fine = prepare_destination(&job, "map-1/part-0").unwrap();
+        assert!(fine.ends_with("job/map-1/part-0") && job.join("map-1").is_dir());
+        assert!(matches!(prepare_destination(&job, "../x"), Err(PathError::NotRelative(_))));
     }
 }

@@ -351,3 +351,26 @@ async fn a_stream_that_ends_early_is_resumed_from_the_bytes_already_written() {
     assert_eq!(sent, 500_000, "every byte crossed the network once");
     assert!(std::fs::read(&dest).unwrap() == data, "the resumed part differs");
 }
+
+#[tokio::test]
+async fn a_part_is_never_written_through_a_symlink_out_of_the_job_dir() {
+    let w = world(&["n1", "n2"]);
+    write_part(&w.nodes[0], JobId(8), "map-0/part-0", b"payload");
+    let outputs = StageOutputs { holders: vec![w.nodes[0].holder.clone()], task_holder: vec![Some(0)] };
+    let locator = Arc::new(FakeLocator {
+        answers: vec![((JobId(8), "map".into()), outputs)],
+        ..FakeLocator::default()
+    });
+    let (service, tokens) = fetch_service(&w, 1, locator);
+    // The task made `map-0` in its job directory a link to a directory it may not write.
+    let job_dir = w.nodes[1].data_dir.join("jobs/j8");
+    let elsewhere = w._dir.path().join("elsewhere");
+    std::fs::create_dir_all(&job_dir).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, job_dir.join("map-0")).unwrap();
+    let guard = tokens.issue(JobId(8)).unwrap();
+    let reply = service.fetch(map_part_request(guard.token(), 1, 0)).await;
+    let LocalFetchReply::Failed { reason } = reply else { panic!("{reply:?}") };
+    assert!(reason.contains("outside the job directory"), "{reason}");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0, "nothing written through the link");
+}
