@@ -157,18 +157,20 @@ async fn supervise(
     mut on_event: impl FnMut(ProcessEvent),
 ) {
     let container = launch.container;
-    // The token lives exactly as long as this supervision: until the container is done.
-    let (mut command, _fetch_token) = match prepare(Arc::clone(&config), launch).await {
+    // The token works until the container is done (dropped before its end is reported).
+    let (mut command, fetch_token) = match prepare(Arc::clone(&config), launch).await {
         Ok(prepared) => prepared,
         Err(err) => return on_event(ProcessEvent::SpawnFailed(err)),
     };
     if kill.try_recv().is_ok() {
+        drop(fetch_token);
         sweep_container(&config, container).await;
         return on_event(ProcessEvent::SpawnFailed(SpawnError::KilledBeforeStart));
     }
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(err) => {
+            drop(fetch_token);
             sweep_container(&config, container).await;
             return on_event(ProcessEvent::SpawnFailed(SpawnError::Exec(err)));
         }
@@ -190,6 +192,7 @@ async fn supervise(
         signal_group(group, libc::SIGKILL);
     }
     sweep_container(&config, container).await;
+    drop(fetch_token);
     let exit = match status {
         Ok(status) => exit_of(status),
         Err(err) => TaskExit::Unknown(err.to_string()),
