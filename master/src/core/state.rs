@@ -9,7 +9,7 @@ use std::sync::Arc;
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AccountId, AgentId, AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::money::Credits;
-use slotmarket_common::protocol::{DrainCause, JobState, Quarantine};
+use slotmarket_common::protocol::{DataMode, DrainCause, JobState, Quarantine};
 use slotmarket_common::spec::{JobSpec, SlotKind};
 use slotmarket_common::time::Timestamp;
 
@@ -85,6 +85,12 @@ pub(crate) struct State {
     /// step's changed jobs, what MRM's kept admission schedule must look at again
     /// (`quote::Market::note_changed`).
     pub(crate) touched: Vec<JobId>,
+    /// Nodes last registered in local data mode, with their directories' ids (kept in
+    /// the store; see `reactor::outputs`).
+    pub(crate) local_nodes: BTreeMap<String, String>,
+    /// Local-mode nodes holding recovered outputs that have not registered since the
+    /// master restarted, with the time their outputs count as lost.
+    pub(crate) awaited_holders: BTreeMap<Arc<str>, Timestamp>,
 }
 
 impl State {
@@ -111,6 +117,8 @@ impl State {
             reservations: Vec::new(),
             waits: JobWaits::default(),
             touched: Vec::new(),
+            local_nodes: BTreeMap::new(),
+            awaited_holders: BTreeMap::new(),
         }
     }
 }
@@ -184,6 +192,10 @@ pub(crate) struct Task {
     /// elsewhere while another schedulable node offers its slot kind. Empty (and
     /// unallocated) for the tasks that never failed.
     pub(crate) failed_on: Vec<Arc<str>>,
+    /// The node whose agent completed it, while it is completed: where its output is
+    /// if that agent keeps its own data directory (see `locate`). Recovered from the
+    /// store's container rows after a restart.
+    pub(crate) output_on: Option<Arc<str>>,
 }
 
 /// Where a task is.
@@ -275,6 +287,10 @@ pub(crate) struct Agent {
     pub(crate) quarantine: Option<Quarantine>,
     /// Its current run of fast task failures (see `reactor::health`).
     pub(crate) streak: FailStreak,
+    /// Whether its data directory is shared or its own (see `reactor::outputs`).
+    pub(crate) data_mode: DataMode,
+    /// Its data directory's id, as it registered.
+    pub(crate) data_dir_id: String,
 }
 
 /// An agent's current run of fast task failures: a completion or a slow failure ends it.
@@ -297,6 +313,7 @@ impl Task {
             phase: TaskPhase::Pending,
             run_ms: None,
             failed_on: Vec::new(),
+            output_on: None,
         }
     }
 }
@@ -315,6 +332,8 @@ impl Agent {
             drain: None,
             quarantine: None,
             streak: FailStreak::default(),
+            data_mode: DataMode::Shared,
+            data_dir_id: String::new(),
         }
     }
 

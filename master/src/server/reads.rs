@@ -200,6 +200,7 @@ mod tests {
             next_container: ContainerId(1),
             history: vec![],
             capacity: None,
+            local_nodes: vec![],
         };
         let _ = core.handle(Timestamp(0), Event::StoreRecovered(recovery));
         for request in 0..3 {

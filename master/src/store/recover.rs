@@ -41,7 +41,10 @@ impl Store {
                 Ok([row.get::<_, u32>(0)?, row.get::<_, u32>(1)?])
             })
             .optional()?;
-        Ok(StoreRecovery { next_job, next_container, history, capacity })
+        let mut stmt = self.conn.prepare("SELECT node, dir_id FROM local_nodes ORDER BY node")?;
+        let rows = stmt.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))?;
+        let local_nodes = rows.collect::<Result<Vec<_>, _>>()?;
+        Ok(StoreRecovery { next_job, next_container, history, capacity, local_nodes })
     }
 
     /// Every job that had not ended, with its containers' last states (one row per

@@ -13,6 +13,7 @@ const MIGRATIONS: &[&str] = &[
     DEADLINE_PURCHASES,
     DP_RATES_AND_INCOME,
     CLUSTER_CAPACITY,
+    LOCAL_NODES,
 ];
 
 /// The version this build writes: the number of migration steps.
@@ -126,6 +127,16 @@ CREATE TABLE cluster_capacity (
     id           INTEGER PRIMARY KEY CHECK (id = 1),
     map_slots    INTEGER NOT NULL,
     reduce_slots INTEGER NOT NULL
+);
+";
+
+/// Nodes whose agents keep their own data directory, with its id: after a restart, a
+/// node holding outputs that does not come back, or comes back with another directory,
+/// has lost them.
+const LOCAL_NODES: &str = "
+CREATE TABLE local_nodes (
+    node   TEXT PRIMARY KEY,
+    dir_id TEXT NOT NULL
 );
 ";
 

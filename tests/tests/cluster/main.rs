@@ -21,5 +21,7 @@ mod mrm;
 mod nodes;
 mod restart;
 mod security;
+mod shuffle;
+mod shuffle_loss;
 mod support;
 mod task_logs;

@@ -44,6 +44,7 @@ fn env_with_history(predictor: &str) -> TestEnv {
         next_container: ContainerId(1),
         history: vec![etl_run(7), etl_run(8)],
         capacity: None,
+        local_nodes: vec![],
     };
     env.handle(Event::StoreRecovered(recovery));
     env.join_agent("n1", 10, 0);
@@ -156,6 +157,7 @@ fn three_times_slower(rescale: bool) -> crate::core::policy::jockey::SloState {
         next_container: ContainerId(1),
         history: vec![etl_run(7)],
         capacity: None,
+        local_nodes: vec![],
     };
     env.handle(Event::StoreRecovered(recovery));
     env.join_agent("n1", 10, 0);
@@ -203,6 +205,7 @@ fn a_hopeless_job_is_not_raised_beyond_the_tasks_it_has_left() {
         next_container: ContainerId(1),
         history: vec![etl_run(7)],
         capacity: None,
+        local_nodes: vec![],
     };
     env.handle(Event::StoreRecovered(recovery));
     env.join_agent("n1", 40, 0);

@@ -26,5 +26,6 @@ mod queue;
 mod recovery;
 mod reservations;
 mod scheduling;
+mod shuffle;
 mod triggers;
 mod waits;

@@ -40,8 +40,13 @@ fn capacities(persists: &[Persist]) -> Vec<(u32, u32)> {
 
 fn restarted(capacity: Option<[u32; 2]>) -> TestEnv {
     let mut env = TestEnv::with_config(mrm());
-    let recovery =
-        StoreRecovery { next_job: JobId(10), next_container: ContainerId(1), history: vec![], capacity };
+    let recovery = StoreRecovery {
+        next_job: JobId(10),
+        next_container: ContainerId(1),
+        history: vec![],
+        capacity,
+        local_nodes: vec![],
+    };
     env.handle(Event::StoreRecovered(recovery));
     env
 }
