@@ -16,11 +16,15 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, error, info, warn};
 
 use super::launches::pack_launches;
+
+#[path = "job_files.rs"]
+mod job_files;
 use super::task_reads::{self, PendingLogRead};
 use super::{ServerError, reads};
 use crate::core::policy::jockey::{CompletionModel, ModelRequest, build_completion_model};
 use crate::core::{AdmissionMode, Command, Core, Event, KillReason, Persist, RequestId};
 use crate::store::{Store, StoreError};
+pub use job_files::DEFAULT_RETAIN as DEFAULT_CLEANUP_RETAIN;
 
 /// What sessions tell the actor.
 pub(crate) enum Input {
@@ -42,6 +46,10 @@ pub(crate) enum Input {
     Watch { caller: Identity, job: JobId, updates: WatchSender },
     /// An agent answered a log read.
     LogRead { agent: AgentId, answer: LogReadReply },
+    /// An agent answered an output read.
+    OutputRead { agent: AgentId, answer: slotmarket_common::protocol::OutputReadReply },
+    /// A registered agent's data directory id (sent right after `AgentRegistered`).
+    AgentDataDir { node: String, dir_id: String },
 }
 
 /// Where a watch stream's updates go: only the latest response is kept, so a reader that
@@ -133,6 +141,8 @@ pub(super) struct Actor {
     /// Log reads sent to agents and not answered yet, by request number.
     log_reads: BTreeMap<u64, PendingLogRead>,
     next_log_read: u64,
+    /// Output reads, nodes' data directories and job directory removals.
+    files: job_files::JobFiles,
 }
 
 impl Actor {
@@ -154,7 +164,13 @@ impl Actor {
             models_to_actor,
             log_reads: BTreeMap::new(),
             next_log_read: 1,
+            files: job_files::JobFiles::new(job_files::DEFAULT_RETAIN),
         }
+    }
+
+    /// Sets how long an ended job's directories stay on the agents (`[cleanup] retain_s`).
+    pub(super) fn set_cleanup_retain(&mut self, retain: Duration) {
+        self.files = job_files::JobFiles::new(retain);
     }
 
     /// Replays the stored accounts and ledger, then every stored job, into the core at
@@ -190,6 +206,8 @@ impl Actor {
     /// Runs until every session and the server have dropped their inbox senders, or the
     /// store fails.
     pub(super) async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<Input>) -> Result<(), ServerError> {
+        let mut cleanup = tokio::time::interval(self.files.check_every());
+        cleanup.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let wakeup = self.core.next_wakeup().map(|at| self.clock.instant_of(at));
             let mut commands = Vec::new();
@@ -209,6 +227,7 @@ impl Actor {
                     commands = self.core.handle(self.clock.now(), Event::CompletionModelBuilt(Box::new(model)));
                 }
                 () = sleep_until(wakeup) => commands = self.core.tick(self.clock.now()),
+                _ = cleanup.tick() => self.cleanup_round(self.clock.now()),
             }
             self.execute(commands)?;
         }
@@ -235,6 +254,7 @@ impl Actor {
                 if let Event::AgentDisconnected { agent } = &event {
                     self.agents.remove(agent);
                     self.fail_log_reads(*agent);
+                    self.fail_output_reads(*agent);
                 }
                 self.core.handle(now, event)
             }
@@ -250,6 +270,14 @@ impl Actor {
                         pending.finish(answer);
                     }
                 }
+                Vec::new()
+            }
+            Input::OutputRead { agent, answer } => {
+                self.on_output_read(agent, answer);
+                Vec::new()
+            }
+            Input::AgentDataDir { node, dir_id } => {
+                self.on_agent_data_dir(node, dir_id);
                 Vec::new()
             }
         }
@@ -321,6 +349,18 @@ impl Actor {
             }
             Request::Logs(query) => {
                 self.start_log_read(&caller, &query, reply);
+                return Vec::new();
+            }
+            Request::OutputNodes { job } => {
+                self.answer_output_nodes(&caller, job, reply);
+                return Vec::new();
+            }
+            Request::Output(query) => {
+                self.start_output_read(&caller, query, reply);
+                return Vec::new();
+            }
+            Request::Cleanup { jobs } => {
+                self.cleanup_now(&caller, jobs, now, reply);
                 return Vec::new();
             }
             Request::Jobs(query) => {

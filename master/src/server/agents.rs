@@ -118,6 +118,7 @@ pub(super) async fn serve(
             Err(reason) => return refuse(&conn, Some(&mut send), &reason).await,
         };
         let node = register.node.clone();
+        let dir_id = register.data_dir_id.clone();
         let (outbound, outbound_rx) = mpsc::unbounded_channel();
         let (assigned, assigned_rx) = oneshot::channel();
         let registered = Input::AgentRegistered {
@@ -137,6 +138,7 @@ pub(super) async fn serve(
             return;
         };
         info!(%agent, "agent registered");
+        let _ = inbox.send(Input::AgentDataDir { node: node.clone(), dir_id });
         let writer = tokio::spawn(write_outbound(conn.clone(), send, outbound_rx, max_frame));
         read_inbound(recv, agent, &inbox, max_frame).await;
         let _ = inbox.send(Input::Agent(Event::AgentDisconnected { agent }));
@@ -237,6 +239,12 @@ async fn read_inbound(
                 warn!(%agent, job = %locate.job, "Locate from an agent: not served yet; ignored");
                 continue;
             }
+            Ok(Some(AgentToMaster::OutputRead(answer))) => {
+                if inbox.send(Input::OutputRead { agent, answer }).is_err() {
+                    return;
+                }
+                continue;
+            }
             Ok(Some(AgentToMaster::Leaving)) => {
                 info!(%agent, "agent leaving; its tasks go elsewhere");
                 Event::AgentLeaving { agent }
@@ -271,6 +279,7 @@ fn message_name(message: &AgentToMaster) -> &'static str {
         AgentToMaster::Leaving => "Leaving",
         AgentToMaster::LogRead(_) => "LogRead",
         AgentToMaster::Locate(_) => "Locate",
+        AgentToMaster::OutputRead(_) => "OutputRead",
     }
 }
 

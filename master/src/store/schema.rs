@@ -7,7 +7,7 @@ use super::StoreError;
 
 /// Step `i` brings a database from version `i` to `i + 1`; version 0 is an empty file.
 const MIGRATIONS: &[&str] =
-    &[V1, V2_JOBS_AND_HISTORY, ACCOUNTS_AND_LEDGER, DEADLINE_PURCHASES, DP_RATES_AND_INCOME];
+    &[V1, V2_JOBS_AND_HISTORY, ACCOUNTS_AND_LEDGER, DEADLINE_PURCHASES, DP_RATES_AND_INCOME, JOB_CLEANUP];
 
 /// The version this build writes: the number of migration steps.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -110,6 +110,20 @@ CREATE TABLE account_settings (
     account      TEXT    PRIMARY KEY,
     rate_micro   INTEGER,
     income_micro INTEGER
+);
+";
+
+/// Removal of ended jobs' directories from the agents (see `store::cleanup`): the jobs
+/// whose removal is planned, and per node the removals not yet sent.
+const JOB_CLEANUP: &str = "
+CREATE TABLE jobs_cleaned (
+    job   INTEGER PRIMARY KEY,
+    at_ms INTEGER NOT NULL
+);
+CREATE TABLE job_cleanup (
+    job  INTEGER NOT NULL,
+    node TEXT    NOT NULL,
+    PRIMARY KEY (job, node)
 );
 ";
 
