@@ -16,7 +16,7 @@ fn fake(overlap: bool) -> FakeMaster {
         path.repeat(reps).into_bytes()
     };
     FakeMaster::start(move |request| match request {
-        Request::OutputNodes { job } if job == JobId(7) => {
+        Request::OutputNodes { job: JobId(7) } => {
             vec![Response::OutputNodes(vec!["n1".into(), "n2".into()])]
         }
         Request::Output(OutputQuery { node, op: OutputOp::List { dir }, .. }) => {
