@@ -241,3 +241,21 @@ fn a_job_still_running_is_not_cleaned_up() {
     actor.cleanup_round(actor.clock.now());
     assert!(removals(&mut out1).is_empty());
 }
+
+#[test]
+fn a_cleanup_naming_no_job_takes_the_callers_ended_jobs_not_yet_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    stored_job(dir.path(), false);
+    let mut actor = actor_on(dir.path());
+    actor.set_cleanup_retain(Duration::from_secs(3600));
+    let (_n1, mut out1) = join(&mut actor, "n1", "a");
+    let mut theirs = send(&mut actor, user("bob"), Request::Cleanup { jobs: vec![] });
+    assert_eq!(theirs.try_recv().unwrap(), Response::CleanedUp(vec![]), "bob owns nothing");
+    let mut mine = send(&mut actor, user("alice"), Request::Cleanup { jobs: vec![] });
+    let Ok(Response::CleanedUp(done)) = mine.try_recv() else { panic!("answered") };
+    assert_eq!(done.iter().map(|d| d.job).collect::<Vec<_>>(), [JobId(1)]);
+    assert_eq!(removals(&mut out1).len(), 1);
+    // Once planned, it is not named again.
+    let mut again = send(&mut actor, user("alice"), Request::Cleanup { jobs: vec![] });
+    assert_eq!(again.try_recv().unwrap(), Response::CleanedUp(vec![]));
+}
