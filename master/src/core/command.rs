@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use slotmarket_common::ids::{AccountId, AgentId, ContainerId, JobId};
+use slotmarket_common::ids::{AccountId, AgentId, ContainerId, JobId, StageId};
 use slotmarket_common::protocol::{ContainerReport, JobHistory, JobState, Launch, LedgerEntry, Response};
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
@@ -93,6 +93,10 @@ pub enum KillReason {
     Unknown,
     /// A reconnecting agent listed it but offers no free slot of its kind to adopt it into.
     NoSlotToAdopt,
+    /// It reads outputs of an earlier stage that were lost with a local-mode node; it
+    /// would fail fetching them, so it waits for them to be made again.
+    /// (The node is named in the container's stored report.)
+    InputsLost,
 }
 
 impl fmt::Display for KillReason {
@@ -109,6 +113,9 @@ impl fmt::Display for KillReason {
             KillReason::NoSlotToAdopt => {
                 f.write_str("no free slot to adopt it into; the agent offers fewer slots than before")
             }
+            KillReason::InputsLost => f.write_str(
+                "its inputs were lost with the node holding them; it runs again once they are made again",
+            ),
         }
     }
 }
@@ -192,6 +199,31 @@ pub enum Persist {
         /// Its income.
         income: slotmarket_common::money::Credits,
     },
+    /// Completed tasks whose output was on a local-mode node that was lost run again:
+    /// their completed containers no longer count (a restart must not find them done).
+    OutputsLost {
+        /// The job.
+        job: JobId,
+        /// The producing stage.
+        stage: StageId,
+        /// Its name, for the log.
+        stage_name: String,
+        /// The tasks' indices in the stage.
+        tasks: Vec<u32>,
+        /// The node that held their outputs.
+        node: Arc<str>,
+        /// When it was decided (the master's clock).
+        at: Timestamp,
+    },
+    /// A node registered in local data mode with the directory `dir_id`, or (`None`)
+    /// registered in shared mode after it was known as local: recovery needs it to tell
+    /// which recovered outputs a node that does not return took with it.
+    LocalNode {
+        /// The node.
+        node: String,
+        /// Its own data directory's id; `None`: no longer local.
+        dir_id: Option<String>,
+    },
 }
 
 #[cfg(test)]
@@ -213,6 +245,10 @@ mod tests {
                 "agent n3 silent for more than 10000 ms",
             ),
             (KillReason::Unknown, "unknown to the master"),
+            (
+                KillReason::InputsLost,
+                "its inputs were lost with the node holding them; it runs again once they are made again",
+            ),
             (
                 KillReason::NoSlotToAdopt,
                 "no free slot to adopt it into; the agent offers fewer slots than before",

@@ -3,7 +3,7 @@
 
 use slotmarket_common::ids::{AccountId, AgentId, ContainerId, JobId};
 use slotmarket_common::money::Credits;
-use slotmarket_common::protocol::{ContainerReport, JobHistory, LedgerEntry};
+use slotmarket_common::protocol::{ContainerReport, DataMode, JobHistory, LedgerEntry};
 use slotmarket_common::spec::JobSpec;
 
 use super::accounting::StoredAccount;
@@ -26,6 +26,12 @@ pub enum Event {
         reduce_slots: u32,
         /// Containers still alive on the agent.
         live_containers: Vec<ContainerReport>,
+        /// Whether its data directory is shared or its own (then other agents fetch the
+        /// outputs of the tasks it completed from its shuffle service).
+        data_mode: DataMode,
+        /// Its data directory's id (`.slotmarket-shared-id`): a local-mode node that
+        /// registers again with another id has lost the outputs it held.
+        data_dir_id: String,
     },
     /// The agent sent a heartbeat.
     AgentHeartbeat {
@@ -186,6 +192,8 @@ pub struct StoreRecovery {
     pub next_container: ContainerId,
     /// The kept history of ended jobs, oldest first.
     pub history: Vec<JobHistory>,
+    /// The nodes last registered in local data mode, with their directories' ids.
+    pub local_nodes: Vec<(String, String)>,
 }
 
 /// A stored job, as the store hands it back after a restart.

@@ -15,6 +15,7 @@
 //! - `history`: the recorded runs of ended jobs that estimators learn from. MRM's
 //!   admission, estimation and pricing (`admission.rs`, `estimate.rs`, `pricing.rs`) sit
 //!   beside it, in front of the policies; budgets, rates and the ledger in `accounting.rs`.
+//! - `locate`: where each task's output is, for agents without a shared data directory.
 //!
 //! Purity is enforced by a test that scans this directory for clocks and I/O
 //! (`tests/purity.rs`). Splitting the core into its own crate would make it a compile
@@ -29,6 +30,7 @@ pub mod estimate_eval;
 pub mod event;
 mod history;
 pub mod invariants;
+mod locate;
 mod market;
 pub mod policy;
 pub mod pricing;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AccountId, AgentId, AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::money::Credits;
-use slotmarket_common::protocol::{DrainCause, JobState, Quarantine};
+use slotmarket_common::protocol::{DataMode, DrainCause, JobState, Quarantine};
 use slotmarket_common::spec::{JobSpec, SlotKind};
 use slotmarket_common::time::Timestamp;
 
@@ -81,6 +81,12 @@ pub(crate) struct State {
     pub(crate) reservations: Vec<HeldSlots>,
     /// Jobs held for the jobs they run after, and time limits (see `reactor::waits`).
     pub(crate) waits: JobWaits,
+    /// Nodes last registered in local data mode, with their directories' ids (kept in
+    /// the store; see `reactor::outputs`).
+    pub(crate) local_nodes: BTreeMap<String, String>,
+    /// Local-mode nodes holding recovered outputs that have not registered since the
+    /// master restarted, with the time their outputs count as lost.
+    pub(crate) awaited_holders: BTreeMap<Arc<str>, Timestamp>,
 }
 
 impl State {
@@ -106,6 +112,8 @@ impl State {
             accounts: Accounts::default(),
             reservations: Vec::new(),
             waits: JobWaits::default(),
+            local_nodes: BTreeMap::new(),
+            awaited_holders: BTreeMap::new(),
         }
     }
 }
@@ -175,6 +183,10 @@ pub(crate) struct Task {
     /// elsewhere while another schedulable node offers its slot kind. Empty (and
     /// unallocated) for the tasks that never failed.
     pub(crate) failed_on: Vec<Arc<str>>,
+    /// The node whose agent completed it, while it is completed: where its output is
+    /// if that agent keeps its own data directory (see `locate`). Recovered from the
+    /// store's container rows after a restart.
+    pub(crate) output_on: Option<Arc<str>>,
 }
 
 /// Where a task is.
@@ -266,6 +278,10 @@ pub(crate) struct Agent {
     pub(crate) quarantine: Option<Quarantine>,
     /// Its current run of fast task failures (see `reactor::health`).
     pub(crate) streak: FailStreak,
+    /// Whether its data directory is shared or its own (see `reactor::outputs`).
+    pub(crate) data_mode: DataMode,
+    /// Its data directory's id, as it registered.
+    pub(crate) data_dir_id: String,
 }
 
 /// An agent's current run of fast task failures: a completion or a slow failure ends it.
@@ -288,6 +304,7 @@ impl Task {
             phase: TaskPhase::Pending,
             run_ms: None,
             failed_on: Vec::new(),
+            output_on: None,
         }
     }
 }
@@ -306,6 +323,8 @@ impl Agent {
             drain: None,
             quarantine: None,
             streak: FailStreak::default(),
+            data_mode: DataMode::Shared,
+            data_dir_id: String::new(),
         }
     }
 

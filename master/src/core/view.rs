@@ -10,7 +10,8 @@ use std::ops::Bound;
 
 use slotmarket_common::protocol::{
     AccountSummary, DemandClass, ErrorKind, ErrorReply, JobHistory, JobStatus, JobSummary, JobsQuery,
-    LedgerPage, NodeSummary, ProfileView, ReservationView, ReservedKind, SloStatus, StageStatus,
+    LedgerPage, NodeSummary, ProfileView, ReservationView, ReservedKind, SloStatus, StageOutputs,
+    StageStatus,
 };
 use slotmarket_common::spec::{JobSpec, StageSpec};
 use std::collections::BTreeSet;
@@ -81,6 +82,13 @@ impl<'a> CoreView<'a> {
             slowdown_permille: (s.slowdown * 1000.0).round() as u32,
         });
         Ok(status)
+    }
+
+    /// Where the outputs of `job`'s stage `stage` are (an agent's `Locate`): which
+    /// local-mode agent completed each task. Refused, with why, for an unknown or ended
+    /// job, an unknown stage, or an `agent` that runs no live container of the job.
+    pub fn stage_outputs(&self, agent: AgentId, job: JobId, stage: &str) -> Result<StageOutputs, String> {
+        super::locate::stage_outputs(self.state, agent, job, stage)
     }
 
     /// Whether the core still holds `job` (ended jobs leave after their retention).

@@ -8,8 +8,8 @@ use slotmarket_common::container::ContainerState;
 use slotmarket_common::identity::Identity;
 use slotmarket_common::ids::{AgentId, ContainerId, JobId};
 use slotmarket_common::protocol::{
-    ContainerReport, ErrorKind, JobState, JobSummary, Launch, LogQuery, LogRead, LogReadReply, MAX_LOG_CHUNK,
-    MasterToAgent, Request, Response,
+    ContainerReport, DataMode, ErrorKind, JobState, JobSummary, Launch, Locate, Located, LogQuery, LogRead,
+    LogReadReply, MAX_LOG_CHUNK, MasterToAgent, Request, Response,
 };
 use slotmarket_common::time::Timestamp;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -37,6 +37,10 @@ pub(crate) enum Input {
         live_containers: Vec<ContainerReport>,
         outbound: mpsc::UnboundedSender<MasterToAgent>,
         assigned: oneshot::Sender<AgentId>,
+        /// Shared or local data directory.
+        data_mode: DataMode,
+        /// The data directory's id.
+        data_dir_id: String,
     },
     /// A fact about a registered agent (heartbeat, reports, disconnect).
     Agent(Event),
@@ -50,6 +54,8 @@ pub(crate) enum Input {
     OutputRead { agent: AgentId, answer: slotmarket_common::protocol::OutputReadReply },
     /// A registered agent's data directory id (sent right after `AgentRegistered`).
     AgentDataDir { node: String, dir_id: String },
+    /// An agent asked where a stage's outputs are; answered `MasterToAgent::Located`.
+    Locate { agent: AgentId, locate: Locate },
 }
 
 /// Where a watch stream's updates go: only the latest response is kept, so a reader that
@@ -87,6 +93,10 @@ fn log_outcomes(persist: &[Persist]) {
             Persist::JobState { job, state: JobState::Completed, .. } => info!(%job, "job completed"),
             Persist::JobState { job, state, message, .. } if state.is_terminal() => {
                 warn!(%job, state = state.name(), reason = message.as_deref().unwrap_or(""), "job ended");
+            }
+            Persist::OutputsLost { job, stage_name, tasks, node, .. } => {
+                let count = tasks.len();
+                warn!(%job, %node, stage = stage_name.as_str(), count, "re-running {count} {stage_name} tasks of {job} whose output was on {node}");
             }
             Persist::Container { node, report } if report.state == ContainerState::Failed => {
                 let reason = report.message.as_deref().unwrap_or("");
@@ -239,7 +249,16 @@ impl Actor {
     fn on_input(&mut self, input: Input) -> Vec<Command> {
         let now = self.clock.now();
         match input {
-            Input::AgentRegistered { node, map_slots, reduce_slots, live_containers, outbound, assigned } => {
+            Input::AgentRegistered {
+                node,
+                map_slots,
+                reduce_slots,
+                live_containers,
+                outbound,
+                assigned,
+                data_mode,
+                data_dir_id,
+            } => {
                 let agent = AgentId(self.next_agent);
                 self.next_agent += 1;
                 let heartbeat_interval_ms = millis(self.heartbeat_interval);
@@ -247,7 +266,15 @@ impl Actor {
                 let _ = outbound.send(MasterToAgent::Registered { agent, heartbeat_interval_ms });
                 let _ = assigned.send(agent);
                 self.agents.insert(agent, outbound);
-                let event = Event::AgentJoined { agent, node, map_slots, reduce_slots, live_containers };
+                let event = Event::AgentJoined {
+                    agent,
+                    node,
+                    map_slots,
+                    reduce_slots,
+                    live_containers,
+                    data_mode,
+                    data_dir_id,
+                };
                 self.core.handle(now, event)
             }
             Input::Agent(event) => {
@@ -261,6 +288,10 @@ impl Actor {
             Input::Request { caller, request, reply } => self.on_request(now, caller, request, reply),
             Input::Watch { caller, job, updates } => {
                 self.on_watch(caller, job, updates);
+                Vec::new()
+            }
+            Input::Locate { agent, locate } => {
+                self.answer_locate(agent, locate);
                 Vec::new()
             }
             Input::LogRead { agent, answer } => {
@@ -311,6 +342,16 @@ impl Actor {
         }
         let (agent, container, ended, offset) = (target.agent, target.container, target.ended, query.offset);
         self.log_reads.insert(request, PendingLogRead { agent, reply, container, ended, offset });
+    }
+
+    /// Answers an agent's `Locate` from the core's view at once (a read: nothing to
+    /// decide or store). A refusal is logged here and its reason sent back.
+    fn answer_locate(&self, agent: AgentId, locate: Locate) {
+        let outcome = self.core.view().stage_outputs(agent, locate.job, &locate.stage);
+        if let Err(reason) = &outcome {
+            warn!(%agent, job = %locate.job, reason, "Locate refused");
+        }
+        self.send(agent, MasterToAgent::Located(Located { request: locate.request, outcome }));
     }
 
     /// Fails the log reads waiting on `agent`, which disconnected.

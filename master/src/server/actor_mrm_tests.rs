@@ -50,6 +50,8 @@ fn market(dir: &Path, budget: &str) -> (Actor, mpsc::UnboundedReceiver<MasterToA
         live_containers: Vec::new(),
         outbound,
         assigned,
+        data_mode: DataMode::Shared,
+        data_dir_id: String::new(),
     };
     let commands = actor.on_input(input);
     actor.execute(commands).unwrap();

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AccountId, AttemptId, StageId, TaskId};
-use slotmarket_common::protocol::JobState;
+use slotmarket_common::protocol::{JobState, StageOutputs};
 use slotmarket_common::spec::JobSpec;
 
 use super::*;
@@ -76,6 +76,8 @@ fn an_unsendable_launch_fails_its_attempt_instead_of_reaching_the_agent() {
         live_containers: Vec::new(),
         outbound,
         assigned,
+        data_mode: DataMode::Shared,
+        data_dir_id: String::new(),
     };
     let commands = actor.on_input(join);
     actor.execute(commands).unwrap();
@@ -112,6 +114,8 @@ fn join(actor: &mut Actor, map_slots: u32) -> (AgentId, mpsc::UnboundedReceiver<
         live_containers: Vec::new(),
         outbound,
         assigned,
+        data_mode: DataMode::Shared,
+        data_dir_id: String::new(),
     };
     let commands = actor.on_input(input);
     actor.execute(commands).unwrap();
@@ -182,6 +186,8 @@ fn agents_are_told_the_servers_heartbeat_interval() {
         live_containers: Vec::new(),
         outbound,
         assigned,
+        data_mode: DataMode::Shared,
+        data_dir_id: String::new(),
     };
     let commands = actor.on_input(input);
     assert!(commands.is_empty(), "{commands:?}");
@@ -241,4 +247,26 @@ fn a_log_read_goes_to_the_agent_that_ran_the_task_and_only_its_answer_counts() {
     actor.execute(commands).unwrap();
     let Ok(Response::Error(err)) = lost.try_recv() else { panic!("failed at once") };
     assert!(err.message.contains("disconnected"), "{err:?}");
+}
+
+#[test]
+fn a_locate_is_answered_to_the_asking_agent_at_once_and_a_bad_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut actor = actor_on(dir.path(), DEFAULT_HEARTBEAT_INTERVAL);
+    let (agent, mut outbound) = join(&mut actor, 1);
+    let two_maps = SPEC.replace("tasks = 1", "tasks = 2");
+    let Response::Submitted { job } = submit(&mut actor, &two_maps) else { panic!("not submitted") };
+    while outbound.try_recv().is_ok() {}
+
+    let locate =
+        |request, stage: &str| Input::Locate { agent, locate: Locate { request, job, stage: stage.into() } };
+    assert!(actor.on_input(locate(7, "map")).is_empty(), "a read decides nothing");
+    let Ok(MasterToAgent::Located(located)) = outbound.try_recv() else { panic!("answered at once") };
+    // A shared-mode agent holds no outputs another agent would fetch; no task completed.
+    let expected = StageOutputs { holders: vec![], task_holder: vec![None, None] };
+    assert_eq!(located, Located { request: 7, outcome: Ok(expected) });
+
+    assert!(actor.on_input(locate(8, "reduce")).is_empty());
+    let Ok(MasterToAgent::Located(refused)) = outbound.try_recv() else { panic!("answered at once") };
+    assert_eq!(refused, Located { request: 8, outcome: Err(format!("job {job} has no stage \"reduce\"")) });
 }

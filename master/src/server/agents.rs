@@ -1,6 +1,7 @@
 //! Agent sessions: one long-lived control stream per agent connection. Checks the
-//! `Register` message (including that the agent shares the registered agents' data
-//! directory, see [`DataDirs`]), then decodes heartbeats and reports into core events and
+//! `Register` message (including that a shared-mode agent shares the registered
+//! shared-mode agents' data directory and that local-mode agents do not share one, see
+//! [`DataDirs`]), then decodes heartbeats and reports into core events and
 //! writes the actor's launches and kills back. Never touches scheduling state itself.
 
 use std::collections::BTreeMap;
@@ -9,9 +10,7 @@ use std::time::Duration;
 
 use slotmarket_common::identity::Identity;
 use slotmarket_common::ids::AgentId;
-#[cfg(test)]
-use slotmarket_common::protocol::DataMode;
-use slotmarket_common::protocol::{AgentToMaster, MasterToAgent, PROTOCOL_VERSION, Register};
+use slotmarket_common::protocol::{AgentToMaster, DataMode, MasterToAgent, PROTOCOL_VERSION, Register};
 use slotmarket_common::transport::{FRAME_ERROR_CODE, StreamError, read_frame, write_frame};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -25,10 +24,13 @@ const REGISTER_TIMEOUT: Duration = Duration::from_secs(10);
 /// QUIC application error code for a protocol violation by the agent.
 const PROTOCOL_ERROR: u32 = 2;
 
-/// The data directories of the registered agents, by node. A job's stages pass data
-/// through the data directory, so every agent must see the same one: an agent whose
-/// directory id differs from the registered agents' is refused, with how to fix it. While
-/// no agent is registered, the next one's directory is accepted.
+/// The data directories of the registered agents, by node. Agents in
+/// [`DataMode::Shared`] pass a job's data through their one shared directory, so each must
+/// see the same one: a shared-mode agent whose directory id differs from the registered
+/// shared-mode agents' is refused, with how to fix it (while none is registered, the
+/// next one's directory is accepted). Agents in [`DataMode::Local`] each keep their own
+/// directory: two of them reporting the same id share it, which would mix their outputs,
+/// so the second is refused.
 #[derive(Clone, Debug, Default)]
 pub(super) struct DataDirs(Arc<Mutex<Claims>>);
 
@@ -44,6 +46,8 @@ struct Claims {
 struct DataDirClaim {
     /// Its `.slotmarket-shared-id`.
     id: String,
+    /// Whether the agent keeps its own directory ([`DataMode::Local`]).
+    local: bool,
     /// The path the agent uses, for messages.
     path: String,
     /// The session that made the claim, so an older session of the same node ending
@@ -53,21 +57,34 @@ struct DataDirClaim {
 
 impl DataDirs {
     /// Records `register`'s directory for its node and returns the claiming session's
-    /// number, or says why the agent cannot join: another registered node's directory has
-    /// a different id.
+    /// number, or says why the agent cannot join: a shared-mode agent's directory is not
+    /// the registered shared-mode agents' one, or a local-mode agent's directory is
+    /// another registered local-mode agent's.
     fn claim(&self, register: &Register) -> Result<u64, String> {
         let mut claims = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let other = claims
-            .by_node
-            .iter()
-            .find(|(node, claim)| **node != register.node && claim.id != register.data_dir_id);
-        if let Some((node, claim)) = other {
-            return Err(unshared_dir_message(register, node, &claim.path));
+        let local = matches!(register.data_mode, DataMode::Local { .. });
+        let mut others =
+            claims.by_node.iter().filter(|(node, claim)| **node != register.node && claim.local == local);
+        let conflict = if local {
+            others.find(|(_, claim)| claim.id == register.data_dir_id)
+        } else {
+            others.find(|(_, claim)| claim.id != register.data_dir_id)
+        };
+        if let Some((node, claim)) = conflict {
+            return Err(if local {
+                same_local_dir_message(register, node, &claim.path)
+            } else {
+                unshared_dir_message(register, node, &claim.path)
+            });
         }
         let session = claims.next_session;
         claims.next_session += 1;
-        let claim =
-            DataDirClaim { id: register.data_dir_id.clone(), path: register.data_dir.clone(), session };
+        let claim = DataDirClaim {
+            id: register.data_dir_id.clone(),
+            local,
+            path: register.data_dir.clone(),
+            session,
+        };
         claims.by_node.insert(register.node.clone(), claim);
         Ok(session)
     }
@@ -90,6 +107,19 @@ fn unshared_dir_message(register: &Register, other_node: &str, other_path: &str)
          .slotmarket-shared-id). A job's stages read what earlier stages wrote there, so every \
          agent must see the same directory: point data_dir at one directory on a shared file \
          system (e.g. the same NFS export on every node), or run a single agent",
+        register.data_dir, register.node
+    )
+}
+
+/// Why a local-mode agent whose directory another local-mode agent already uses is
+/// refused, and how to fix it.
+fn same_local_dir_message(register: &Register, other_node: &str, other_path: &str) -> String {
+    format!(
+        "data directory {} of agent {} is the directory agent {other_node} already uses \
+         ({other_path}; both name the same .slotmarket-shared-id). Agents in local data mode \
+         keep their own outputs and serve them to the others, so two sharing a directory \
+         would overwrite each other's: give each agent a data_dir of its own on its own \
+         disk, or set both to shared mode",
         register.data_dir, register.node
     )
 }
@@ -128,6 +158,8 @@ pub(super) async fn serve(
             live_containers: register.live_containers,
             outbound,
             assigned,
+            data_mode: register.data_mode,
+            data_dir_id: register.data_dir_id,
         };
         if inbox.send(registered).is_err() {
             data_dirs.release(&node, session);
@@ -234,9 +266,9 @@ async fn read_inbound(
                 continue;
             }
             Ok(Some(AgentToMaster::Locate(locate))) => {
-                // Agents in local data mode come with the shuffle service; until then no
-                // agent asks.
-                warn!(%agent, job = %locate.job, "Locate from an agent: not served yet; ignored");
+                if inbox.send(Input::Locate { agent, locate }).is_err() {
+                    return;
+                }
                 continue;
             }
             Ok(Some(AgentToMaster::OutputRead(answer))) => {
@@ -309,6 +341,38 @@ mod tests {
         assert!(err.starts_with("data directory /local/data of agent n3 is not the directory"), "{err}");
         assert!(err.contains("uses /nfs/data") || err.contains("uses /mnt/data"), "{err}");
         assert!(err.contains("point data_dir at one directory"), "{err}");
+    }
+
+    fn local(node: &str, id: &str, dir: &str) -> Register {
+        let shuffle = "127.0.0.1:7000".parse().unwrap();
+        Register { data_mode: DataMode::Local { shuffle }, ..register(node, id, dir) }
+    }
+
+    #[test]
+    fn local_agents_join_with_their_own_directories_beside_shared_ones() {
+        let dirs = DataDirs::default();
+        dirs.claim(&register("n1", "nfs", "/nfs/data")).unwrap();
+        dirs.claim(&local("n2", "d2", "/disk/data")).unwrap();
+        dirs.claim(&local("n3", "d3", "/disk/data")).unwrap();
+        // The shared check applies among shared-mode agents only.
+        dirs.claim(&register("n4", "nfs", "/mnt/nfs")).unwrap();
+        let err = dirs.claim(&register("n5", "d5", "/x")).unwrap_err();
+        assert!(err.contains("agent n1 uses /nfs/data"), "{err}");
+        // A node re-registering keeps its own directory.
+        dirs.claim(&local("n2", "d2", "/disk/data")).unwrap();
+    }
+
+    #[test]
+    fn two_local_agents_with_one_directory_are_refused_saying_they_share_it() {
+        let dirs = DataDirs::default();
+        dirs.claim(&local("n1", "same", "/srv/a")).unwrap();
+        let err = dirs.claim(&local("n2", "same", "/srv/b")).unwrap_err();
+        assert!(
+            err.starts_with("data directory /srv/b of agent n2 is the directory agent n1 already uses"),
+            "{err}"
+        );
+        assert!(err.contains("(/srv/a;"), "{err}");
+        assert!(err.contains("give each agent a data_dir of its own"), "{err}");
     }
 
     #[test]

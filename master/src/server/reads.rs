@@ -195,8 +195,12 @@ mod tests {
             store.apply(&ops).unwrap();
         }
         let mut core = Core::new(CoreConfig::default());
-        let recovery =
-            StoreRecovery { next_job: JobId(ENDED + 1), next_container: ContainerId(1), history: vec![] };
+        let recovery = StoreRecovery {
+            next_job: JobId(ENDED + 1),
+            next_container: ContainerId(1),
+            history: vec![],
+            local_nodes: vec![],
+        };
         let _ = core.handle(Timestamp(0), Event::StoreRecovered(recovery));
         for request in 0..3 {
             let event =

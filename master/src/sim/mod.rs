@@ -45,7 +45,7 @@ use slotmarket_common::identity::{Identity, Role};
 
 use crate::core::policy::jockey::{CompletionModel, build_completion_model};
 use slotmarket_common::ids::{AgentId, ContainerId, JobId, TaskId};
-use slotmarket_common::protocol::{ContainerReport, JobHistory, JobState, Response};
+use slotmarket_common::protocol::{ContainerReport, DataMode, JobHistory, JobState, Response};
 use slotmarket_common::spec::DeadlineSpec;
 use slotmarket_common::time::Timestamp;
 use thiserror::Error;
@@ -410,6 +410,8 @@ impl<'t> Simulation<'t> {
                 map_slots: self.config.map_slots,
                 reduce_slots: self.config.reduce_slots,
                 live_containers: Vec::new(),
+                data_mode: DataMode::Shared,
+                data_dir_id: String::new(),
             };
             let out = self.call(event)?;
             self.carry_out(out)?;

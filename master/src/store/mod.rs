@@ -175,6 +175,29 @@ fn apply_one(tx: &Transaction<'_>, op: &Persist) -> Result<(), StoreError> {
             tx.prepare_cached("INSERT INTO transitions (container, state, at_ms) VALUES (?1, ?2, ?3)")?
                 .execute(params![to_i64(r.container.0), r.state.name(), to_i64(r.at.0)])?;
         }
+        Persist::OutputsLost { job, stage, tasks, node, at, .. } => {
+            // The completed containers of these tasks no longer count: recovery re-runs
+            // the tasks rather than finding them done. Their exit code (0) stays, which
+            // tells recovery this was no failed attempt.
+            let message = format!("its output was lost with node {node}; the task runs again");
+            let mut update = tx.prepare_cached(
+                "UPDATE containers SET state = 'killed', at_ms = ?1, message = ?2
+                 WHERE job = ?3 AND stage = ?4 AND task = ?5 AND state = 'completed'",
+            )?;
+            for &task in tasks {
+                update.execute(params![to_i64(at.0), message, to_i64(job.0), stage.0, task])?;
+            }
+        }
+        Persist::LocalNode { node, dir_id: Some(dir_id) } => {
+            tx.prepare_cached(
+                "INSERT INTO local_nodes (node, dir_id) VALUES (?1, ?2)
+                 ON CONFLICT(node) DO UPDATE SET dir_id = ?2",
+            )?
+            .execute(params![node, dir_id])?;
+        }
+        Persist::LocalNode { node, dir_id: None } => {
+            tx.prepare_cached("DELETE FROM local_nodes WHERE node = ?1")?.execute(params![node])?;
+        }
         Persist::History { record, keep_per_name } => {
             let json = serde_json::to_string(record).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             tx.prepare_cached(
@@ -212,3 +235,6 @@ fn to_i64(v: u64) -> i64 {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod outputs_tests;

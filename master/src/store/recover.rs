@@ -33,7 +33,10 @@ impl Store {
                 .map_err(|e| StoreError::Corrupt(format!("history of job j{job}: {e}")))?;
             history.push(record);
         }
-        Ok(StoreRecovery { next_job, next_container, history })
+        let mut stmt = self.conn.prepare("SELECT node, dir_id FROM local_nodes ORDER BY node")?;
+        let rows = stmt.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))?;
+        let local_nodes = rows.collect::<Result<Vec<_>, _>>()?;
+        Ok(StoreRecovery { next_job, next_container, history, local_nodes })
     }
 
     /// Every job that had not ended, with its containers' last states (one row per

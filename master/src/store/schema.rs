@@ -7,7 +7,7 @@ use super::StoreError;
 
 /// Step `i` brings a database from version `i` to `i + 1`; version 0 is an empty file.
 const MIGRATIONS: &[&str] =
-    &[V1, V2_JOBS_AND_HISTORY, ACCOUNTS_AND_LEDGER, DEADLINE_PURCHASES, DP_RATES_AND_INCOME, JOB_CLEANUP];
+    &[V1, V2_JOBS_AND_HISTORY, ACCOUNTS_AND_LEDGER, DEADLINE_PURCHASES, DP_RATES_AND_INCOME, LOCAL_NODES, JOB_CLEANUP];
 
 /// The version this build writes: the number of migration steps.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -110,6 +110,16 @@ CREATE TABLE account_settings (
     account      TEXT    PRIMARY KEY,
     rate_micro   INTEGER,
     income_micro INTEGER
+);
+";
+
+/// Nodes whose agents keep their own data directory, with its id: after a restart, a
+/// node holding outputs that does not come back, or comes back with another directory,
+/// has lost them.
+const LOCAL_NODES: &str = "
+CREATE TABLE local_nodes (
+    node   TEXT PRIMARY KEY,
+    dir_id TEXT NOT NULL
 );
 ";
 

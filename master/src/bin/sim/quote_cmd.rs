@@ -10,6 +10,7 @@ use anyhow::{Result, bail};
 use clap::Args;
 use slotmarket_common::identity::{Identity, Role};
 use slotmarket_common::ids::AgentId;
+use slotmarket_common::protocol::DataMode;
 use slotmarket_common::spec::{DeadlineSpec, EstimateSpec, JobSpec, SlotKind, StageSpec};
 use slotmarket_common::time::Timestamp;
 use slotmarket_master::core::{Core, CoreConfig, Event, RequestId};
@@ -75,6 +76,8 @@ pub(crate) fn run(args: QuoteArgs) -> Result<()> {
             map_slots: 2,
             reduce_slots: 2,
             live_containers: Vec::new(),
+            data_mode: DataMode::Shared,
+            data_dir_id: String::new(),
         };
         let _ = core.handle(now, event);
     }

@@ -1,16 +1,17 @@
 //! Agent handlers: registration (replacing an older registration of the same node and
 //! adopting the containers that kept running), heartbeats, disconnects, and the loss of
-//! agents and recovered containers whose silence passed the timeout.
+//! agents and recovered containers whose silence passed the timeout (with the outputs a
+//! local-mode agent held, see `outputs`).
 
 use std::time::Duration;
 
 use slotmarket_common::ids::{AgentId, ContainerId};
-use slotmarket_common::protocol::{ContainerReport, DrainCause};
+use slotmarket_common::protocol::{ContainerReport, DataMode, DrainCause};
 use slotmarket_common::spec::SlotKind;
 use slotmarket_common::time::Timestamp;
 
 use super::reports::{apply_transition, lose_container};
-use super::{Ctx, health};
+use super::{Ctx, health, outputs};
 use crate::core::command::{Command, KillReason};
 use crate::core::state::{Agent, Holder, State, kind_ix};
 
@@ -21,6 +22,8 @@ pub(super) struct Join {
     pub(super) map_slots: u32,
     pub(super) reduce_slots: u32,
     pub(super) live_containers: Vec<ContainerReport>,
+    pub(super) data_mode: DataMode,
+    pub(super) data_dir_id: String,
 }
 
 /// Registers an agent. An older registration of the same node is replaced: containers
@@ -31,10 +34,13 @@ pub(super) fn on_agent_joined(state: &mut State, cx: &mut Ctx, join: Join) {
         // The driver never reuses a registration id; a repeat is a duplicate delivery.
         return;
     }
-    let Join { agent, node, map_slots, reduce_slots, live_containers } = join;
+    let Join { agent, node, map_slots, reduce_slots, live_containers, data_mode, data_dir_id } = join;
+    let disk = (data_mode.clone(), data_dir_id.clone());
     step_over_listed_ids(state, &live_containers);
     let old = state.nodes.get(&node).copied();
     let mut registration = Agent::new(node.clone(), map_slots, reduce_slots, cx.now);
+    registration.data_mode = data_mode;
+    registration.data_dir_id = data_dir_id;
     if state.drained_nodes.contains(&node) {
         registration.drain = Some(DrainCause::Admin);
     }
@@ -51,6 +57,7 @@ pub(super) fn on_agent_joined(state: &mut State, cx: &mut Ctx, join: Join) {
     for container in unlisted {
         lose_container(state, cx, container, "not running on its node after the master restarted", None);
     }
+    outputs::on_registered(state, cx, &node, (&disk.0, &disk.1), old.is_some());
 }
 
 /// Moves the next container id above every id the agent lists, so that even a master
@@ -211,6 +218,7 @@ pub(super) fn on_tick(state: &mut State, cx: &mut Ctx) {
         lose_container(state, cx, container, "its node did not return after the master restarted", None);
     }
     health::on_tick(state, cx.now);
+    outputs::on_tick(state, cx);
 }
 
 /// The earliest time `on_tick` has something to do. With loss by silence turned off
@@ -223,7 +231,8 @@ pub(crate) fn next_deadline(state: &State, timeout: Duration) -> Option<Timestam
         state.agents.values().map(|a| silence_deadline(a.last_seen, timeout)).min()
     };
     let orphans = state.orphans.values().flatten().filter_map(|&c| orphan_deadline(state, c)).min();
-    agents.into_iter().chain(orphans).chain(health::next_deadline(state)).min()
+    let holders = state.awaited_holders.values().min().copied();
+    agents.into_iter().chain(orphans).chain(health::next_deadline(state)).chain(holders).min()
 }
 
 /// The first instant at which an agent last heard from at `last_seen` has been silent
@@ -251,10 +260,13 @@ pub(super) fn retire(state: &mut State, cx: &mut Ctx, agent: AgentId, why: &str,
     if connected {
         cx.push(Command::DropAgent { agent, reason: why.to_string() });
     }
-    state.agents.remove(&agent);
+    let removed = state.agents.remove(&agent);
     state.quarantined.remove(&agent);
     state.sync_free_index(agent);
     if state.nodes.get(&*node) == Some(&agent) {
         state.nodes.remove(&*node);
+    }
+    if removed.is_some_and(|old| outputs::lost_with(state, &old)) {
+        outputs::rerun_outputs_on(state, cx, &node);
     }
 }

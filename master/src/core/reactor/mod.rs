@@ -13,6 +13,7 @@
 //! - `drain`: agents leaving, admins draining and undraining nodes.
 //! - `health`: quarantine of agents whose tasks keep failing fast.
 //! - `waits`: jobs held until the jobs they run after complete; time limits.
+//! - `outputs`: completed tasks re-run when the local-mode node holding their outputs is lost.
 
 mod accounts;
 mod agents;
@@ -20,6 +21,7 @@ mod drain;
 mod health;
 mod jobs;
 mod launch;
+mod outputs;
 mod placement;
 mod recovery;
 mod reports;
@@ -136,8 +138,24 @@ pub(crate) fn on_tick(state: &mut State, cx: &mut Ctx) {
 /// Routes an event to its handler.
 pub(crate) fn dispatch(state: &mut State, cx: &mut Ctx, event: Event) {
     match event {
-        Event::AgentJoined { agent, node, map_slots, reduce_slots, live_containers } => {
-            let join = agents::Join { agent, node, map_slots, reduce_slots, live_containers };
+        Event::AgentJoined {
+            agent,
+            node,
+            map_slots,
+            reduce_slots,
+            live_containers,
+            data_mode,
+            data_dir_id,
+        } => {
+            let join = agents::Join {
+                agent,
+                node,
+                map_slots,
+                reduce_slots,
+                live_containers,
+                data_mode,
+                data_dir_id,
+            };
             agents::on_agent_joined(state, cx, join);
         }
         Event::AgentHeartbeat { agent } => agents::on_agent_heartbeat(state, cx, agent),

@@ -12,7 +12,7 @@ use slotmarket_common::spec::validate;
 use slotmarket_common::time::Timestamp;
 
 use super::agents::silence_deadline;
-use super::{Ctx, jobs, waits};
+use super::{Ctx, jobs, outputs, waits};
 use crate::core::command::KillReason;
 use crate::core::event::{RecoveredJob, StoreRecovery};
 use crate::core::state::{ContainerRec, Holder, Job, State, TaskPhase};
@@ -73,6 +73,7 @@ pub(super) fn on_job_recovered(state: &mut State, cx: &mut Ctx, stored: Recovere
         waits::start_time_limit(state, id, started);
     }
     waits::hold_recovered(state, id);
+    outputs::await_holders_of(state, id, deadline);
     settle(state, cx, id);
 }
 
@@ -84,6 +85,7 @@ pub(super) fn on_store_recovered(state: &mut State, recovery: StoreRecovery) {
     for run in recovery.history {
         state.history.record(run);
     }
+    state.local_nodes.extend(recovery.local_nodes);
 }
 
 /// A container that was live when the master stopped: its node and last report.
@@ -104,12 +106,18 @@ fn restore_tasks(job: &mut Job, containers: Vec<(String, ContainerReport)>) -> L
         t.attempt = t.attempt.max(report.attempt);
         match report.state {
             ContainerState::Completed => {
+                // The node's agent says on registering whether it keeps its own disk
+                // (then this is where the task's output is).
+                t.output_on = Some(node.as_str().into());
                 job.set_phase(task, TaskPhase::Completed);
             }
             ContainerState::Failed => {
                 t.failures += 1;
                 stage.failed_attempts += 1;
             }
+            // A completed container whose output was lost (`Persist::OutputsLost`) keeps
+            // its exit code 0: the task ran again, but no attempt failed.
+            ContainerState::Killed if report.exit_code == Some(0) => {}
             ContainerState::Killed => stage.failed_attempts += 1,
             ContainerState::Allocated | ContainerState::Acquired | ContainerState::Running => {
                 live.insert(task, (container, node, report));

@@ -82,7 +82,7 @@ pub(super) fn apply_transition(state: &mut State, cx: &mut Ctx, report: Containe
     }
     match (to, failure) {
         (ContainerState::Running, _) => jobs::mark_started(state, cx, task.job),
-        (ContainerState::Completed, _) => task_completed(state, cx, task, run_ms),
+        (ContainerState::Completed, _) => task_completed(state, cx, task, run_ms, node),
         (ContainerState::Failed, Some(report)) => task_failed(state, cx, task, &report, node),
         (ContainerState::Killed, _) => {
             // A task its leaving agent handed back was nobody's failure.
@@ -110,6 +110,30 @@ pub(super) fn lose_container(
     why: &str,
     kill: Option<KillReason>,
 ) {
+    give_up(state, cx, container, (why, kill), true);
+}
+
+/// Like [`lose_container`], but the attempt is never recorded in `failed_attempts`: the
+/// container was fine, the master takes it back (its inputs were lost elsewhere).
+pub(super) fn requeue_container(
+    state: &mut State,
+    cx: &mut Ctx,
+    container: ContainerId,
+    why: &str,
+    kill: Option<KillReason>,
+) {
+    give_up(state, cx, container, (why, kill), false);
+}
+
+/// Ends a container the core gives up on and re-runs its task; `countable`: whether the
+/// attempt may count in `failed_attempts` (it does unless its agent was leaving).
+fn give_up(
+    state: &mut State,
+    cx: &mut Ctx,
+    container: ContainerId,
+    (why, kill): (&str, Option<KillReason>),
+    countable: bool,
+) {
     let Some(rec) = state.containers.get(&container) else { return };
     let node = state.holder_node(&rec.holder);
     let handed_back = matches!(rec.holder, Holder::Agent(a) if is_leaving(state, a));
@@ -130,7 +154,7 @@ pub(super) fn lose_container(
         }
     }
     if !rec.draining && owns(state, rec.task, container) {
-        task_interrupted(state, cx, rec.task, !handed_back);
+        task_interrupted(state, cx, rec.task, countable && !handed_back);
     }
 }
 
@@ -149,14 +173,16 @@ fn owns(state: &State, task: TaskId, container: ContainerId) -> bool {
     phase == Some(TaskPhase::Live(container))
 }
 
-/// `run_ms`: how long the completing attempt ran, if its start was seen.
-fn task_completed(state: &mut State, cx: &mut Ctx, task: TaskId, run_ms: Option<u64>) {
+/// `run_ms`: how long the completing attempt ran, if its start was seen; `node`: where
+/// it ran, which holds its output.
+fn task_completed(state: &mut State, cx: &mut Ctx, task: TaskId, run_ms: Option<u64>, node: Arc<str>) {
     // An adopted container may jump straight to Completed; the job still ran.
     jobs::mark_started(state, cx, task.job);
     let Some(j) = state.jobs.get_mut(&task.job) else { return };
     j.set_phase(task, TaskPhase::Completed);
     if let Some(t) = j.task_mut(task) {
         t.run_ms = run_ms;
+        t.output_on = (!node.is_empty()).then_some(node);
     }
     cx.changed(task.job);
     if j.stage_done(task.stage.0 as usize) {

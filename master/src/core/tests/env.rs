@@ -10,7 +10,9 @@ use serde::de::DeserializeOwned;
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::identity::{Identity, Role};
 use slotmarket_common::ids::{AgentId, ContainerId, JobId};
-use slotmarket_common::protocol::{ContainerReport, JobHistory, JobStatus, Launch, MasterToAgent, Response};
+use slotmarket_common::protocol::{
+    ContainerReport, DataMode, JobHistory, JobStatus, Launch, MasterToAgent, Response,
+};
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
 
@@ -54,6 +56,10 @@ pub(super) struct TestEnv {
     /// Which agent a container was launched on or adopted by, and its launch.
     launched: BTreeMap<ContainerId, (AgentId, Launch)>,
     agents: BTreeMap<String, AgentId>,
+    /// The data mode each node registers with (shared unless set, see `set_local`).
+    data_modes: BTreeMap<String, DataMode>,
+    /// The data directory id each node registers with (empty unless set).
+    data_dir_ids: BTreeMap<String, String>,
     next_agent: u32,
     next_request: u64,
 }
@@ -73,6 +79,8 @@ impl TestEnv {
             last: Vec::new(),
             launched: BTreeMap::new(),
             agents: BTreeMap::new(),
+            data_modes: BTreeMap::new(),
+            data_dir_ids: BTreeMap::new(),
             next_agent: 1,
             next_request: 1,
         }
@@ -152,9 +160,20 @@ impl TestEnv {
             map_slots: map,
             reduce_slots: reduce,
             live_containers: live,
+            data_mode: self.data_modes.get(name).cloned().unwrap_or(DataMode::Shared),
+            data_dir_id: self.data_dir_ids.get(name).cloned().unwrap_or_default(),
         };
         self.handle(event);
         agent
+    }
+
+    /// Makes `name`'s next registrations local-mode, with a shuffle address and the data
+    /// directory id `dir_id`.
+    pub(super) fn set_local(&mut self, name: &str, dir_id: &str) {
+        let port = 7000 + self.data_modes.len();
+        let shuffle = format!("127.0.0.1:{port}").parse().expect("a socket address");
+        self.data_modes.insert(name.to_string(), DataMode::Local { shuffle });
+        self.data_dir_ids.insert(name.to_string(), dir_id.to_string());
     }
 
     pub(super) fn agent(&self, name: &str) -> AgentId {
@@ -392,7 +411,9 @@ fn round_trip_command(command: &Command) {
             | Persist::Account { .. }
             | Persist::Deadline { .. }
             | Persist::Rate { .. }
-            | Persist::Income { .. },
+            | Persist::Income { .. }
+            | Persist::OutputsLost { .. }
+            | Persist::LocalNode { .. },
         )
         | Command::JobChanged { .. }
         | Command::BuildCompletionModel(_) => {}

@@ -43,6 +43,7 @@ fn env_with_history(predictor: &str) -> TestEnv {
         next_job: JobId(100),
         next_container: ContainerId(1),
         history: vec![etl_run(7), etl_run(8)],
+        local_nodes: vec![],
     };
     env.handle(Event::StoreRecovered(recovery));
     env.join_agent("n1", 10, 0);
@@ -150,8 +151,12 @@ fn three_times_slower(rescale: bool) -> crate::core::policy::jockey::SloState {
     let config =
         CoreConfig { policy: toml::from_str(&toml).expect("jockey settings parse"), ..CoreConfig::default() };
     let mut env = TestEnv::with_config(config);
-    let recovery =
-        StoreRecovery { next_job: JobId(100), next_container: ContainerId(1), history: vec![etl_run(7)] };
+    let recovery = StoreRecovery {
+        next_job: JobId(100),
+        next_container: ContainerId(1),
+        history: vec![etl_run(7)],
+        local_nodes: vec![],
+    };
     env.handle(Event::StoreRecovered(recovery));
     env.join_agent("n1", 10, 0);
     let etl = env.submit(etl_due_in(10));

@@ -179,6 +179,7 @@ fn history_and_id_counters_come_back_from_the_store() {
         next_job: JobId(40),
         next_container: ContainerId(900),
         history: vec![older, newer.clone()],
+        local_nodes: vec![],
     };
     env.handle(Event::StoreRecovered(recovery));
     assert_eq!(env.core.view().history(&root(), Some("wc"), 10), vec![newer]);

@@ -24,5 +24,6 @@ mod queue;
 mod recovery;
 mod reservations;
 mod scheduling;
+mod shuffle;
 mod triggers;
 mod waits;
