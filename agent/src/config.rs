@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,12 +14,12 @@ use slotmarket_common::config::{
     ConfigFileError, DEFAULT_CERT_DIR, DEFAULT_MASTER_ADDR, DEFAULT_SERVER_NAME, load_toml,
 };
 use slotmarket_common::pki::{PkiError, TlsFiles, check_name};
-use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
+use slotmarket_common::protocol::{DEFAULT_MAX_FRAME, DataMode};
 use thiserror::Error;
 use tracing::warn;
 
 use crate::containment::{Containment, ContainmentError, ContainmentMode};
-use crate::process::ProcessConfig;
+use crate::process::{FetchEnv, ProcessConfig};
 use crate::run_as::{RunAs, RunAsError};
 use crate::session::{BackoffConfig, DataDirIdentity, SessionConfig};
 
@@ -26,6 +27,43 @@ use crate::session::{BackoffConfig, DataDirIdentity, SessionConfig};
 pub const DEFAULT_DATA_DIR: &str = "./slotmarket-data/shared";
 /// Time between SIGTERM and SIGKILL when none is given.
 pub const DEFAULT_KILL_GRACE_MS: u64 = 3000;
+/// Where the shuffle service listens when none is given (local data mode only).
+pub const DEFAULT_SHUFFLE_LISTEN: &str = "0.0.0.0:7401";
+/// Concurrent part transfers (served, and fetched) when none is given.
+pub const DEFAULT_SHUFFLE_MAX_FETCHES: u32 = 8;
+
+/// Where the agent keeps jobs' data (`data_mode`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DataModeSetting {
+    /// One data directory shared by every agent (NFS, or one machine's disk).
+    #[default]
+    Shared,
+    /// The agent's own disk; other agents fetch its tasks' outputs from its shuffle service.
+    Local,
+}
+
+impl std::str::FromStr for DataModeSetting {
+    type Err = String;
+    fn from_str(text: &str) -> Result<DataModeSetting, String> {
+        match text {
+            "shared" => Ok(DataModeSetting::Shared),
+            "local" => Ok(DataModeSetting::Local),
+            other => Err(format!("unknown data mode {other:?}; use shared or local")),
+        }
+    }
+}
+
+/// The shuffle service and fetcher of an agent in local data mode, resolved.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ShuffleConfig {
+    /// Where the service listens (port 0: any free port, for tests).
+    pub listen: SocketAddr,
+    /// What other agents dial; `None`: the address actually bound (listen is specific).
+    pub advertise: Option<SocketAddr>,
+    /// Concurrent transfers served, and concurrent parts fetched for one request.
+    pub max_fetches: usize,
+}
 
 /// `agent.toml`. Every field is optional; command-line flags override it.
 ///
@@ -40,6 +78,10 @@ pub const DEFAULT_KILL_GRACE_MS: u64 = 3000;
 /// data_dir = "/nfs/slotmarket"
 /// kill_grace_ms = 3000
 /// containment = "auto"          # "cgroup", "scan"
+/// data_mode = "shared"          # "local": own disk, shuffle service
+/// shuffle_listen = "0.0.0.0:7401"
+/// shuffle_advertise = "node3.example:7401"
+/// shuffle_max_fetches = 8
 ///
 /// [run_as]                      # only for an agent running as root
 /// alice = "alice"               # account = Unix user
@@ -72,6 +114,16 @@ pub struct AgentFile {
     /// Accounts mapped to the Unix users their tasks run as (`"*"`: every other
     /// account); only for an agent running as root. Unset: tasks run as the agent's user.
     pub run_as: Option<BTreeMap<String, String>>,
+    /// `shared` (default) or `local`: whether `data_dir` is shared by every agent or this
+    /// agent's own, with a shuffle service for the others.
+    pub data_mode: Option<DataModeSetting>,
+    /// Where the shuffle service listens, `ip:port` (default 0.0.0.0:7401; local mode).
+    pub shuffle_listen: Option<String>,
+    /// What other agents dial for this agent's shuffle service, `host:port` (default: the
+    /// listen address, which must then not be 0.0.0.0 or ::).
+    pub shuffle_advertise: Option<String>,
+    /// Concurrent part transfers served and fetched (default 8).
+    pub shuffle_max_fetches: Option<u32>,
 }
 
 /// Why the configuration is unusable.
@@ -97,6 +149,28 @@ pub enum ConfigError {
     /// The `[run_as]` mapping cannot be used.
     #[error(transparent)]
     RunAs(#[from] RunAsError),
+    /// A shuffle address is not `ip:port` / `host:port`, or resolves to nothing.
+    #[error("{setting} = {value:?} is not a usable address: {reason}")]
+    ShuffleAddress {
+        /// The setting (`shuffle_listen` or `shuffle_advertise`).
+        setting: &'static str,
+        /// Its value.
+        value: String,
+        /// Why.
+        reason: String,
+    },
+    /// The shuffle service listens on every interface and no address to advertise is set.
+    #[error(
+        "shuffle_listen = {listen} names no address other agents can dial; set shuffle_advertise \
+         (--shuffle-advertise) to this node's host:port as the other agents reach it"
+    )]
+    NoShuffleAdvertise {
+        /// The listen address.
+        listen: SocketAddr,
+    },
+    /// `shuffle_max_fetches` is 0.
+    #[error("shuffle_max_fetches = 0 would never transfer anything; use at least 1")]
+    NoShuffleFetches,
     /// A directory path cannot be made absolute.
     #[error("cannot make {path} absolute: {source}")]
     Path {
@@ -132,6 +206,10 @@ impl AgentFile {
             kill_grace_ms: overrides.kill_grace_ms.or(self.kill_grace_ms),
             containment: overrides.containment.or(self.containment),
             run_as: overrides.run_as.or(self.run_as),
+            data_mode: overrides.data_mode.or(self.data_mode),
+            shuffle_listen: overrides.shuffle_listen.or(self.shuffle_listen),
+            shuffle_advertise: overrides.shuffle_advertise.or(self.shuffle_advertise),
+            shuffle_max_fetches: overrides.shuffle_max_fetches.or(self.shuffle_max_fetches),
         }
     }
 
@@ -149,7 +227,21 @@ impl AgentFile {
             return Err(ConfigError::NoSlots);
         }
         let work_dir = self.work_dir.unwrap_or_else(|| PathBuf::from(format!("./slotmarket-agent-{name}")));
-        let data_dir = self.data_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+        let data_mode = self.data_mode.unwrap_or_default();
+        let shuffle = match data_mode {
+            DataModeSetting::Shared => None,
+            DataModeSetting::Local => Some(resolve_shuffle(
+                self.shuffle_listen.as_deref(),
+                self.shuffle_advertise.as_deref(),
+                self.shuffle_max_fetches,
+            )?),
+        };
+        // A local agent must never default to the directory shared agents use.
+        let data_dir = match (self.data_dir, data_mode) {
+            (Some(dir), _) => dir,
+            (None, DataModeSetting::Shared) => PathBuf::from(DEFAULT_DATA_DIR),
+            (None, DataModeSetting::Local) => work_dir.join("data"),
+        };
         // SAFETY: geteuid has no preconditions and cannot fail.
         let euid = unsafe { libc::geteuid() };
         let run_as = RunAs::resolve(&self.run_as.unwrap_or_default(), euid)?;
@@ -167,9 +259,48 @@ impl AgentFile {
             path_prefix: own_directory(),
             backoff: BackoffConfig::default(),
             max_frame: DEFAULT_MAX_FRAME,
+            shuffle,
             name,
         })
     }
+}
+
+/// Parses the shuffle settings of a local-mode agent and fills in their defaults.
+fn resolve_shuffle(
+    listen: Option<&str>,
+    advertise: Option<&str>,
+    max_fetches: Option<u32>,
+) -> Result<ShuffleConfig, ConfigError> {
+    let listen_text = listen.unwrap_or(DEFAULT_SHUFFLE_LISTEN);
+    let listen: SocketAddr =
+        listen_text.parse().map_err(|err: std::net::AddrParseError| ConfigError::ShuffleAddress {
+            setting: "shuffle_listen",
+            value: listen_text.into(),
+            reason: err.to_string(),
+        })?;
+    let advertise = match advertise {
+        Some(text) => Some(resolve_address("shuffle_advertise", text)?),
+        None if listen.ip().is_unspecified() => return Err(ConfigError::NoShuffleAdvertise { listen }),
+        None => None,
+    };
+    let max_fetches = max_fetches.unwrap_or(DEFAULT_SHUFFLE_MAX_FETCHES);
+    if max_fetches == 0 {
+        return Err(ConfigError::NoShuffleFetches);
+    }
+    Ok(ShuffleConfig { listen, advertise, max_fetches: max_fetches as usize })
+}
+
+/// `host:port` resolved now (the agent tells the master an address, not a name); the
+/// first IPv4 address if there is one.
+fn resolve_address(setting: &'static str, text: &str) -> Result<SocketAddr, ConfigError> {
+    let bad = |reason: String| ConfigError::ShuffleAddress { setting, value: text.into(), reason };
+    let addrs: Vec<SocketAddr> = text.to_socket_addrs().map_err(|err| bad(err.to_string()))?.collect();
+    let addr = addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()).copied();
+    let addr = addr.ok_or_else(|| bad("resolves to no address".into()))?;
+    if addr.ip().is_unspecified() || addr.port() == 0 {
+        return Err(bad("other agents cannot dial an unspecified address or port 0".into()));
+    }
+    Ok(addr)
 }
 
 /// Everything the agent runs with, resolved.
@@ -203,6 +334,8 @@ pub struct AgentConfig {
     pub backoff: BackoffConfig,
     /// Largest frame sent or accepted.
     pub max_frame: usize,
+    /// The shuffle service and fetcher: `Some` exactly in local data mode.
+    pub shuffle: Option<ShuffleConfig>,
 }
 
 impl AgentConfig {
@@ -214,7 +347,8 @@ impl AgentConfig {
     /// What `process` needs, built once for every task: the directories as resolved
     /// (absolute), the tasks' `PATH` and the containment (which may create the agent's
     /// cgroup).
-    pub fn process_config(&self) -> Result<Arc<ProcessConfig>, ContainmentError> {
+    /// `fetch` is given in local data mode.
+    pub fn process_config(&self, fetch: Option<FetchEnv>) -> Result<Arc<ProcessConfig>, ContainmentError> {
         Ok(Arc::new(ProcessConfig {
             work_dir: self.work_dir.clone(),
             data_dir: self.data_dir.clone(),
@@ -222,12 +356,14 @@ impl AgentConfig {
             task_path: self.path_prefix.as_deref().and_then(task_path),
             containment: Containment::new(self.containment, &self.name, &self.work_dir)?,
             run_as: self.run_as.clone(),
+            fetch,
         }))
     }
 
     /// What `session` needs; `data_dir_id` is the data directory's id
     /// ([`crate::data_dir::shared_id`]).
-    pub fn session_config(&self, data_dir_id: String) -> SessionConfig {
+    /// `data_mode` is what `Register` says (local mode: the shuffle address bound).
+    pub fn session_config(&self, data_dir_id: String, data_mode: DataMode) -> SessionConfig {
         SessionConfig {
             data_dir: DataDirIdentity { path: self.data_dir.display().to_string(), id: data_dir_id },
             master: self.master.clone(),
@@ -239,6 +375,7 @@ impl AgentConfig {
             backoff: self.backoff,
             max_frame: self.max_frame,
             containers_dir: self.work_dir.join("containers"),
+            data_mode,
         }
     }
 }
@@ -361,6 +498,38 @@ mod tests {
     }
 
     #[test]
+    fn local_mode_has_its_own_data_dir_and_needs_an_address_to_advertise() {
+        let local = |listen: Option<&str>, advertise: Option<&str>| AgentFile {
+            name: Some("n1".into()),
+            work_dir: Some("/tmp/agent-n1".into()),
+            data_mode: Some(DataModeSetting::Local),
+            shuffle_listen: listen.map(str::to_string),
+            shuffle_advertise: advertise.map(str::to_string),
+            ..AgentFile::default()
+        };
+        let err = local(None, None).resolve().unwrap_err();
+        assert!(matches!(err, ConfigError::NoShuffleAdvertise { .. }));
+        assert!(err.to_string().contains("shuffle_advertise"), "{err}");
+        let config = local(None, Some("127.0.0.1:7500")).resolve().unwrap();
+        assert_eq!(config.data_dir, PathBuf::from("/tmp/agent-n1/data"));
+        let shuffle = config.shuffle.unwrap();
+        assert_eq!(shuffle.listen, SocketAddr::from(([0, 0, 0, 0], 7401)));
+        assert_eq!(shuffle.advertise, Some(SocketAddr::from(([127, 0, 0, 1], 7500))));
+        assert_eq!(shuffle.max_fetches, DEFAULT_SHUFFLE_MAX_FETCHES as usize);
+        // A specific listen address is advertised as bound (port 0 is chosen at bind time).
+        let any_port = local(Some("127.0.0.1:0"), None).resolve().unwrap().shuffle.unwrap();
+        assert_eq!(any_port.advertise, None);
+        let bad = local(Some("nowhere"), None).resolve().unwrap_err();
+        assert!(bad.to_string().contains("shuffle_listen"), "{bad}");
+        let zero = AgentFile { shuffle_max_fetches: Some(0), ..local(Some("127.0.0.1:0"), None) };
+        assert!(matches!(zero.resolve(), Err(ConfigError::NoShuffleFetches)));
+        // Shared mode keeps the shared default and runs no shuffle service.
+        let shared = AgentFile { data_mode: None, ..local(None, None) }.resolve().unwrap();
+        assert!(shared.shuffle.is_none() && shared.data_dir.ends_with("slotmarket-data/shared"));
+        assert!(AgentFile::parse("data_mode = \"nfs\"").unwrap_err().contains("data_mode"));
+    }
+
+    #[test]
     fn the_example_agent_toml_shows_every_setting_with_its_default() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/agent.toml");
         let example = AgentFile::load(&path).unwrap();
@@ -392,7 +561,15 @@ mod tests {
             containment,
             // Shown but left commented out: an agent not running as root refuses it.
             run_as: _,
+            data_mode,
+            shuffle_listen,
+            shuffle_advertise,
+            shuffle_max_fetches,
         } = full;
+        assert_eq!(data_mode, Some(DataModeSetting::Shared));
+        assert_eq!(shuffle_listen.as_deref(), Some(DEFAULT_SHUFFLE_LISTEN));
+        assert!(shuffle_advertise.is_some());
+        assert_eq!(shuffle_max_fetches, Some(DEFAULT_SHUFFLE_MAX_FETCHES));
         assert!(master.is_some() && server_name.is_some() && cert_dir.is_some() && name.is_some());
         assert!(map_slots.is_some() && reduce_slots.is_some() && work_dir.is_some());
         assert!(data_dir.is_some() && kill_grace_ms.is_some());

@@ -9,16 +9,18 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use slotmarket_common::ids::ContainerId;
-use slotmarket_common::protocol::ContainerReport;
+use slotmarket_common::protocol::{ContainerReport, DataMode};
 use slotmarket_common::time::Timestamp;
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
-use crate::config::AgentConfig;
+use crate::config::{AgentConfig, ShuffleConfig};
 use crate::core::{AgentAction, AgentCore, AgentEvent};
-use crate::process::{self, ProcessConfig, ProcessEvent, TaskHandle};
+use crate::process::{self, FetchEnv, ProcessConfig, ProcessEvent, TaskHandle};
 use crate::session::{self, LeavingAck, SessionLinks, SnapshotReply};
+use crate::shuffle::locate::SessionLocator;
+use crate::shuffle::{self, client::ShuffleClient, fetch::FetchService, fetch::FetchTokens};
 
 /// Time allowed after the kill grace for killed tasks to be reaped during shutdown.
 const SHUTDOWN_MARGIN: Duration = Duration::from_secs(5);
@@ -44,6 +46,74 @@ pub enum DriverError {
     /// The data directory or its id file is unusable.
     #[error(transparent)]
     DataDir(#[from] crate::data_dir::DataDirError),
+    /// The shuffle service could not listen (local data mode).
+    #[error("cannot start the shuffle service on {listen}: {source}")]
+    Shuffle {
+        /// The listen address.
+        listen: std::net::SocketAddr,
+        /// Why.
+        source: slotmarket_common::transport::TransportError,
+    },
+    /// The fetch socket could not be made (local data mode).
+    #[error("cannot create the fetch socket {path}: {source}")]
+    FetchSocket {
+        /// The socket's path.
+        path: std::path::PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// What a local-mode agent runs besides the driver, for the driver to hand on.
+struct LocalMode {
+    /// What other agents dial (the configured address, or the one bound).
+    advertised: std::net::SocketAddr,
+    /// What every task is given.
+    fetch: FetchEnv,
+}
+
+/// Starts the shuffle service and the fetch socket of a local-mode agent; both run until
+/// the process exits.
+async fn start_local_mode(
+    config: &AgentConfig,
+    shuffle: &ShuffleConfig,
+    locator: SessionLocator,
+) -> Result<LocalMode, DriverError> {
+    let shuffle_error = |source| DriverError::Shuffle { listen: shuffle.listen, source };
+    let endpoint = shuffle::server::bind(shuffle.listen, &config.tls_files()).map_err(shuffle_error)?;
+    let bound = endpoint.local_addr().map_err(|source| {
+        shuffle_error(slotmarket_common::transport::TransportError::Bind { addr: shuffle.listen, source })
+    })?;
+    let advertised = shuffle.advertise.unwrap_or(bound);
+    tokio::spawn(shuffle::server::serve(endpoint, config.data_dir.clone(), shuffle.max_fetches));
+
+    let socket = config.work_dir.join("fetch.sock");
+    let listener = bind_fetch_socket(&socket)
+        .map_err(|source| DriverError::FetchSocket { path: socket.clone(), source })?;
+    let tokens = FetchTokens::default();
+    let service = FetchService {
+        tokens: tokens.clone(),
+        locator: Arc::new(locator),
+        client: Arc::new(ShuffleClient::new(config.tls_files())),
+        data_dir: config.data_dir.clone(),
+        node: config.name.clone(),
+        max_fetches: shuffle.max_fetches,
+    };
+    tokio::spawn(shuffle::fetch::serve_socket(listener, Arc::new(service)));
+    info!(%bound, %advertised, socket = %socket.display(), "shuffle service and fetch socket ready");
+    Ok(LocalMode { advertised, fetch: FetchEnv { socket, tokens } })
+}
+
+/// Binds the fetch socket, replacing one a previous run left, connectable by every local
+/// user: tasks may run as other users, and their token is what authenticates them.
+fn bind_fetch_socket(path: &std::path::Path) -> std::io::Result<tokio::net::UnixListener> {
+    match std::fs::remove_file(path) {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(err),
+        _ => {}
+    }
+    let listener = tokio::net::UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o666))?;
+    Ok(listener)
 }
 
 /// Runs the agent until `shutdown` completes: connects to the master (retrying forever),
@@ -63,7 +133,16 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
         data_dir = %config.data_dir.display(),
         "agent starting"
     );
-    let process = config.process_config()?;
+    let (locator, locates) = SessionLocator::new();
+    let local = match &config.shuffle {
+        Some(shuffle) => Some(start_local_mode(&config, shuffle, locator).await?),
+        None => None,
+    };
+    let data_mode = match &local {
+        Some(local) => DataMode::Local { shuffle: local.advertised },
+        None => DataMode::Shared,
+    };
+    let process = config.process_config(local.map(|local| local.fetch))?;
     // Before anything runs: tasks a SIGKILLed predecessor left must not run beside re-runs.
     process.containment.sweep_leftovers();
     let (events_tx, events) = mpsc::unbounded_channel();
@@ -71,11 +150,16 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
     // One registration at a time asks; a slot for one request is all it needs.
     let (snapshot_tx, snapshots) = mpsc::channel(1);
     let (leaving_tx, leaving) = mpsc::channel(1);
-    let links =
-        SessionLinks { events: events_tx.clone(), reports: reports_rx, snapshot: snapshot_tx, leaving };
+    let links = SessionLinks {
+        events: events_tx.clone(),
+        reports: reports_rx,
+        snapshot: snapshot_tx,
+        leaving,
+        locates,
+    };
     let data_dir_id = crate::data_dir::shared_id(&config.data_dir)?;
     info!(data_dir = %config.data_dir.display(), id = %data_dir_id, "data directory");
-    let session = tokio::spawn(session::run(config.session_config(data_dir_id), links));
+    let session = tokio::spawn(session::run(config.session_config(data_dir_id, data_mode), links));
     let mut inbox = Inbox { events, snapshots };
 
     let mut driver = Driver {

@@ -34,6 +34,7 @@ fn config(dir: &Path, master: &FakeMaster) -> AgentConfig {
         path_prefix: None,
         backoff: BackoffConfig { initial: Duration::from_millis(20), max: Duration::from_millis(100) },
         max_frame: DEFAULT_MAX_FRAME,
+        shuffle: None,
     }
 }
 
@@ -148,4 +149,84 @@ async fn tasks_keep_running_across_a_reconnect_and_are_re_registered() {
     agent.abort();
     // An aborted agent does not release its cgroup; its one task is over, so it is empty.
     crate::containment::remove_agent_cgroup(NODE, &dir.path().join("work"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_mode_agent_registers_its_shuffle_address_and_fetches_for_its_tasks() {
+    use slotmarket_common::protocol::{
+        DataMode, FetchPart, InputHolder, LocalFetch, LocalFetchReply, Locate, Located, StageOutputs,
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let master = FakeMaster::start(dir.path());
+    // Another agent, holding map 0's output for reducer 1 of job 3.
+    let other_tls = slotmarket_common::pki::issue(
+        &dir.path().join("pki"),
+        slotmarket_common::identity::Role::Agent,
+        "node2",
+    )
+    .unwrap();
+    let other_data = dir.path().join("node2-data");
+    std::fs::create_dir_all(other_data.join("jobs/j3/map-0")).unwrap();
+    std::fs::write(other_data.join("jobs/j3/map-0/part-1"), "apple\t3\n").unwrap();
+    let other = crate::shuffle::server::bind("127.0.0.1:0".parse().unwrap(), &other_tls).unwrap();
+    let other_addr = other.local_addr().unwrap();
+    tokio::spawn(crate::shuffle::server::serve(other, other_data, 2));
+
+    let mut config = config(dir.path(), &master);
+    config.shuffle = Some(crate::config::ShuffleConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
+        max_fetches: 2,
+    });
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let agent = tokio::spawn(run(config, async {
+        let _ = stop_rx.await;
+    }));
+    let mut link = master.accept().await;
+    let DataMode::Local { shuffle } = link.register.data_mode else {
+        panic!("a local-mode agent registered {:?}", link.register.data_mode)
+    };
+    assert!(shuffle.ip().is_loopback() && shuffle.port() != 0, "the bound address: {shuffle}");
+    link.accept_registration(1, 60_000).await;
+
+    // The task sees the socket and its token; it stays alive while the test fetches for it.
+    let command = "echo \"$SLOTMARKET_FETCH_SOCKET $SLOTMARKET_FETCH_TOKEN\" > env; sleep 30";
+    link.send(MasterToAgent::Launch(vec![launch(1, SlotKind::Reduce, command)])).await;
+    assert_eq!(by_container(&link.reports(2).await)[&1], [Acquired, Running]);
+    let env_file = dir.path().join("work/containers/c1/env");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while std::fs::read_to_string(&env_file).map_or(true, |s| !s.ends_with('\n')) {
+        assert!(tokio::time::Instant::now() < deadline, "the task wrote no env");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let env = std::fs::read_to_string(&env_file).unwrap();
+    let (socket, token) = env.trim_end().split_once(' ').unwrap();
+    assert_eq!(Path::new(socket), dir.path().join("work/fetch.sock"));
+    assert!(token.len() == 32 && token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
+
+    let part = FetchPart { stage: "map".into(), task: 0, path: "map-0/part-1".into() };
+    let request = LocalFetch { token: token.into(), parts: vec![part] };
+    let mut stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+    crate::shuffle::fetch::write_unix_frame(&mut stream, &request).await.unwrap();
+    // The agent asks the master where map's outputs are, on its control stream.
+    let AgentToMaster::Locate(Locate { request, job, stage }) = link.next().await else {
+        panic!("expected Locate")
+    };
+    assert_eq!((job, stage.as_str()), (JobId(3), "map"));
+    let holders = vec![InputHolder { node: "node2".into(), shuffle: other_addr }];
+    let outputs = StageOutputs { holders, task_holder: vec![Some(0)] };
+    link.send(MasterToAgent::Located(Located { request, outcome: Ok(outputs) })).await;
+    let reply: LocalFetchReply =
+        tokio::time::timeout(WAIT, crate::shuffle::fetch::read_unix_frame(&mut stream))
+            .await
+            .unwrap()
+            .unwrap();
+    assert_eq!(reply, LocalFetchReply::Fetched { bytes: 8 });
+    let fetched = dir.path().join("data/jobs/j3/map-0/part-1");
+    assert_eq!(std::fs::read_to_string(fetched).unwrap(), "apple\t3\n");
+    stop_tx.send(()).unwrap();
+    while link.next().await != AgentToMaster::Leaving {}
+    link.reports_until_end().await;
+    tokio::time::timeout(WAIT, agent).await.expect("the agent did not stop").unwrap().unwrap();
 }

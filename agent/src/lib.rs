@@ -14,6 +14,7 @@
 //! - [`task_logs`]: reading a container's stdout or stderr for `slotmarket logs`.
 //! - [`session`]: the QUIC session with the master (register, heartbeat, reports,
 //!   reconnect with backoff).
+//! - [`shuffle`]: local data mode: the shuffle service, the fetch socket and the fetcher.
 //! - [`driver`]: the event loop that owns the core and carries out its actions.
 //! - [`config`]: `agent.toml` ([`config::AgentFile`]) and the resolved
 //!   [`config::AgentConfig`].
@@ -28,6 +29,7 @@ pub mod job_outputs;
 pub mod process;
 pub mod run_as;
 pub mod session;
+pub mod shuffle;
 pub mod slots;
 pub mod stderr_tail;
 pub mod task_logs;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use slotmarket_agent::config::{AgentConfig, AgentFile};
+use slotmarket_agent::config::{AgentConfig, AgentFile, DataModeSetting};
 use slotmarket_agent::driver;
 use slotmarket_common::identity::Role;
 use tracing::info;
@@ -47,14 +47,33 @@ struct Args {
     #[arg(long, value_name = "DIR")]
     work_dir: Option<PathBuf>,
 
-    /// The data directory shared by all agents; job directories are DIR/jobs/JOB
-    /// [default: ./slotmarket-data/shared]
+    /// The data directory (shared by all agents, or this agent's own in local mode); job
+    /// directories are DIR/jobs/JOB [default: ./slotmarket-data/shared; local mode:
+    /// WORK_DIR/data]
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
 
     /// Milliseconds a killed task gets between SIGTERM and SIGKILL [default: 3000]
     #[arg(long, value_name = "MS")]
     kill_grace_ms: Option<u64>,
+
+    /// shared: DATA_DIR is shared by every agent; local: it is this agent's own disk and
+    /// other agents fetch its tasks' outputs from its shuffle service [default: shared]
+    #[arg(long, value_name = "MODE")]
+    data_mode: Option<DataModeSetting>,
+
+    /// Where the shuffle service listens in local mode, ip:port [default: 0.0.0.0:7401]
+    #[arg(long, value_name = "ADDR")]
+    shuffle_listen: Option<String>,
+
+    /// The host:port other agents dial for this agent's shuffle service [default: the
+    /// listen address, unless that is 0.0.0.0 or ::]
+    #[arg(long, value_name = "ADDR")]
+    shuffle_advertise: Option<String>,
+
+    /// Concurrent part transfers served and fetched [default: 8]
+    #[arg(long, value_name = "N")]
+    shuffle_max_fetches: Option<u32>,
 
     /// An agent.toml whose values the flags above override
     #[arg(long, value_name = "FILE")]
@@ -79,6 +98,10 @@ impl TryFrom<Args> for AgentConfig {
             work_dir: args.work_dir,
             data_dir: args.data_dir,
             kill_grace_ms: args.kill_grace_ms,
+            data_mode: args.data_mode,
+            shuffle_listen: args.shuffle_listen,
+            shuffle_advertise: args.shuffle_advertise,
+            shuffle_max_fetches: args.shuffle_max_fetches,
             ..AgentFile::default()
         };
         Ok(file.merge(flags).resolve()?)

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use slotmarket_common::ids::ContainerId;
 use slotmarket_common::process_group::ProcessGroup;
-use slotmarket_common::protocol::Launch;
+use slotmarket_common::protocol::{ENV_FETCH_SOCKET, ENV_FETCH_TOKEN, Launch};
 use slotmarket_common::spec::{TemplateError, render};
 use thiserror::Error;
 use tokio::process::{Child, Command};
@@ -26,6 +26,7 @@ use tracing::{debug, info, warn};
 use crate::containment::{Containment, ContainmentError, join_cgroup_in_child};
 use crate::core::TaskExit;
 use crate::run_as::{RunAs, RunAsError, UnixUser};
+use crate::shuffle::fetch::{FetchTokens, TokenGuard};
 use crate::stderr_tail;
 
 /// Where and how task processes run; built once (see `AgentConfig::process_config`) and
@@ -48,6 +49,17 @@ pub struct ProcessConfig {
     pub containment: Containment,
     /// The Unix user each account's tasks run as (empty: the agent's own).
     pub run_as: RunAs,
+    /// Local data mode: every task gets a fetch token and the fetch socket's path.
+    pub fetch: Option<FetchEnv>,
+}
+
+/// What a task of a local-mode agent is given to fetch its inputs through the agent.
+#[derive(Clone, Debug)]
+pub struct FetchEnv {
+    /// The agent's fetch socket (`SLOTMARKET_FETCH_SOCKET`).
+    pub socket: PathBuf,
+    /// Where containers' tokens (`SLOTMARKET_FETCH_TOKEN`) are registered.
+    pub tokens: FetchTokens,
 }
 
 impl ProcessConfig {
@@ -145,17 +157,20 @@ async fn supervise(
     mut on_event: impl FnMut(ProcessEvent),
 ) {
     let container = launch.container;
-    let mut command = match prepare(Arc::clone(&config), launch).await {
-        Ok(command) => command,
+    // The token works until the container is done (dropped before its end is reported).
+    let (mut command, fetch_token) = match prepare(Arc::clone(&config), launch).await {
+        Ok(prepared) => prepared,
         Err(err) => return on_event(ProcessEvent::SpawnFailed(err)),
     };
     if kill.try_recv().is_ok() {
+        drop(fetch_token);
         sweep_container(&config, container).await;
         return on_event(ProcessEvent::SpawnFailed(SpawnError::KilledBeforeStart));
     }
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(err) => {
+            drop(fetch_token);
             sweep_container(&config, container).await;
             return on_event(ProcessEvent::SpawnFailed(SpawnError::Exec(err)));
         }
@@ -177,6 +192,7 @@ async fn supervise(
         signal_group(group, libc::SIGKILL);
     }
     sweep_container(&config, container).await;
+    drop(fetch_token);
     let exit = match status {
         Ok(status) => exit_of(status),
         Err(err) => TaskExit::Unknown(err.to_string()),
@@ -201,13 +217,19 @@ async fn sweep_container(config: &Arc<ProcessConfig>, container: ContainerId) {
 /// Creates the job and container directories and the output files, renders the command
 /// and builds (but does not spawn) the process. The file system work is one blocking
 /// call: a trivial task's launch cost is mostly these few system calls.
-async fn prepare(config: Arc<ProcessConfig>, launch: Launch) -> Result<Command, SpawnError> {
+async fn prepare(
+    config: Arc<ProcessConfig>,
+    launch: Launch,
+) -> Result<(Command, Option<TokenGuard>), SpawnError> {
     tokio::task::spawn_blocking(move || prepare_blocking(&config, &launch)).await.unwrap_or_else(|join| {
         Err(SpawnError::Prepare { path: PathBuf::new(), source: io::Error::other(join) })
     })
 }
 
-fn prepare_blocking(config: &ProcessConfig, launch: &Launch) -> Result<Command, SpawnError> {
+fn prepare_blocking(
+    config: &ProcessConfig,
+    launch: &Launch,
+) -> Result<(Command, Option<TokenGuard>), SpawnError> {
     let user = config.run_as.user_for(&launch.account)?.cloned();
     let job_dir = config.job_dir(launch.task.job);
     let dir = config.container_dir(launch.container);
@@ -251,9 +273,20 @@ fn prepare_blocking(config: &ProcessConfig, launch: &Launch) -> Result<Command, 
     if let Some(user) = &user {
         command.env("USER", &user.name).env("LOGNAME", &user.name);
     }
+    let token = match &config.fetch {
+        Some(fetch) => {
+            let guard = fetch
+                .tokens
+                .issue(launch.task.job)
+                .map_err(|source| SpawnError::Prepare { path: PathBuf::from("/dev/urandom"), source })?;
+            command.env(ENV_FETCH_SOCKET, &fetch.socket).env(ENV_FETCH_TOKEN, guard.token());
+            Some(guard)
+        }
+        None => None,
+    };
     child_setup(&mut command, cgroup_procs, user);
     debug!(container = %launch.container, command = %rendered, dir = %dir.display(), "prepared");
-    Ok(command)
+    Ok((command, token))
 }
 
 fn output_file(path: &Path) -> Result<std::fs::File, SpawnError> {

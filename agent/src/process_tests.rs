@@ -38,6 +38,7 @@ impl Fixture {
         let path_prefix = dir.path().join("bin");
         let work_dir = dir.path().join("work");
         let config = ProcessConfig {
+            fetch: None,
             containment: Containment::new(mode, "process-test", &work_dir).unwrap(),
             run_as: RunAs::default(),
             work_dir,
@@ -307,4 +308,31 @@ async fn a_mapped_account_runs_as_its_unix_user_and_an_unmapped_one_is_refused()
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn a_local_mode_task_gets_a_fetch_token_for_its_job_that_dies_with_its_container() {
+    let mut fixture = Fixture::new(Duration::from_millis(200));
+    let tokens = crate::shuffle::fetch::FetchTokens::default();
+    let socket = fixture._dir.path().join("work/fetch.sock");
+    let mut config = (*fixture.config).clone();
+    config.fetch = Some(super::FetchEnv { socket: socket.clone(), tokens: tokens.clone() });
+    fixture.config = Arc::new(config);
+    let (_handle, mut events) = fixture.start(
+        7,
+        "echo \"$SLOTMARKET_FETCH_SOCKET\" > env; echo \"$SLOTMARKET_FETCH_TOKEN\" >> env; sleep 0.3",
+    );
+    started(&mut events).await;
+    let env = fixture._dir.path().join("work/containers/c7/env");
+    let deadline = Instant::now() + WAIT;
+    while std::fs::read_to_string(&env).map_or(true, |text| text.lines().count() < 2) {
+        assert!(Instant::now() < deadline, "the task wrote no env");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let text = std::fs::read_to_string(&env).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], socket.to_str().unwrap());
+    assert_eq!(tokens.job_of(lines[1]), Some(JobId(5)), "the token is the container's job's while it runs");
+    assert_eq!(exited(&mut events).await, TaskExit::Code(0));
+    assert_eq!(tokens.job_of(lines[1]), None, "the token dies with the container");
 }

@@ -18,7 +18,7 @@ use quinn::{RecvStream, SendStream, VarInt};
 use slotmarket_common::ids::{AgentId, ContainerId};
 use slotmarket_common::pki::TlsFiles;
 use slotmarket_common::protocol::{
-    AgentToMaster, ContainerReport, DataMode, LogRead, LogReadReply, MasterToAgent, PROTOCOL_VERSION,
+    AgentToMaster, ContainerReport, DataMode, Locate, LogRead, LogReadReply, MasterToAgent, PROTOCOL_VERSION,
     Register,
 };
 use slotmarket_common::protocol::{OutputRead, OutputReadReply, RemoveJob};
@@ -30,6 +30,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::core::AgentEvent;
 use crate::job_outputs::JobDirs;
+use crate::shuffle::locate::{LocateCall, LocatesInFlight};
 use crate::task_logs;
 
 /// How long a connection attempt (QUIC handshake) may take.
@@ -67,6 +68,8 @@ pub struct SessionConfig {
     /// Where container directories (with their `stdout` and `stderr`) live, for the
     /// master's log reads.
     pub containers_dir: PathBuf,
+    /// What `Register` says about the data directory (local: with the shuffle address).
+    pub data_mode: DataMode,
 }
 
 /// The agent's data directory and its id (see [`crate::data_dir`]).
@@ -116,6 +119,9 @@ pub struct SessionLinks {
     /// The driver is stopping: tell the master `Leaving` (after every report queued so
     /// far) before it kills the tasks, so their tasks go elsewhere without a failure.
     pub leaving: mpsc::Receiver<LeavingAck>,
+    /// Questions for the master about where stages' outputs are (local data mode); they
+    /// wait here while disconnected, and fail if the connection drops before the answer.
+    pub locates: mpsc::UnboundedReceiver<LocateCall>,
 }
 
 /// Why one connection attempt or connection ended.
@@ -298,6 +304,8 @@ struct Connected {
     heartbeat: Duration,
     /// What `Register` carried, to drop queued reports it supersedes.
     registered_live: Vec<ContainerReport>,
+    /// `Locate`s sent on this connection and not yet answered.
+    locates: LocatesInFlight,
 }
 
 async fn connect_and_register(
@@ -338,7 +346,7 @@ async fn register(
         live_containers: live.clone(),
         data_dir_id: config.data_dir.id.clone(),
         data_dir: config.data_dir.path.clone(),
-        data_mode: DataMode::Shared,
+        data_mode: config.data_mode.clone(),
     };
     timed_write(&mut send, &AgentToMaster::Register(register), config.max_frame).await?;
     let answer = tokio::time::timeout(REGISTER_TIMEOUT, read_frame(&mut recv, config.max_frame))
@@ -349,7 +357,8 @@ async fn register(
             // A zero interval would spin; one heartbeat per millisecond is already absurd.
             let heartbeat = Duration::from_millis(heartbeat_interval_ms.max(1));
             info!(%agent, heartbeat_ms = heartbeat_interval_ms, live = live.len(), "registered");
-            Ok((Connected { conn, send, agent, heartbeat, registered_live: live }, recv))
+            let locates = LocatesInFlight::default();
+            Ok((Connected { conn, send, agent, heartbeat, registered_live: live, locates }, recv))
         }
         Some(MasterToAgent::Refused { reason }) => Err(SessionError::Refused(reason)),
         Some(
@@ -393,7 +402,9 @@ impl Connected {
             replies: log_replies,
             dirs: Arc::new(dirs),
         };
-        let mut reader = tokio::spawn(read_master(recv, links.events.clone(), logs, config.max_frame));
+        let located = self.locates.clone();
+        let mut reader =
+            tokio::spawn(read_master(recv, links.events.clone(), logs, located, config.max_frame));
         let ended = self.serve_writes(config, queue, links, leaving, &mut reader, &mut log_rx).await;
         reader.abort();
         match &ended {
@@ -450,6 +461,12 @@ impl Connected {
                 }
                 Some(message) = log_replies.recv() => {
                     if let Err(err) = timed_write(&mut self.send, &message, config.max_frame).await {
+                        return Ended::Lost(err);
+                    }
+                }
+                Some(call) = links.locates.recv() => {
+                    let locate = Locate { request: self.locates.register(call.reply), job: call.job, stage: call.stage };
+                    if let Err(err) = timed_write(&mut self.send, &AgentToMaster::Locate(locate), config.max_frame).await {
                         return Ended::Lost(err);
                     }
                 }
@@ -524,6 +541,7 @@ async fn read_master(
     mut recv: RecvStream,
     events: mpsc::UnboundedSender<AgentEvent>,
     logs: LogReads,
+    located: LocatesInFlight,
     max_frame: usize,
 ) -> SessionError {
     loop {
@@ -537,9 +555,8 @@ async fn read_master(
                 logs.serve(read);
                 continue;
             }
-            Ok(Some(MasterToAgent::Located(located))) => {
-                // Only an agent that asked gets an answer; this one never asks yet.
-                debug!(request = located.request, "unrequested Located; ignored");
+            Ok(Some(MasterToAgent::Located(answer))) => {
+                located.answer(answer);
                 continue;
             }
             Ok(Some(MasterToAgent::ReadOutput(read))) => {

@@ -8,7 +8,8 @@ use std::time::Duration;
 use slotmarket_common::container::ContainerState::{self, *};
 use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::{
-    AgentToMaster, ContainerReport, DEFAULT_MAX_FRAME, Launch, MasterToAgent, PROTOCOL_VERSION,
+    AgentToMaster, ContainerReport, DEFAULT_MAX_FRAME, DataMode, InputHolder, Launch, Locate, Located,
+    MasterToAgent, PROTOCOL_VERSION, StageOutputs,
 };
 use slotmarket_common::spec::{SlotKind, TaskVars};
 use slotmarket_common::time::Timestamp;
@@ -19,6 +20,7 @@ use super::{
     drop_superseded, run,
 };
 use crate::core::AgentEvent;
+use crate::shuffle::locate::{Locator, SessionLocator};
 use crate::test_support::{AgentLink, FakeMaster, NODE, WAIT};
 
 fn report(container: u64, state: ContainerState) -> ContainerReport {
@@ -90,6 +92,8 @@ struct Harness {
     snapshots: mpsc::Receiver<SnapshotReply>,
     /// Where the test, as the driver, asks the session to say `Leaving`.
     leaving: mpsc::Sender<LeavingAck>,
+    /// Asks the master where outputs are, through the session (as the fetch service does).
+    locator: SessionLocator,
     session: tokio::task::JoinHandle<()>,
 }
 
@@ -110,14 +114,17 @@ impl Harness {
             max_frame: DEFAULT_MAX_FRAME,
             data_dir: DataDirIdentity::default(),
             containers_dir: std::env::temp_dir().join("slotmarket-session-tests-none"),
+            data_mode: DataMode::Shared,
         };
         let (events_tx, events) = mpsc::unbounded_channel();
         let (reports_tx, reports_rx) = mpsc::unbounded_channel();
         let (snapshot, snapshots) = mpsc::channel(1);
         let (leaving, leaving_rx) = mpsc::channel(1);
-        let links = SessionLinks { events: events_tx, reports: reports_rx, snapshot, leaving: leaving_rx };
+        let (locator, locates) = SessionLocator::new();
+        let links =
+            SessionLinks { events: events_tx, reports: reports_rx, snapshot, leaving: leaving_rx, locates };
         let session = tokio::spawn(run(config, links));
-        Harness { events, reports: Some(reports_tx), snapshots, leaving, session }
+        Harness { events, reports: Some(reports_tx), snapshots, leaving, locator, session }
     }
 
     /// The session's next request for a snapshot: it is registering.
@@ -272,4 +279,36 @@ async fn leaving_is_sent_after_the_reports_queued_before_it_and_acknowledged() {
     drop(h.reports.take());
     let last = link.reports_until_end().await;
     assert_eq!(last.iter().map(|r| r.state).collect::<Vec<_>>(), [Killed]);
+}
+
+#[tokio::test]
+async fn a_locate_is_asked_on_the_control_stream_and_answered_by_request_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = FakeMaster::start(dir.path());
+    let mut h = Harness::start(&master);
+    let mut link = h.connect(&master, Vec::new()).await;
+    assert_eq!(link.register.data_mode, DataMode::Shared);
+    link.accept_registration(1, 60_000).await;
+
+    let locator = h.locator.clone();
+    let asking = tokio::spawn(async move { locator.locate(JobId(7), "map".into()).await });
+    let AgentToMaster::Locate(Locate { request, job, stage }) = link.next().await else {
+        panic!("expected a Locate");
+    };
+    assert_eq!((job, stage.as_str()), (JobId(7), "map"));
+    let holder = InputHolder { node: "n2".into(), shuffle: "127.0.0.1:7401".parse().unwrap() };
+    let outputs = StageOutputs { holders: vec![holder], task_holder: vec![Some(0), None] };
+    // An answer to another request does not satisfy this one.
+    link.send(MasterToAgent::Located(Located { request: request + 1, outcome: Err("other".into()) })).await;
+    link.send(MasterToAgent::Located(Located { request, outcome: Ok(outputs.clone()) })).await;
+    let answer = tokio::time::timeout(WAIT, asking).await.expect("no answer").unwrap();
+    assert_eq!(answer, Ok(outputs));
+
+    // A connection lost before the answer fails the question instead of hanging it.
+    let locator = h.locator.clone();
+    let asking = tokio::spawn(async move { locator.locate(JobId(7), "map".into()).await });
+    assert!(matches!(link.next().await, AgentToMaster::Locate(_)));
+    link.cut();
+    let answer = tokio::time::timeout(WAIT, asking).await.expect("the question hung").unwrap();
+    assert!(answer.unwrap_err().contains("lost"), "a lost connection is named");
 }

@@ -346,10 +346,13 @@ fn leaf_params(
     params.is_ca = IsCa::NoCa;
     params.custom_extensions =
         vec![end_entity_constraints(), key_usage(&[KEY_USAGE_DIGITAL_SIGNATURE]), subject_key_id(key)];
-    // Only the master may act as a TLS server; everyone else is a client.
+    // The master serves clients and agents; an agent also serves other agents' shuffle
+    // fetches (under its node name); users and admins are clients only.
     params.extended_key_usages = match role {
-        Role::Master => vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth],
-        _ => vec![ExtendedKeyUsagePurpose::ClientAuth],
+        Role::Master | Role::Agent => {
+            vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth]
+        }
+        Role::User | Role::Admin => vec![ExtendedKeyUsagePurpose::ClientAuth],
     };
     if role != Role::Master {
         // Client profiles (Python's `cryptography` verifier among them) require a subject
@@ -357,9 +360,22 @@ fn leaf_params(
         let uri = Ia5String::try_from(client_uri(role, name)).map_err(PkiError::Generate)?;
         params.subject_alt_names.push(SanType::URI(uri));
     }
+    if role == Role::Agent {
+        // The name other agents' shuffle fetches check (the node name is the TLS name).
+        params.subject_alt_names.push(agent_server_name(name)?);
+    }
     params.use_authority_key_identifier_extension = true;
     set_validity(params);
     Ok(())
+}
+
+/// The subject alternative name an agent's shuffle service is checked against: its node
+/// name, as an IP address if it is one, else as a DNS name.
+fn agent_server_name(name: &str) -> Result<SanType, PkiError> {
+    if let Ok(ip) = name.parse::<std::net::IpAddr>() {
+        return Ok(SanType::IpAddress(ip));
+    }
+    Ok(SanType::DnsName(Ia5String::try_from(name.to_string()).map_err(PkiError::Generate)?))
 }
 
 /// The URI a client certificate names as its subject alternative name, e.g.

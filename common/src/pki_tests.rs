@@ -251,17 +251,18 @@ fn certificates_carry_the_usages_tls_stacks_check() {
         assert!(critical && constraints.is_some_and(|c| !c.ca && c.path_len_constraint.is_none()), "{name}");
         assert_eq!(usage, 1, "{name}.pem: key usage must be digitalSignature only");
         assert!(has(|e| matches!(e, ParsedExtension::AuthorityKeyIdentifier(_))), "{name}.pem: no issuer id");
-        let expected = if name == "master" { (true, true) } else { (false, true) };
+        let role = identity_from_der(&der).unwrap().role;
+        // Agents serve shuffle fetches, so they are TLS servers too.
+        let expected = if matches!(role, Role::Master | Role::Agent) { (true, true) } else { (false, true) };
         assert_eq!(eku, Some(expected), "{name}.pem: extended key usage (serverAuth, clientAuth)");
         if name != "master" {
             let sans = cert.subject_alternative_name().unwrap().map(|s| s.value.general_names.clone());
-            let role = identity_from_der(&der).unwrap().role;
             let uri = client_uri(role, &name);
-            assert_eq!(
-                sans,
-                Some(vec![GeneralName::URI(&uri)]),
-                "{name}.pem: client certificates name a URI"
-            );
+            let mut wanted = vec![GeneralName::URI(&uri)];
+            if role == Role::Agent {
+                wanted.push(GeneralName::DNSName(&name));
+            }
+            assert_eq!(sans, Some(wanted), "{name}.pem: client certificates name a URI, agents their node");
         }
     }
 }

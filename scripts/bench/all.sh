@@ -5,12 +5,12 @@
 #
 #   scripts/bench/all.sh                          # release build, full sizes (several minutes)
 #   QUICK=1 scripts/bench/all.sh                  # smaller runs of each, for a first look
-#   ONLY="cli launch" scripts/bench/all.sh        # a subset: cli launch sim quote workloads
+#   ONLY="cli launch" scripts/bench/all.sh        # a subset: cli launch sim quote workloads shuffle
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 
-ONLY=${ONLY:-cli launch sim quote workloads}
+ONLY=${ONLY:-cli launch sim quote workloads shuffle}
 logs=$(mktemp -d "${TMPDIR:-/tmp}/slotmarket-bench-all.XXXXXX")
 if [ -n "${QUICK:-}" ]; then
     export TIMES=${TIMES:-20} SUBMITS=${SUBMITS:-10} BATCH=${BATCH:-1000}
@@ -41,7 +41,8 @@ for bench in $ONLY; do
         sim) run sim sim.sh ;;
         quote) run quote quote.sh ;;
         workloads) run workloads workloads.sh ;;
-        *) echo "unknown benchmark $bench (cli launch sim quote workloads)" >&2 ;;
+        shuffle) run shuffle shuffle.sh ;;
+        *) echo "unknown benchmark $bench (cli launch sim quote workloads shuffle)" >&2 ;;
     esac
 done
 
@@ -86,6 +87,9 @@ if [ -f "$logs/workloads.log" ]; then
         case $name in wc*|'`wc'*) continue ;; esac
         row "$name, MB/s per core" "$mbps" MB/s "$wc_rate" "wc -l"
     done < <(per_row)
+fi
+if [ -f "$logs/shuffle.log" ]; then
+    row "shuffle fetch, two agents on loopback, MB/s" "$(result shuffle shuffle_mb_s)" MB/s "$(result shuffle cat_mb_s)" "cat of the same files"
 fi
 
 echo

@@ -63,7 +63,8 @@ pub fn require_all(dir: &Path, parts: Vec<PathBuf>, what: &str) -> Result<Vec<Pa
     bail!(
         "{} of {} {what} missing in {}: {}. Did the tasks that write them complete, and on \
          agents sharing this data directory? Every agent must use the same shared data \
-         directory (data_dir) for jobs whose stages pass data",
+         directory (data_dir) for jobs whose stages pass data, or run in local data mode \
+         (data_mode = \"local\"), where missing parts are fetched from the agents holding them",
         missing.len(),
         parts.len(),
         dir.display(),

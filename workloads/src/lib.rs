@@ -8,12 +8,16 @@
 //! place ([`output::AtomicFile`]), so a killed attempt never leaves a half-written part and a
 //! re-run overwrites cleanly.
 //!
+//! Without a shared data directory, [`fetch`] asks the local agent to copy the map parts
+//! other agents hold before a reduce reads them.
+//!
 //! Errors are `anyhow` with context rather than typed: this library is the inside of one
 //! binary, its errors are only ever reported to a person, never matched on.
 
 #![warn(missing_docs)]
 
 pub mod count;
+pub mod fetch;
 pub mod generate;
 pub mod grep;
 pub mod layout;

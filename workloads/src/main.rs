@@ -8,9 +8,10 @@ use std::time::Instant;
 
 use anyhow::Result;
 use clap::{Args, CommandFactory, Parser, Subcommand, error::ErrorKind};
+use slotmarket_common::protocol::FetchPart;
 use slotmarket_workloads::generate::{self, GenTask};
 use slotmarket_workloads::task::{MapTask, share};
-use slotmarket_workloads::{DEFAULT_SPILL_BYTES, grep, pi, sort, wordcount};
+use slotmarket_workloads::{DEFAULT_SPILL_BYTES, fetch, grep, pi, sort, wordcount};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -67,6 +68,19 @@ enum Command {
         #[command(subcommand)]
         side: PiSide,
     },
+    /// Copy files other tasks of this job wrote on other agents into the job directory,
+    /// through the local agent (agents in local data mode only; run inside a task).
+    Fetch {
+        /// The stage whose tasks wrote the files.
+        #[arg(long, value_name = "NAME", default_value = "map")]
+        stage: String,
+        /// The task that wrote the file; give one --task per --path, in the same order.
+        #[arg(long = "task", value_name = "I", required = true)]
+        tasks: Vec<u32>,
+        /// The file, relative to the job directory (e.g. map-3/part-0).
+        #[arg(long = "path", value_name = "P", required = true)]
+        paths: Vec<String>,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -114,6 +128,11 @@ struct MapArgs {
     /// Memory for the map's in-memory table or buffer before it spills sorted runs.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_SPILL_BYTES)]
     spill_bytes: usize,
+    /// The stage whose tasks wrote --input's --parts, when --input is inside --job-dir:
+    /// on agents without a shared data directory the missing parts are fetched from the
+    /// agents that hold them.
+    #[arg(long, value_name = "NAME", default_value = "gen")]
+    input_stage: String,
 }
 
 #[derive(Args, Debug)]
@@ -136,6 +155,10 @@ struct ReduceArgs {
     /// The job's directory.
     #[arg(long, value_name = "DIR")]
     job_dir: PathBuf,
+    /// The name of the stage whose tasks wrote the map parts (to fetch them from the
+    /// agents that hold them, when the agents share no data directory).
+    #[arg(long, value_name = "NAME", default_value = "map")]
+    map_stage: String,
 }
 
 #[derive(Subcommand, Debug)]
@@ -163,6 +186,9 @@ enum PiSide {
         /// The job's directory.
         #[arg(long, value_name = "DIR")]
         job_dir: PathBuf,
+        /// The name of the stage whose tasks wrote the map parts.
+        #[arg(long, value_name = "NAME", default_value = "map")]
+        map_stage: String,
     },
 }
 
@@ -182,6 +208,14 @@ impl GenArgs {
 }
 
 impl MapArgs {
+    /// Fetches generated input parts other agents hold (local data mode), then the task.
+    fn fetch_and_task(&self) -> Result<MapTask> {
+        if let Some(parts) = self.parts {
+            fetch::fetch_input_parts(&self.job_dir, &self.input, parts, &self.input_stage)?;
+        }
+        Ok(self.to_task())
+    }
+
     fn to_task(&self) -> MapTask {
         check_task(self.task, self.tasks);
         MapTask {
@@ -225,7 +259,7 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Command::Wordcount { side: Side::Map(args) } => {
-            let task = args.to_task();
+            let task = args.fetch_and_task()?;
             let stats = wordcount::map(&task)?;
             println!(
                 "wordcount map {}/{}: {} words, {} distinct over {} reducers, {} spills, read {}",
@@ -239,7 +273,7 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Command::Grep { side: Side::Map(args) } => {
-            let task = args.map.to_task();
+            let task = args.map.fetch_and_task()?;
             let stats = grep::map(&task, args.pattern.as_bytes())?;
             println!(
                 "grep map {}/{}: {} matching lines, {} distinct, {} spills, read {}",
@@ -252,7 +286,7 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Command::Sort { side: Side::Map(args) } => {
-            let task = args.to_task();
+            let task = args.fetch_and_task()?;
             let stats = sort::map(&task)?;
             println!(
                 "sort map {}/{}: {} records over {} reducers, {} spills, read {}",
@@ -265,6 +299,7 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Command::Wordcount { side: Side::Reduce(args) } | Command::Grep { side: Side::Reduce(args) } => {
+            fetch::fetch_map_parts(&args.job_dir, args.task, args.maps, &args.map_stage)?;
             let totals = wordcount::reduce(&args.job_dir, args.task, args.maps)?;
             println!(
                 "reduce {}: {} keys, counts summing to {}, in {:.3} s",
@@ -275,6 +310,7 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Command::Sort { side: Side::Reduce(args) } => {
+            fetch::fetch_map_parts(&args.job_dir, args.task, args.maps, &args.map_stage)?;
             let lines = sort::reduce(&args.job_dir, args.task, args.maps)?;
             println!(
                 "sort reduce {}: {lines} records in {:.3} s",
@@ -291,15 +327,40 @@ fn run(cli: Cli) -> Result<()> {
                 started.elapsed().as_secs_f64()
             );
         }
-        Command::Pi { side: PiSide::Reduce { maps, job_dir } } => {
+        Command::Pi { side: PiSide::Reduce { maps, job_dir, map_stage } } => {
+            fetch::fetch_map_parts(&job_dir, 0, maps, &map_stage)?;
             let result = pi::reduce(&job_dir, maps)?;
             println!(
                 "Estimated value of Pi is {:.15} ({} points from {} maps)",
                 result.estimate, result.counts.total, result.maps
             );
         }
+        Command::Fetch { stage, tasks, paths } => {
+            let bytes = fetch_files(&stage, tasks, paths)?;
+            println!("fetched {bytes} bytes in {:.3} s", started.elapsed().as_secs_f64());
+        }
     }
     Ok(())
+}
+
+/// `slotmarket-task fetch`: one request for every (task, path) pair.
+fn fetch_files(stage: &str, tasks: Vec<u32>, paths: Vec<String>) -> Result<u64> {
+    if tasks.len() != paths.len() {
+        Cli::command()
+            .error(ErrorKind::WrongNumberOfValues, "give exactly one --task for every --path, in order")
+            .exit();
+    }
+    let socket = fetch::FetchSocket::from_env()?.ok_or_else(|| {
+        anyhow::anyhow!(
+            "SLOTMARKET_FETCH_SOCKET is not set: run this inside a task of an agent in local data mode"
+        )
+    })?;
+    let parts = tasks
+        .into_iter()
+        .zip(paths)
+        .map(|(task, path)| FetchPart { stage: stage.to_string(), task, path })
+        .collect();
+    socket.fetch(parts)
 }
 
 fn main() -> ExitCode {
@@ -329,6 +390,7 @@ mod tests {
             "gen-records --output d --records 10 --task 0 --tasks 1",
             "wordcount map --input i --task 0 --tasks 2 --reducers 3 --job-dir j",
             "wordcount map --input i --parts 4 --task 0 --tasks 2 --reducers 3 --job-dir j",
+            "sort map --input j/input --parts 4 --input-stage g --task 0 --tasks 2 --reducers 3 --job-dir j",
             "wordcount reduce --task 1 --maps 2 --job-dir j",
             "grep map --input i --pattern p --task 0 --tasks 2 --reducers 3 --job-dir j",
             "grep reduce --task 1 --maps 2 --job-dir j",
@@ -336,6 +398,10 @@ mod tests {
             "sort reduce --task 1 --maps 2 --job-dir j",
             "pi map --samples 10 --task 0 --job-dir j --seed 1",
             "pi reduce --maps 3 --job-dir j",
+            "pi reduce --maps 3 --job-dir j --map-stage count",
+            "sort reduce --task 1 --maps 2 --job-dir j --map-stage m",
+            "fetch --stage map --task 0 --path map-0/part-1 --task 2 --path map-2/part-1",
+            "fetch --task 0 --path map-0/part-1",
         ] {
             let args = std::iter::once("slotmarket-task").chain(line.split(' '));
             if let Err(e) = Cli::try_parse_from(args) {

@@ -117,7 +117,17 @@ pub enum TransportError {
 /// A server endpoint on `bind` presenting `files.cert` and requiring every client to
 /// present a certificate signed by `files.ca`. Must be called inside a tokio runtime.
 pub fn server_endpoint(bind: SocketAddr, files: &TlsFiles) -> Result<quinn::Endpoint, TransportError> {
-    let config = server_config(files)?;
+    server_endpoint_for(bind, files, ALPN)
+}
+
+/// Like [`server_endpoint`], speaking `alpn` instead of the master's protocol (an agent's
+/// shuffle service uses [`crate::protocol::SHUFFLE_ALPN`]).
+pub fn server_endpoint_for(
+    bind: SocketAddr,
+    files: &TlsFiles,
+    alpn: &[u8],
+) -> Result<quinn::Endpoint, TransportError> {
+    let config = server_config(files, alpn)?;
     quinn::Endpoint::server(config, bind).map_err(|source| TransportError::Bind { addr: bind, source })
 }
 
@@ -130,7 +140,7 @@ pub fn server_endpoint_with_secret(
     files: &TlsFiles,
     restart_secret: &[u8; 32],
 ) -> Result<quinn::Endpoint, TransportError> {
-    let config = server_config(files)?;
+    let config = server_config(files, ALPN)?;
     let reset_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, restart_secret);
     // The id generator's key must be stable too: the new endpoint only resets packets whose
     // connection id it recognises as one it could have issued.
@@ -147,7 +157,7 @@ pub fn server_endpoint_with_secret(
     quinn::Endpoint::new(endpoint_config, Some(config), socket, runtime).map_err(bind_error)
 }
 
-fn server_config(files: &TlsFiles) -> Result<quinn::ServerConfig, TransportError> {
+fn server_config(files: &TlsFiles, alpn: &[u8]) -> Result<quinn::ServerConfig, TransportError> {
     let TlsMaterial { ca, chain, key } = files.load()?;
     let provider = provider();
     let roots = Arc::new(root_store(files, ca)?);
@@ -157,7 +167,7 @@ fn server_config(files: &TlsFiles) -> Result<quinn::ServerConfig, TransportError
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_client_cert_verifier(verifier)
         .with_single_cert(chain, key)?;
-    crypto.alpn_protocols = vec![ALPN.to_vec()];
+    crypto.alpn_protocols = vec![alpn.to_vec()];
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(crypto)?));
     config.transport_config(transport_config(SERVER_KEEP_ALIVE));
     Ok(config)
@@ -168,6 +178,15 @@ fn server_config(files: &TlsFiles) -> Result<quinn::ServerConfig, TransportError
 /// address of `target`'s family (on loopback if `target` is loopback). Must be called
 /// inside a tokio runtime.
 pub fn client_endpoint(files: &TlsFiles, target: SocketAddr) -> Result<quinn::Endpoint, TransportError> {
+    client_endpoint_for(files, target, ALPN)
+}
+
+/// Like [`client_endpoint`], speaking `alpn` instead of the master's protocol.
+pub fn client_endpoint_for(
+    files: &TlsFiles,
+    target: SocketAddr,
+    alpn: &[u8],
+) -> Result<quinn::Endpoint, TransportError> {
     let TlsMaterial { ca, chain, key } = files.load()?;
     let provider = provider();
     let roots = root_store(files, ca)?;
@@ -175,7 +194,7 @@ pub fn client_endpoint(files: &TlsFiles, target: SocketAddr) -> Result<quinn::En
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_root_certificates(roots)
         .with_client_auth_cert(chain, key)?;
-    crypto.alpn_protocols = vec![ALPN.to_vec()];
+    crypto.alpn_protocols = vec![alpn.to_vec()];
     let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
     config.transport_config(transport_config(CLIENT_KEEP_ALIVE));
 

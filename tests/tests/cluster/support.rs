@@ -215,6 +215,39 @@ impl TestCluster {
         copy
     }
 
+    /// Starts the master and `agents` in local data mode, each with its own data
+    /// directory ([`local_data_dir`](TestCluster::local_data_dir)) and a shuffle service
+    /// on a free loopback port, and waits until every agent is registered.
+    pub(crate) async fn start_local(agents: &[AgentSpec]) -> TestCluster {
+        let mut cluster = TestCluster::start(&[]).await;
+        for spec in agents {
+            cluster.start_local_agent(spec);
+        }
+        let admin = cluster.client("admin").await;
+        let expected = agents.len();
+        wait_until(|| async { connected(&admin).await.len() == expected }, "local agents to register").await;
+        admin.close().await;
+        cluster
+    }
+
+    /// Starts one agent in local data mode on its own data directory (also after it was
+    /// killed: the directory, and the outputs in it, stay).
+    pub(crate) fn start_local_agent(&mut self, spec: &AgentSpec) {
+        let data_dir = self.local_data_dir(spec.name);
+        let settings = ["data_mode = \"local\"", "shuffle_listen = \"127.0.0.1:0\""];
+        self.start_agent_with(spec, &data_dir, &settings);
+    }
+
+    /// The data directory of the local-mode agent `name`.
+    pub(crate) fn local_data_dir(&self, name: &str) -> PathBuf {
+        self.dir.path().join("local").join(name)
+    }
+
+    /// A job's directory on the local-mode agent `name`.
+    pub(crate) fn local_job_dir(&self, name: &str, job: JobId) -> PathBuf {
+        self.local_data_dir(name).join("jobs").join(job.to_string())
+    }
+
     /// The agents' shared data directory; job `j` writes under `jobs/j`.
     pub(crate) fn shared_dir(&self) -> PathBuf {
         self.dir.path().join("shared")
