@@ -2,7 +2,8 @@
 # A four-host cluster in network namespaces on this machine, deployed the way the
 # README's "Deploying on hosts without a shared file system" section says, then checked:
 # wordcount, sort and pi from configs/jobs run on it, their outputs are collected with
-# `slotmarket fetch` and compared with a single-process run of the same task commands.
+# `slotmarket fetch` and compared with a single-process run of the same task commands,
+# then `slotmarket cleanup` must empty every agent's job directories.
 #
 #   sudo scripts/netns-cluster.sh            # MODE=local: each agent has its own disk
 #   sudo MODE=shared scripts/netns-cluster.sh  # one data directory shared by the agents (NFS)
@@ -253,4 +254,21 @@ for name in $JOBS; do
     check_job "$name" || failed=1
 done
 if [ "$failed" = 0 ]; then say "every job's outputs are correct"; fi
+
+# Cleanup: `slotmarket cleanup` (every ended job of alice's) empties every agent's job
+# directories.
+LIMIT=$WAIT_S client cleanup >&2
+for host in "${AGENTS[@]}"; do
+    jobs_dir=$HOSTS/$host/data/jobs
+    [ "$MODE" = shared ] && jobs_dir=$WORK/shared/jobs
+    for _ in $(seq 300); do
+        [ -z "$(ls -A "$jobs_dir" 2>/dev/null)" ] && break
+        sleep 0.1
+    done
+    if [ -n "$(ls -A "$jobs_dir" 2>/dev/null)" ]; then
+        say "$host: job directories left after cleanup: $(ls "$jobs_dir" | tr '\n' ' ')"
+        failed=1
+    fi
+done
+[ "$failed" = 0 ] && say "cleanup removed every job directory"
 exit "$failed"
