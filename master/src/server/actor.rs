@@ -52,8 +52,6 @@ pub(crate) enum Input {
     LogRead { agent: AgentId, answer: LogReadReply },
     /// An agent answered an output read.
     OutputRead { agent: AgentId, answer: slotmarket_common::protocol::OutputReadReply },
-    /// A registered agent's data directory id (sent right after `AgentRegistered`).
-    AgentDataDir { node: String, dir_id: String },
     /// An agent asked where a stage's outputs are; answered `MasterToAgent::Located`.
     Locate { agent: AgentId, locate: Locate },
 }
@@ -266,6 +264,7 @@ impl Actor {
                 let _ = outbound.send(MasterToAgent::Registered { agent, heartbeat_interval_ms });
                 let _ = assigned.send(agent);
                 self.agents.insert(agent, outbound);
+                let (node_name, dir_id) = (node.clone(), data_dir_id.clone());
                 let event = Event::AgentJoined {
                     agent,
                     node,
@@ -275,7 +274,10 @@ impl Actor {
                     data_mode,
                     data_dir_id,
                 };
-                self.core.handle(now, event)
+                let commands = self.core.handle(now, event);
+                // Once the core knows it: the removals it is owed go out now.
+                self.on_agent_data_dir(node_name, dir_id);
+                commands
             }
             Input::Agent(event) => {
                 if let Event::AgentDisconnected { agent } = &event {
@@ -305,10 +307,6 @@ impl Actor {
             }
             Input::OutputRead { agent, answer } => {
                 self.on_output_read(agent, answer);
-                Vec::new()
-            }
-            Input::AgentDataDir { node, dir_id } => {
-                self.on_agent_data_dir(node, dir_id);
                 Vec::new()
             }
         }

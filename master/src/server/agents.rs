@@ -148,7 +148,6 @@ pub(super) async fn serve(
             Err(reason) => return refuse(&conn, Some(&mut send), &reason).await,
         };
         let node = register.node.clone();
-        let dir_id = register.data_dir_id.clone();
         let (outbound, outbound_rx) = mpsc::unbounded_channel();
         let (assigned, assigned_rx) = oneshot::channel();
         let registered = Input::AgentRegistered {
@@ -170,7 +169,6 @@ pub(super) async fn serve(
             return;
         };
         info!(%agent, "agent registered");
-        let _ = inbox.send(Input::AgentDataDir { node: node.clone(), dir_id });
         let writer = tokio::spawn(write_outbound(conn.clone(), send, outbound_rx, max_frame));
         read_inbound(recv, agent, &inbox, max_frame).await;
         let _ = inbox.send(Input::Agent(Event::AgentDisconnected { agent }));

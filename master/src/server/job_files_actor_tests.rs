@@ -88,11 +88,12 @@ fn join(actor: &mut Actor, node: &str, dir_id: &str) -> (AgentId, mpsc::Unbounde
         live_containers: Vec::new(),
         outbound,
         assigned,
+        data_mode: slotmarket_common::protocol::DataMode::Shared,
+        data_dir_id: dir_id.into(),
     };
     let commands = actor.on_input(input);
     actor.execute(commands).unwrap();
     assert!(matches!(outbound_rx.try_recv(), Ok(MasterToAgent::Registered { .. })));
-    actor.on_input(Input::AgentDataDir { node: node.into(), dir_id: dir_id.into() });
     (assigned_rx.try_recv().unwrap(), outbound_rx)
 }
 

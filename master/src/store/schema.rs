@@ -6,8 +6,15 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// Step `i` brings a database from version `i` to `i + 1`; version 0 is an empty file.
-const MIGRATIONS: &[&str] =
-    &[V1, V2_JOBS_AND_HISTORY, ACCOUNTS_AND_LEDGER, DEADLINE_PURCHASES, DP_RATES_AND_INCOME, LOCAL_NODES, JOB_CLEANUP];
+const MIGRATIONS: &[&str] = &[
+    V1,
+    V2_JOBS_AND_HISTORY,
+    ACCOUNTS_AND_LEDGER,
+    DEADLINE_PURCHASES,
+    DP_RATES_AND_INCOME,
+    LOCAL_NODES,
+    JOB_CLEANUP,
+];
 
 /// The version this build writes: the number of migration steps.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

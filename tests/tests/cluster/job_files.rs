@@ -84,3 +84,39 @@ async fn outputs_are_fetched_by_their_owner_and_cleanup_removes_the_jobs_directo
     let kept_dir = cluster.shared_dir().join("jobs").join(&kept);
     wait_for(|| (!kept_dir.exists()).then_some(()), "the retained job directory to go").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outputs_spread_over_local_mode_agents_are_fetched_and_cleaned_up_on_each() {
+    let names = ["node-1", "node-2", "node-3"];
+    let cluster =
+        TestCluster::start_local(&[agent("node-1", 2, 1), agent("node-2", 2, 1), agent("node-3", 2, 1)])
+            .await;
+    let job = run_writer(&cluster, 6).await;
+    let holding: Vec<_> = names
+        .iter()
+        .filter(|n| cluster.local_data_dir(n).join("jobs").join(&job).join("out").is_dir())
+        .collect();
+    assert!(!holding.is_empty());
+
+    let into = cluster.dir.path().join("fetched");
+    let out = cluster.cli("alice", &["fetch", &job, into.to_str().unwrap()]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let fetched: Value = serde_json::from_slice(&out.stdout).expect("fetch --json");
+    let nodes: std::collections::BTreeSet<_> = fetched["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .map(|f| f["node"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(nodes.len(), holding.len(), "every agent holding outputs serves its own: {fetched}");
+    for task in 0..6 {
+        assert_eq!(text(&into.join(format!("part-{task}"))), format!("part {task}\n"));
+    }
+
+    let out = cluster.cli("alice", &["cleanup", &job]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for name in names {
+        let dir = cluster.local_data_dir(name).join("jobs").join(&job);
+        wait_for(|| (!dir.exists()).then_some(()), "each agent's job directory to go").await;
+    }
+}

@@ -22,5 +22,6 @@ mod mrm;
 mod nodes;
 mod restart;
 mod security;
+mod shuffle;
 mod support;
 mod task_logs;
