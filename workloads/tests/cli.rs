@@ -172,3 +172,67 @@ fn a_killed_attempt_leaves_no_part_and_a_rerun_writes_it() {
     ok(&["gen-text", "--output", s(&output), "--bytes", "1000"]);
     assert!(std::fs::metadata(output.join("part-0")).unwrap().len() >= 1000);
 }
+
+/// A local agent's fetch socket answering one request per connection: writes each asked
+/// part under `job_dir` (`word\t1`) and answers how many bytes it "fetched".
+fn fake_agent(socket: &Path, job_dir: &Path, requests: usize) -> std::thread::JoinHandle<Vec<Vec<String>>> {
+    use slotmarket_common::protocol::frame::{LENGTH_PREFIX, decode_payload, payload_len};
+    use slotmarket_common::protocol::{DEFAULT_MAX_FRAME, LocalFetch, LocalFetchReply, encode_frame};
+    use std::io::{Read, Write};
+    let listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
+    let job_dir = job_dir.to_path_buf();
+    std::thread::spawn(move || {
+        let mut asked = Vec::new();
+        for _ in 0..requests {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut prefix = [0u8; LENGTH_PREFIX];
+            stream.read_exact(&mut prefix).unwrap();
+            let mut payload = vec![0u8; payload_len(prefix, DEFAULT_MAX_FRAME).unwrap()];
+            stream.read_exact(&mut payload).unwrap();
+            let request: LocalFetch = decode_payload(&payload).unwrap();
+            assert_eq!(request.token, "secret");
+            for part in &request.parts {
+                let file = job_dir.join(&part.path);
+                std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+                std::fs::write(file, format!("w{}\t1\n", part.task)).unwrap();
+            }
+            asked.push(request.parts.iter().map(|p| format!("{}:{}:{}", p.stage, p.task, p.path)).collect());
+            let reply = LocalFetchReply::Fetched { bytes: 5 * request.parts.len() as u64 };
+            stream.write_all(&encode_frame(&reply, DEFAULT_MAX_FRAME).unwrap()).unwrap();
+        }
+        asked
+    })
+}
+
+#[test]
+fn a_reducer_and_fetch_get_missing_parts_through_the_local_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job");
+    std::fs::create_dir_all(job.join("map-1")).unwrap();
+    std::fs::write(job.join("map-1/part-0"), "w1\t1\n").unwrap();
+    let socket = dir.path().join("fetch.sock");
+    let agent = fake_agent(&socket, &job, 2);
+    let with_agent = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_slotmarket-task"))
+            .args(args)
+            .env("SLOTMARKET_FETCH_SOCKET", &socket)
+            .env("SLOTMARKET_FETCH_TOKEN", "secret")
+            .output()
+            .unwrap()
+    };
+    // The reducer asks once for the two parts it lacks, then reduces all three.
+    let out = with_agent(&["wordcount", "reduce", "--task", "0", "--maps", "3", "--job-dir", s(&job)]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(job.join("out/part-0")).unwrap(), "w0\t1\nw1\t1\nw2\t1\n");
+    let out = with_agent(&["fetch", "--stage", "gen", "--task", "3", "--path", "input/part-3"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("fetched 5 bytes"));
+    let asked = agent.join().unwrap();
+    assert_eq!(asked, [vec!["map:0:map-0/part-0", "map:2:map-2/part-0"], vec!["gen:3:input/part-3"]]);
+    // Outside a local-mode task, fetch says why it cannot work.
+    let out = task(&["fetch", "--task", "0", "--path", "map-0/part-0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SLOTMARKET_FETCH_SOCKET is not set"));
+    let out = task(&["fetch", "--task", "0", "--task", "1", "--path", "map-0/part-0"]);
+    assert_eq!(out.status.code(), Some(2), "a --task without its --path is an argument error");
+}

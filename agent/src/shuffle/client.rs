@@ -17,13 +17,16 @@ use slotmarket_common::protocol::{
 };
 use slotmarket_common::transport::{self, read_frame, write_frame};
 use thiserror::Error;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWriteExt, BufWriter};
 use tracing::debug;
 
 use super::server::{CHUNK, IDLE_STREAM_TIMEOUT};
 
 /// Attempts per part (the first and two resumptions).
 pub const TRIES: u32 = 3;
+/// Bytes gathered before a write to the file: the stream hands over about one packet at
+/// a time, and a write per packet would cost more than the transfer itself.
+const WRITE_BUFFER: usize = 1 << 20;
 /// How long a handshake with a holder may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -87,12 +90,13 @@ impl ShuffleClient {
             tokio::fs::create_dir_all(dir).await.map_err(write_error)?;
         }
         // A new file (never an existing one, nor a symlink a task placed under its name).
-        let mut file = tokio::fs::OpenOptions::new()
+        let file = tokio::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&temp)
             .await
             .map_err(write_error)?;
+        let mut file = BufWriter::with_capacity(WRITE_BUFFER, file);
         let mut tries = 0;
         loop {
             tries += 1;
@@ -110,7 +114,7 @@ impl ShuffleClient {
         }
         file.flush().await.map_err(write_error)?;
         // The file was new: every byte in it came over the network, broken tries included.
-        let transferred = file.metadata().await.map_err(write_error)?.len();
+        let transferred = file.get_ref().metadata().await.map_err(write_error)?.len();
         drop(file);
         tokio::fs::rename(&temp, dest)
             .await
@@ -124,12 +128,12 @@ impl ShuffleClient {
         holder: &InputHolder,
         job: JobId,
         path: &str,
-        file: &mut tokio::fs::File,
+        file: &mut BufWriter<tokio::fs::File>,
         temp: &Path,
     ) -> Result<u64, FetchError> {
         let write_error = |source| FetchError::Write { path: temp.to_path_buf(), source };
         file.flush().await.map_err(write_error)?;
-        let offset = file.metadata().await.map_err(write_error)?.len();
+        let offset = file.get_ref().metadata().await.map_err(write_error)?.len();
         let conn = self.connection(holder).await?;
         let broken = |err: &dyn std::fmt::Display| FetchError::Broken(err.to_string());
         let (mut send, mut recv) = conn.open_bi().await.map_err(|e| broken(&e))?;

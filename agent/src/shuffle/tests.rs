@@ -151,7 +151,8 @@ async fn a_broken_fetch_resumes_from_the_bytes_already_written() {
     // What a first try wrote before its stream broke.
     let temp = temp_name(&dest, 0);
     std::fs::write(&temp, &data[..400_000]).unwrap();
-    let mut file = tokio::fs::OpenOptions::new().append(true).open(&temp).await.unwrap();
+    let file = tokio::fs::OpenOptions::new().append(true).open(&temp).await.unwrap();
+    let mut file = tokio::io::BufWriter::new(file);
     let client = ShuffleClient::new(w.nodes[1].tls.clone());
     let sent =
         client.fetch_once(&w.nodes[0].holder, JobId(2), "map-3/part-0", &mut file, &temp).await.unwrap();
