@@ -23,5 +23,6 @@ mod nodes;
 mod restart;
 mod security;
 mod shuffle;
+mod shuffle_loss;
 mod support;
 mod task_logs;

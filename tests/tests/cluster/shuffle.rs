@@ -9,8 +9,8 @@ use std::process::Command;
 
 use crate::support::{TestCluster, agent, assert_completed, binary, submit, wait_finished};
 
-const MAPS: u32 = 6;
-const REDUCES: u32 = 3;
+pub(crate) const MAPS: u32 = 6;
+pub(crate) const REDUCES: u32 = 3;
 
 /// Runs `slotmarket-task` with `args`, failing the test if it fails.
 fn task(args: &[&str]) {
@@ -19,7 +19,7 @@ fn task(args: &[&str]) {
 }
 
 /// Input every node can read (the agents run on one machine): `part-0 .. part-3`.
-fn generate(dir: &Path, kind: &str, amount: &str) -> PathBuf {
+pub(crate) fn generate(dir: &Path, kind: &str, amount: &str) -> PathBuf {
     let input = dir.join(format!("{kind}-input"));
     let input_text = input.to_str().expect("utf-8 path");
     for part in 0..4 {
@@ -53,7 +53,7 @@ fn spec(program: &str, input: &Path) -> String {
 }
 
 /// The same tasks one after another in one directory: the reference outputs.
-fn single_process(program: &str, input: &Path, job_dir: &Path) -> Vec<Vec<u8>> {
+pub(crate) fn single_process(program: &str, input: &Path, job_dir: &Path) -> Vec<Vec<u8>> {
     let (input, job) = (input.to_str().expect("utf-8"), job_dir.to_str().expect("utf-8"));
     let (maps, reduces) = (MAPS.to_string(), REDUCES.to_string());
     for map in 0..MAPS {
@@ -91,7 +91,7 @@ fn cluster_output(cluster: &TestCluster, job: slotmarket_common::ids::JobId, r: 
 }
 
 /// The whole log of process `name`.
-fn log_of(cluster: &TestCluster, name: &str) -> String {
+pub(crate) fn log_of(cluster: &TestCluster, name: &str) -> String {
     std::fs::read_to_string(cluster.dir.path().join(format!("{name}.log"))).unwrap_or_default()
 }
 
