@@ -25,6 +25,7 @@ pub mod containment;
 pub mod core;
 pub mod data_dir;
 pub mod driver;
+pub mod job_outputs;
 pub mod process;
 pub mod run_as;
 pub mod session;

@@ -21,6 +21,7 @@ use slotmarket_common::protocol::{
     AgentToMaster, ContainerReport, DataMode, Locate, LogRead, LogReadReply, MasterToAgent, PROTOCOL_VERSION,
     Register,
 };
+use slotmarket_common::protocol::{OutputRead, OutputReadReply, RemoveJob};
 use slotmarket_common::transport::{self, StreamError, TransportError, read_frame, write_frame};
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
@@ -28,6 +29,7 @@ use tokio::task::JoinHandle;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::core::AgentEvent;
+use crate::job_outputs::JobDirs;
 use crate::shuffle::locate::{LocateCall, LocatesInFlight};
 use crate::task_logs;
 
@@ -363,7 +365,9 @@ async fn register(
             MasterToAgent::Launch(_)
             | MasterToAgent::Kill { .. }
             | MasterToAgent::ReadLog(_)
-            | MasterToAgent::Located(_),
+            | MasterToAgent::Located(_)
+            | MasterToAgent::ReadOutput(_)
+            | MasterToAgent::RemoveJob(_),
         ) => Err(SessionError::Unexpected("a launch, kill or log read before Registered")),
         None => Err(SessionError::ClosedByMaster),
     }
@@ -389,7 +393,15 @@ impl Connected {
         // Reading runs in its own task: a frame read cancelled half-way by `select!` would
         // lose bytes and break the framing.
         let (log_replies, mut log_rx) = mpsc::unbounded_channel();
-        let logs = LogReads { containers_dir: Arc::new(config.containers_dir.clone()), replies: log_replies };
+        let dirs = JobDirs {
+            data_dir: PathBuf::from(&config.data_dir.path),
+            containers_dir: config.containers_dir.clone(),
+        };
+        let logs = LogReads {
+            containers_dir: Arc::new(config.containers_dir.clone()),
+            replies: log_replies,
+            dirs: Arc::new(dirs),
+        };
         let located = self.locates.clone();
         let mut reader =
             tokio::spawn(read_master(recv, links.events.clone(), logs, located, config.max_frame));
@@ -409,7 +421,7 @@ impl Connected {
         links: &mut SessionLinks,
         leaving: &mut bool,
         reader: &mut JoinHandle<SessionError>,
-        log_replies: &mut mpsc::UnboundedReceiver<LogReadReply>,
+        log_replies: &mut mpsc::UnboundedReceiver<AgentToMaster>,
     ) -> Ended {
         // Reports that queued while we were away, minus what `Register` already told.
         while let Ok(report) = links.reports.try_recv() {
@@ -447,8 +459,7 @@ impl Connected {
                         return Ended::Lost(err);
                     }
                 }
-                Some(reply) = log_replies.recv() => {
-                    let message = AgentToMaster::LogRead(reply);
+                Some(message) = log_replies.recv() => {
                     if let Err(err) = timed_write(&mut self.send, &message, config.max_frame).await {
                         return Ended::Lost(err);
                     }
@@ -548,6 +559,14 @@ async fn read_master(
                 located.answer(answer);
                 continue;
             }
+            Ok(Some(MasterToAgent::ReadOutput(read))) => {
+                logs.serve_output(read);
+                continue;
+            }
+            Ok(Some(MasterToAgent::RemoveJob(remove))) => {
+                logs.remove_job(remove);
+                continue;
+            }
             Ok(Some(MasterToAgent::Registered { .. })) => {
                 return SessionError::Unexpected("a second Registered");
             }
@@ -562,10 +581,13 @@ async fn read_master(
     }
 }
 
-/// Where log reads are served from and where their answers go (the writer sends them).
+/// Where log and output reads are served from and where their answers go (the writer
+/// sends them).
 struct LogReads {
     containers_dir: Arc<PathBuf>,
-    replies: mpsc::UnboundedSender<LogReadReply>,
+    replies: mpsc::UnboundedSender<AgentToMaster>,
+    /// Job and container directories, for output reads and removals.
+    dirs: Arc<JobDirs>,
 }
 
 impl LogReads {
@@ -575,7 +597,28 @@ impl LogReads {
         tokio::spawn(async move {
             let result = task_logs::read(&dir, &read).await;
             // The session may have ended meanwhile; the master fails the read then.
-            let _ = replies.send(LogReadReply { request: read.request, result });
+            let _ = replies.send(AgentToMaster::LogRead(LogReadReply { request: read.request, result }));
+        });
+    }
+
+    /// Lists or reads a job's outputs off the reader task, like a log read.
+    fn serve_output(&self, read: OutputRead) {
+        let (dirs, replies) = (Arc::clone(&self.dirs), self.replies.clone());
+        tokio::spawn(async move {
+            let result = dirs.answer(read.job, &read.op).await;
+            let _ =
+                replies.send(AgentToMaster::OutputRead(OutputReadReply { request: read.request, result }));
+        });
+    }
+
+    /// Deletes a job's directory and its containers' directories, off the reader task.
+    fn remove_job(&self, remove: RemoveJob) {
+        let dirs = Arc::clone(&self.dirs);
+        tokio::spawn(async move {
+            match dirs.remove(&remove).await {
+                Ok(removed) => info!(job = %remove.job, dirs = removed.len(), "job directories removed"),
+                Err(error) => warn!(job = %remove.job, %error, "removing the job's directories failed"),
+            }
         });
     }
 }

@@ -5,6 +5,7 @@
 //! Layout:
 //! - `connection` — connection options (flags, environment, config file) → a `Client`;
 //! - `output` — aligned tables for people, stable JSON shapes for scripts;
+//! - `fetch` (a job's outputs from the agents), `cleanup` (removes ended jobs' directories);
 //! - `submit`, `status` (`--tasks`), `logs` (a task's stdout/stderr), `jobs`, `history`, `profile`, `nodes`, `cancel`, `node` — one request each (`jobs
 //!   --all` pages through every job);
 //! - `run` (a one-stage job from a command line), `wait` (follows jobs, reconnecting
@@ -23,6 +24,7 @@
 mod account;
 mod budget;
 mod cancel;
+mod cleanup;
 mod completions;
 mod connection;
 mod deadline;
@@ -30,6 +32,7 @@ mod demo;
 mod estimate;
 #[cfg(test)]
 mod fake_master;
+mod fetch;
 mod history;
 mod jobs;
 mod ledger;
@@ -143,6 +146,10 @@ enum Command {
     /// Print a task's stdout (or `--stderr`), read from the agent that ran it;
     /// `--follow` keeps reading until the task ends.
     Logs(logs::LogsArgs),
+    /// Copy a job's final outputs from the agents that hold them into a local directory.
+    Fetch(fetch::FetchArgs),
+    /// Remove ended jobs' directories and logs from the agents now (owner or admin).
+    Cleanup(cleanup::CleanupArgs),
 }
 
 fn main() -> ExitCode {
@@ -196,6 +203,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Completions(args) => completions::run(Cli::command(), &args),
         Command::Man(args) => man::run(Cli::command(), &args),
         Command::Profile(args) => profile::run(&cli.connection, args, json).await,
+        Command::Fetch(args) => fetch::run(&cli.connection, args, json).await,
+        Command::Cleanup(args) => cleanup::run(&cli.connection, args, json).await,
     }
 }
 

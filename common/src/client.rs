@@ -162,6 +162,36 @@ impl Client {
         .await
     }
 
+    /// The nodes holding `job`'s final outputs, one per data directory.
+    pub async fn output_nodes(&self, job: JobId) -> Result<Vec<String>, ClientError> {
+        self.expect(Request::OutputNodes { job }, |response| match response {
+            Response::OutputNodes(nodes) => Some(nodes),
+            _ => None,
+        })
+        .await
+    }
+
+    /// A listing or a chunk of a job's outputs on one node, relayed by the master.
+    pub async fn output(
+        &self,
+        query: crate::protocol::OutputQuery,
+    ) -> Result<crate::protocol::OutputData, ClientError> {
+        self.expect(Request::Output(query), |response| match response {
+            Response::Output(data) => Some(data),
+            _ => None,
+        })
+        .await
+    }
+
+    /// Removes ended jobs' directories from the agents now.
+    pub async fn cleanup(&self, jobs: Vec<JobId>) -> Result<Vec<crate::protocol::JobCleanup>, ClientError> {
+        self.expect(Request::Cleanup { jobs }, |response| match response {
+            Response::CleanedUp(done) => Some(done),
+            _ => None,
+        })
+        .await
+    }
+
     /// One page of the caller's jobs (every job for an admin).
     pub async fn jobs_page(&self, query: JobsQuery) -> Result<JobsPage, ClientError> {
         self.expect(Request::Jobs(query), |response| match response {
@@ -516,6 +546,9 @@ pub fn response_kind(response: &Response) -> &'static str {
         Response::IncomeSet(_) => "IncomeSet",
         Response::Tasks(_) => "Tasks",
         Response::Log(_) => "Log",
+        Response::OutputNodes(_) => "OutputNodes",
+        Response::Output(_) => "Output",
+        Response::CleanedUp(_) => "CleanedUp",
     }
 }
 

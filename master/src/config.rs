@@ -58,6 +58,17 @@ pub struct MasterFile {
     pub max_queued_tasks_per_account: Option<u64>,
     /// The `[admission]` table: MRM deadline admission and pricing (default `none`).
     pub admission: Option<AdmissionSettings>,
+    /// The `[cleanup]` table: when ended jobs' directories are removed from the agents.
+    pub cleanup: Option<CleanupFile>,
+}
+
+/// `[cleanup]` in `master.toml`.
+#[derive(Clone, Copy, Default, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CleanupFile {
+    /// Seconds after a job ended before its directories (and its containers' logs) are
+    /// removed from every agent that ran its tasks (default 3600).
+    pub retain_s: Option<u64>,
 }
 
 /// A setting that cannot work.
@@ -145,6 +156,8 @@ pub struct MasterConfig {
     pub heartbeat_interval: Duration,
     /// Largest accepted frame, in bytes.
     pub max_frame: usize,
+    /// How long an ended job's directories stay on the agents.
+    pub cleanup_retain: Duration,
 }
 
 impl TryFrom<MasterFile> for MasterConfig {
@@ -230,6 +243,10 @@ impl MasterConfig {
             },
             heartbeat_interval,
             max_frame,
+            cleanup_retain: file
+                .cleanup
+                .and_then(|c| c.retain_s)
+                .map_or(crate::server::DEFAULT_CLEANUP_RETAIN, Duration::from_secs),
         })
     }
 }
@@ -576,8 +593,8 @@ max_queued_tasks_per_account = 100
             (&defaults.listen, &defaults.data_dir, &defaults.cert_dir, &defaults.core)
         );
         assert_eq!(
-            (example.heartbeat_interval, example.max_frame),
-            (defaults.heartbeat_interval, defaults.max_frame)
+            (example.heartbeat_interval, example.max_frame, example.cleanup_retain),
+            (defaults.heartbeat_interval, defaults.max_frame, defaults.cleanup_retain)
         );
         // The commented-out policy settings are valid as written, for the policy that
         // takes them all.
@@ -601,8 +618,10 @@ max_queued_tasks_per_account = 100
             max_tasks_per_job,
             max_queued_tasks_per_account,
             admission,
+            cleanup,
         } = file;
         assert!(admission.is_some());
+        assert_eq!(cleanup.and_then(|c| c.retain_s), Some(crate::server::DEFAULT_CLEANUP_RETAIN.as_secs()));
         assert!(max_tasks_per_job.is_some() && max_queued_tasks_per_account.is_some());
         assert!(ended_job_retention_s.is_some() && history_per_name.is_some() && history_names.is_some());
         assert!(

@@ -39,6 +39,8 @@ pub enum AgentToMaster {
     LogRead(super::LogReadReply),
     /// Where a stage's outputs are, for a task's fetch; answered `MasterToAgent::Located`.
     Locate(super::Locate),
+    /// The answer to a [`MasterToAgent::ReadOutput`].
+    OutputRead(super::OutputReadReply),
 }
 
 /// An agent's introduction.
@@ -112,6 +114,10 @@ pub enum MasterToAgent {
     ReadLog(super::LogRead),
     /// The answer to an `AgentToMaster::Locate`.
     Located(super::Located),
+    /// List or read a job's output files; answered `AgentToMaster::OutputRead`.
+    ReadOutput(super::OutputRead),
+    /// Delete a job's directory and its containers' directories; not answered.
+    RemoveJob(super::RemoveJob),
 }
 
 /// The most bytes one [`Launch`] encodes to for any spec that passes validation (the
@@ -299,6 +305,21 @@ pub enum Request {
     /// A chunk of a task's stdout or stderr, read from the agent that ran it; answered
     /// `Log`.
     Logs(super::LogQuery),
+    /// The nodes holding a job's final outputs (one per data directory); answered
+    /// `OutputNodes`.
+    OutputNodes {
+        /// The job.
+        job: JobId,
+    },
+    /// List or read a job's outputs on one of its output nodes, relayed to that agent;
+    /// answered `Output`.
+    Output(super::OutputQuery),
+    /// Remove these ended jobs' directories from the agents now (owner or admin);
+    /// answered `CleanedUp`.
+    Cleanup {
+        /// The jobs.
+        jobs: Vec<JobId>,
+    },
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.
@@ -429,6 +450,12 @@ pub enum Response {
     Tasks(super::TaskList),
     /// A chunk of a task's log.
     Log(super::LogChunk),
+    /// The nodes holding a job's final outputs, one per data directory.
+    OutputNodes(Vec<String>),
+    /// A listing or a chunk of a job's outputs.
+    Output(super::OutputData),
+    /// What a `Cleanup` did, per job.
+    CleanedUp(Vec<super::JobCleanup>),
 }
 
 impl Response {

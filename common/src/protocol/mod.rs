@@ -6,6 +6,7 @@ pub mod estimate_eval;
 pub mod frame;
 pub mod history;
 pub mod messages;
+pub mod outputs;
 pub mod profile;
 pub mod queue;
 pub mod quote;
@@ -20,6 +21,10 @@ pub use estimate_eval::{EstimateEvalQuery, EstimateEvalReport, EvalMethod, EvalR
 pub use frame::{DEFAULT_MAX_FRAME, FrameError, decode_frame, encode_frame};
 pub use history::{JobHistory, StageHistory};
 pub use messages::*;
+pub use outputs::{
+    DEFAULT_OUTPUT_DIR, JobCleanup, MAX_OUTPUT_CHUNK, MAX_OUTPUT_FILES, OutputData, OutputFile, OutputOp,
+    OutputQuery, OutputRead, OutputReadReply, RemoveJob, check_job_path,
+};
 pub use profile::{ProfileView, StageProfileView};
 pub use queue::{QueueEntry, QueueView, WaitReason};
 pub use quote::{ChoiceRefusal, DeadlineChoice, Purchase, QuoteInfo, QuotePoint, SLOT_MS_PER_CREDIT};

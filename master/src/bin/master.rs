@@ -130,8 +130,11 @@ async fn run(config: MasterConfig, reinitialize: bool) -> Result<()> {
         database = %store.path().display(),
         "master listening"
     );
-    let options =
-        ServerOptions { max_frame: config.max_frame, heartbeat_interval: config.heartbeat_interval };
+    let options = ServerOptions {
+        max_frame: config.max_frame,
+        heartbeat_interval: config.heartbeat_interval,
+        cleanup_retain: config.cleanup_retain,
+    };
     server::run(endpoint, core, store, options, shutdown_signal()).await?;
     Ok(())
 }

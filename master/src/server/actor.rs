@@ -16,11 +16,15 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, error, info, warn};
 
 use super::launches::pack_launches;
+
+#[path = "job_files.rs"]
+mod job_files;
 use super::task_reads::{self, PendingLogRead};
 use super::{ServerError, reads};
 use crate::core::policy::jockey::{CompletionModel, ModelRequest, build_completion_model};
 use crate::core::{AdmissionMode, Command, Core, Event, KillReason, Persist, RequestId};
 use crate::store::{Store, StoreError};
+pub use job_files::DEFAULT_RETAIN as DEFAULT_CLEANUP_RETAIN;
 
 /// What sessions tell the actor.
 pub(crate) enum Input {
@@ -46,6 +50,8 @@ pub(crate) enum Input {
     Watch { caller: Identity, job: JobId, updates: WatchSender },
     /// An agent answered a log read.
     LogRead { agent: AgentId, answer: LogReadReply },
+    /// An agent answered an output read.
+    OutputRead { agent: AgentId, answer: slotmarket_common::protocol::OutputReadReply },
     /// An agent asked where a stage's outputs are; answered `MasterToAgent::Located`.
     Locate { agent: AgentId, locate: Locate },
 }
@@ -143,6 +149,8 @@ pub(super) struct Actor {
     /// Log reads sent to agents and not answered yet, by request number.
     log_reads: BTreeMap<u64, PendingLogRead>,
     next_log_read: u64,
+    /// Output reads, nodes' data directories and job directory removals.
+    files: job_files::JobFiles,
 }
 
 impl Actor {
@@ -164,7 +172,13 @@ impl Actor {
             models_to_actor,
             log_reads: BTreeMap::new(),
             next_log_read: 1,
+            files: job_files::JobFiles::new(job_files::DEFAULT_RETAIN),
         }
+    }
+
+    /// Sets how long an ended job's directories stay on the agents (`[cleanup] retain_s`).
+    pub(super) fn set_cleanup_retain(&mut self, retain: Duration) {
+        self.files = job_files::JobFiles::new(retain);
     }
 
     /// Replays the stored accounts and ledger, then every stored job, into the core at
@@ -200,6 +214,8 @@ impl Actor {
     /// Runs until every session and the server have dropped their inbox senders, or the
     /// store fails.
     pub(super) async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<Input>) -> Result<(), ServerError> {
+        let mut cleanup = tokio::time::interval(self.files.check_every());
+        cleanup.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let wakeup = self.core.next_wakeup().map(|at| self.clock.instant_of(at));
             let mut commands = Vec::new();
@@ -219,6 +235,7 @@ impl Actor {
                     commands = self.core.handle(self.clock.now(), Event::CompletionModelBuilt(Box::new(model)));
                 }
                 () = sleep_until(wakeup) => commands = self.core.tick(self.clock.now()),
+                _ = cleanup.tick() => self.cleanup_round(self.clock.now()),
             }
             self.execute(commands)?;
         }
@@ -247,6 +264,7 @@ impl Actor {
                 let _ = outbound.send(MasterToAgent::Registered { agent, heartbeat_interval_ms });
                 let _ = assigned.send(agent);
                 self.agents.insert(agent, outbound);
+                let (node_name, dir_id) = (node.clone(), data_dir_id.clone());
                 let event = Event::AgentJoined {
                     agent,
                     node,
@@ -256,12 +274,16 @@ impl Actor {
                     data_mode,
                     data_dir_id,
                 };
-                self.core.handle(now, event)
+                let commands = self.core.handle(now, event);
+                // Once the core knows it: the removals it is owed go out now.
+                self.on_agent_data_dir(node_name, dir_id);
+                commands
             }
             Input::Agent(event) => {
                 if let Event::AgentDisconnected { agent } = &event {
                     self.agents.remove(agent);
                     self.fail_log_reads(*agent);
+                    self.fail_output_reads(*agent);
                 }
                 self.core.handle(now, event)
             }
@@ -281,6 +303,10 @@ impl Actor {
                         pending.finish(answer);
                     }
                 }
+                Vec::new()
+            }
+            Input::OutputRead { agent, answer } => {
+                self.on_output_read(agent, answer);
                 Vec::new()
             }
         }
@@ -362,6 +388,18 @@ impl Actor {
             }
             Request::Logs(query) => {
                 self.start_log_read(&caller, &query, reply);
+                return Vec::new();
+            }
+            Request::OutputNodes { job } => {
+                self.answer_output_nodes(&caller, job, reply);
+                return Vec::new();
+            }
+            Request::Output(query) => {
+                self.start_output_read(&caller, query, reply);
+                return Vec::new();
+            }
+            Request::Cleanup { jobs } => {
+                self.cleanup_now(&caller, jobs, now, reply);
                 return Vec::new();
             }
             Request::Jobs(query) => {

@@ -269,6 +269,12 @@ async fn read_inbound(
                 }
                 continue;
             }
+            Ok(Some(AgentToMaster::OutputRead(answer))) => {
+                if inbox.send(Input::OutputRead { agent, answer }).is_err() {
+                    return;
+                }
+                continue;
+            }
             Ok(Some(AgentToMaster::Leaving)) => {
                 info!(%agent, "agent leaving; its tasks go elsewhere");
                 Event::AgentLeaving { agent }
@@ -303,6 +309,7 @@ fn message_name(message: &AgentToMaster) -> &'static str {
         AgentToMaster::Leaving => "Leaving",
         AgentToMaster::LogRead(_) => "LogRead",
         AgentToMaster::Locate(_) => "Locate",
+        AgentToMaster::OutputRead(_) => "OutputRead",
     }
 }
 

@@ -27,6 +27,7 @@ use tracing::{debug, info, warn};
 use crate::core::Core;
 use crate::store::{Store, StoreError};
 
+pub use actor::DEFAULT_CLEANUP_RETAIN;
 pub(crate) use actor::Input;
 
 /// Why the server stopped with an error.
@@ -51,6 +52,8 @@ pub struct ServerOptions {
     /// How often agents are told to send a heartbeat (in `Registered`). It should be
     /// well below the core's `agent_timeout`; the master's config checks it is at most half.
     pub heartbeat_interval: Duration,
+    /// How long an ended job's directories stay on the agents before they are removed.
+    pub cleanup_retain: Duration,
 }
 
 /// Serves agents and clients on `endpoint` until `shutdown` completes or the store fails.
@@ -66,6 +69,7 @@ pub async fn run(
 ) -> Result<(), ServerError> {
     let budget = launches::launch_budget(options.max_frame);
     let mut actor = actor::Actor::new(core, store, options.heartbeat_interval, budget);
+    actor.set_cleanup_retain(options.cleanup_retain);
     let recovered = actor.recover().map_err(ServerError::Recover)?;
     info!(recovered, "recovered {recovered} jobs");
     let (inbox, inbox_rx) = mpsc::unbounded_channel();

@@ -3,6 +3,7 @@
 //! (here), hands stored state back on start so it can be replayed into the core
 //! (`recover`, `ledger`), and answers for ended jobs the core no longer holds (`ended`).
 
+mod cleanup;
 mod ended;
 mod ledger;
 mod recover;

@@ -14,6 +14,7 @@ const MIGRATIONS: &[&str] = &[
     DP_RATES_AND_INCOME,
     CLUSTER_CAPACITY,
     LOCAL_NODES,
+    JOB_CLEANUP,
 ];
 
 /// The version this build writes: the number of migration steps.
@@ -137,6 +138,20 @@ const LOCAL_NODES: &str = "
 CREATE TABLE local_nodes (
     node   TEXT PRIMARY KEY,
     dir_id TEXT NOT NULL
+);
+";
+
+/// Removal of ended jobs' directories from the agents (see `store::cleanup`): the jobs
+/// whose removal is planned, and per node the removals not yet sent.
+const JOB_CLEANUP: &str = "
+CREATE TABLE jobs_cleaned (
+    job   INTEGER PRIMARY KEY,
+    at_ms INTEGER NOT NULL
+);
+CREATE TABLE job_cleanup (
+    job  INTEGER NOT NULL,
+    node TEXT    NOT NULL,
+    PRIMARY KEY (job, node)
 );
 ";
 

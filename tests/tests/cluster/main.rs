@@ -13,6 +13,7 @@ mod dp;
 mod dress;
 mod failover;
 mod interop;
+mod job_files;
 mod lifetimes;
 mod limits;
 mod mapreduce;
