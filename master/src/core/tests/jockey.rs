@@ -37,17 +37,22 @@ fn jockey_settings(predictor: &str) -> PolicySettings {
 
 /// A core running `jockey` with the etl history and one agent of 10 map slots.
 fn env_with_history(predictor: &str) -> TestEnv {
-    let config = CoreConfig { policy: jockey_settings(predictor), ..CoreConfig::default() };
-    let mut env = TestEnv::with_config(config);
+    recovered_env(jockey_settings(predictor), vec![etl_run(7), etl_run(8)], 10)
+}
+
+/// A core under `policy` that recovered `history` from its store, with one agent of
+/// `map_slots` map slots.
+fn recovered_env(policy: PolicySettings, history: Vec<JobHistory>, map_slots: u32) -> TestEnv {
+    let mut env = TestEnv::with_config(CoreConfig { policy, ..CoreConfig::default() });
     let recovery = StoreRecovery {
         next_job: JobId(100),
         next_container: ContainerId(1),
-        history: vec![etl_run(7), etl_run(8)],
+        history,
         capacity: None,
         local_nodes: vec![],
     };
     env.handle(Event::StoreRecovered(recovery));
-    env.join_agent("n1", 10, 0);
+    env.join_agent("n1", map_slots, 0);
     env
 }
 
@@ -149,18 +154,7 @@ fn a_moved_deadline_is_stored_answered_and_followed() {
 /// tasks taking 180 s, and answers the controller's state at the step a minute later.
 fn three_times_slower(rescale: bool) -> crate::core::policy::jockey::SloState {
     let toml = format!("name = \"jockey\"\npredictor = \"amdahl\"\ninterval_s = 60\nrescale = {rescale}\n");
-    let config =
-        CoreConfig { policy: toml::from_str(&toml).expect("jockey settings parse"), ..CoreConfig::default() };
-    let mut env = TestEnv::with_config(config);
-    let recovery = StoreRecovery {
-        next_job: JobId(100),
-        next_container: ContainerId(1),
-        history: vec![etl_run(7)],
-        capacity: None,
-        local_nodes: vec![],
-    };
-    env.handle(Event::StoreRecovered(recovery));
-    env.join_agent("n1", 10, 0);
+    let mut env = recovered_env(toml::from_str(&toml).expect("jockey settings parse"), vec![etl_run(7)], 10);
     let etl = env.submit(etl_due_in(10));
     // 1.2 × (60 + 1140/a) s by 7 minutes needs 4 slots.
     let first = env.take_launches(4);
@@ -198,17 +192,7 @@ fn a_run_slower_than_its_profile_is_given_more_slots_at_once() {
 fn a_hopeless_job_is_not_raised_beyond_the_tasks_it_has_left() {
     // etl's 20 tasks of 60 s due in a minute on 40 slots: no allocation makes it (the
     // largest loses least utility), but more than 20 slots cannot help either.
-    let config = CoreConfig { policy: jockey_settings("amdahl"), ..CoreConfig::default() };
-    let mut env = TestEnv::with_config(config);
-    let recovery = StoreRecovery {
-        next_job: JobId(100),
-        next_container: ContainerId(1),
-        history: vec![etl_run(7)],
-        capacity: None,
-        local_nodes: vec![],
-    };
-    env.handle(Event::StoreRecovered(recovery));
-    env.join_agent("n1", 40, 0);
+    let mut env = recovered_env(jockey_settings("amdahl"), vec![etl_run(7)], 40);
     let etl = env.submit(etl_due_in(1));
     let first = env.take_launches(20);
     assert!(first.iter().all(|l| l.task.job == etl));
