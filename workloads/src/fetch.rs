@@ -17,7 +17,7 @@ use slotmarket_common::protocol::{
     encode_frame,
 };
 
-use crate::layout::map_part;
+use crate::layout::{generated_part, map_part};
 
 /// How long a task waits for its agent to fetch everything it asked for.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -80,18 +80,8 @@ pub fn fetch_missing_map_parts(
     maps: u32,
     map_stage: &str,
 ) -> Result<u64> {
-    let missing: Vec<FetchPart> = (0..maps)
-        .filter(|&map| !map_part(job_dir, map, reducer).is_file())
-        .map(|map| FetchPart {
-            stage: map_stage.to_string(),
-            task: map,
-            path: format!("map-{map}/part-{reducer}"),
-        })
-        .collect();
-    if missing.is_empty() {
-        return Ok(0);
-    }
-    socket.fetch(missing)
+    let parts = (0..maps).map(|map| (map, map_part(job_dir, map, reducer)));
+    fetch_missing(socket, job_dir, map_stage, parts)
 }
 
 /// Fetches the generated input parts `{input}/part-{g}` (`g < parts`, written by task `g`
@@ -113,16 +103,27 @@ pub fn fetch_missing_input_parts(
     parts: u32,
     input_stage: &str,
 ) -> Result<u64> {
-    let Ok(relative) = input.strip_prefix(job_dir) else { return Ok(0) };
-    let relative = relative.to_str().context("the input path is not UTF-8")?;
-    let missing: Vec<FetchPart> = (0..parts)
-        .filter(|part| !input.join(format!("part-{part}")).is_file())
-        .map(|part| {
-            let path =
-                if relative.is_empty() { format!("part-{part}") } else { format!("{relative}/part-{part}") };
-            FetchPart { stage: input_stage.to_string(), task: part, path }
-        })
-        .collect();
+    if !input.starts_with(job_dir) {
+        return Ok(0);
+    }
+    let parts = (0..parts).map(|part| (part, generated_part(input, part)));
+    fetch_missing(socket, job_dir, input_stage, parts)
+}
+
+/// Asks for each `(task, part)` whose part is not a file yet, named relative to
+/// `job_dir` (where the holder keeps it too), in one request.
+fn fetch_missing(
+    socket: &FetchSocket,
+    job_dir: &Path,
+    stage: &str,
+    parts: impl Iterator<Item = (u32, PathBuf)>,
+) -> Result<u64> {
+    let mut missing = Vec::new();
+    for (task, part) in parts.filter(|(_, part)| !part.is_file()) {
+        let relative = part.strip_prefix(job_dir).context("a part outside the job directory")?;
+        let path = relative.to_str().context("a part's path is not UTF-8")?.to_string();
+        missing.push(FetchPart { stage: stage.to_string(), task, path });
+    }
     if missing.is_empty() {
         return Ok(0);
     }

@@ -68,7 +68,7 @@ impl GenTask {
 
     /// Where this task writes.
     pub fn part(&self) -> PathBuf {
-        self.output.join(format!("part-{}", self.task))
+        crate::layout::generated_part(&self.output, self.task)
     }
 }
 

@@ -17,6 +17,11 @@ pub fn map_part(job_dir: &Path, map: u32, reducer: u32) -> PathBuf {
     map_dir(job_dir, map).join(format!("part-{reducer}"))
 }
 
+/// The part generator task `task` writes into its output directory `dir`.
+pub fn generated_part(dir: &Path, task: u32) -> PathBuf {
+    dir.join(format!("part-{task}"))
+}
+
 /// The part reduce task `reducer` writes.
 pub fn out_part(job_dir: &Path, reducer: u32) -> PathBuf {
     job_dir.join("out").join(format!("part-{reducer}"))
