@@ -275,7 +275,7 @@ fn round_ms(secs: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::workload::Trace;
+    use crate::workload::Trace;
 
     fn collect(
         generate: impl FnOnce(&mut dyn FnMut(TraceJob) -> Result<(), ()>) -> Result<(), ()>,
