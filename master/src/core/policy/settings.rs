@@ -129,6 +129,14 @@ pub enum PolicySettings {
         /// completed tasks were (default true); false trusts the profile as it is.
         #[serde(default = "jockey_defaults::yes")]
         rescale: bool,
+        /// Spare tokens (default false): deadline jobs' ready tasks beyond their guarantee
+        /// take the slots best-effort work leaves free, and are preempted first.
+        #[serde(default)]
+        spare: bool,
+        /// Model each stage's task times with the spread of all the job's stages (each
+        /// time over its stage's mean), not its own samples only (default false).
+        #[serde(default)]
+        pooled_tail: bool,
     },
 }
 
@@ -312,6 +320,8 @@ impl PolicySettings {
             preemption,
             utility,
             rescale,
+            spare,
+            pooled_tail,
         } = self
         else {
             return Ok(JockeyConfig::default());
@@ -348,6 +358,8 @@ impl PolicySettings {
             quantile: *quantile,
             preemption: *preemption,
             rescale: *rescale,
+            spare: *spare,
+            pooled_tail: *pooled_tail,
         })
     }
 }
@@ -481,6 +493,8 @@ mod tests {
             (Predictor::Amdahl, Indicator::Cp, false)
         );
         assert_eq!(config.control.utility.points, vec![(0, 2.0), (60_000, -1.0)]);
+        let both = parse("spare = true\npooled_tail = true").jockey_config().unwrap();
+        assert_eq!((both.spare, both.pooled_tail), (true, true));
         let err = parse("hysteresis = 0").check().unwrap_err();
         assert_eq!(err.to_string(), "hysteresis: must be in (0, 1], got 0");
         let err = parse("utility = [[5, 1.0], [1, 0.0]]").check().unwrap_err();
