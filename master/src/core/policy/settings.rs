@@ -137,6 +137,10 @@ pub enum PolicySettings {
         /// time over its stage's mean), not its own samples only (default false).
         #[serde(default)]
         pooled_tail: bool,
+        /// Count a running task that has run longer than any profiled in its stage in
+        /// the slowdown, as a task of at least that time (default false).
+        #[serde(default)]
+        count_running: bool,
     },
 }
 
@@ -322,6 +326,7 @@ impl PolicySettings {
             rescale,
             spare,
             pooled_tail,
+            count_running,
         } = self
         else {
             return Ok(JockeyConfig::default());
@@ -360,6 +365,7 @@ impl PolicySettings {
             rescale: *rescale,
             spare: *spare,
             pooled_tail: *pooled_tail,
+            count_running: *count_running,
         })
     }
 }
@@ -493,8 +499,8 @@ mod tests {
             (Predictor::Amdahl, Indicator::Cp, false)
         );
         assert_eq!(config.control.utility.points, vec![(0, 2.0), (60_000, -1.0)]);
-        let both = parse("spare = true\npooled_tail = true").jockey_config().unwrap();
-        assert_eq!((both.spare, both.pooled_tail), (true, true));
+        let both = parse("spare = true\npooled_tail = true\ncount_running = true").jockey_config().unwrap();
+        assert_eq!((both.spare, both.pooled_tail, both.count_running), (true, true, true));
         let err = parse("hysteresis = 0").check().unwrap_err();
         assert_eq!(err.to_string(), "hysteresis: must be in (0, 1], got 0");
         let err = parse("utility = [[5, 1.0], [1, 0.0]]").check().unwrap_err();

@@ -70,6 +70,9 @@ pub struct JockeyConfig {
     pub spare: bool,
     /// Model task times with the job's pooled spread ([`ModelRequest::pooled_tail`]).
     pub pooled_tail: bool,
+    /// Count running tasks longer than any profiled in their stage in the slowdown
+    /// ([`JobProfile::observed_slowdown_with_running`]).
+    pub count_running: bool,
 }
 
 impl Default for JockeyConfig {
@@ -86,6 +89,7 @@ impl Default for JockeyConfig {
             rescale: true,
             spare: false,
             pooled_tail: false,
+            count_running: false,
         }
     }
 }
@@ -239,7 +243,7 @@ impl Jockey {
             job.stages().map(|s| f64::from(s.completed) / f64::from(s.tasks.max(1))).collect();
         let progress = self.config.indicator.progress(&profile, &done);
         let amdahl = Amdahl::of(&profile, &done);
-        let slowdown = self.slowdown(&profile, &job);
+        let slowdown = self.slowdown(now, view, &profile, &job);
         let remaining = |a: u32| {
             slowdown
                 * match &model {
@@ -286,14 +290,24 @@ impl Jockey {
     /// How much slower than `profile` the job's completed tasks ran (1 unless `rescale`):
     /// the model knows the profiled run, and a run whose tasks take longer (more input, a
     /// slower cluster: Table 3) has that much more time left at the same progress.
-    fn slowdown(&self, profile: &JobProfile, job: &JobInfo<'_>) -> f64 {
+    fn slowdown(&self, now: Timestamp, view: &SchedView<'_>, profile: &JobProfile, job: &JobInfo<'_>) -> f64 {
         if !self.config.rescale {
             return 1.0;
         }
         let completed: Vec<u32> = job.stages().map(|s| s.completed).collect();
         let started: Vec<u32> = job.stages().map(|s| s.completed + s.running).collect();
         let observed: Vec<u64> = job.completed_run_ms().collect();
-        profile.observed_slowdown(&completed, &started, &observed)
+        if !self.config.count_running {
+            return profile.observed_slowdown(&completed, &started, &observed);
+        }
+        let mut running_ms = vec![Vec::new(); completed.len()];
+        for c in view.live_unordered().filter(|c| c.task.job == job.id()) {
+            let since = c.started.unwrap_or(c.allocated);
+            if let Some(stage) = running_ms.get_mut(c.task.stage.0 as usize) {
+                stage.push(now.0.saturating_sub(since.0));
+            }
+        }
+        profile.observed_slowdown_with_running(&completed, &started, &observed, &running_ms)
     }
 
     /// The simulated model of `profile`'s job if it is built for this profile; asks for
