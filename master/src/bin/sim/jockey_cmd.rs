@@ -52,7 +52,7 @@ pub(crate) struct JockeyArgs {
     /// Also print every run's outcome.
     #[arg(long)]
     runs: bool,
-    /// Only these variants (jockey, jockey-norescale, jockey-spare, no-adapt, amdahl, max,
+    /// Only these variants (jockey, jockey-norescale, jockey-capped, no-adapt, amdahl, max,
     /// fifo).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -91,7 +91,7 @@ fn variants(args: &JockeyArgs) -> Result<Vec<Variant>> {
     let all = vec![
         jockey("jockey", &[])?,
         jockey("jockey-norescale", &["rescale=false"])?,
-        jockey("jockey-spare", &["spare=true"])?,
+        jockey("jockey-capped", &["spare=false"])?,
         jockey("no-adapt", &["adapt=false"])?,
         jockey("amdahl", &["predictor=\"amdahl\""])?,
         jockey("max", &["predictor=\"max\""])?,

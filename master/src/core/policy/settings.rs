@@ -129,9 +129,10 @@ pub enum PolicySettings {
         /// completed tasks were (default true); false trusts the profile as it is.
         #[serde(default = "jockey_defaults::yes")]
         rescale: bool,
-        /// Spare tokens (default false): deadline jobs' ready tasks beyond their guarantee
-        /// take the slots best-effort work leaves free, and are preempted first.
-        #[serde(default)]
+        /// Spare tokens (default true): deadline jobs' ready tasks beyond their guarantee
+        /// take the slots best-effort work leaves free, and are preempted first; false
+        /// caps a deadline job at its guarantee.
+        #[serde(default = "jockey_defaults::yes")]
         spare: bool,
         /// Model each stage's task times with the spread of all the job's stages (each
         /// time over its stage's mean), not its own samples only (default false).

@@ -1,7 +1,8 @@
 //! The `jockey` policy in the core: a deadline job is guaranteed the slots its model
 //! asks for (taken back from best-effort work by preemption), the model is asked for by
-//! command and arrives as an event, the guarantee caps the job while spare slots go to
-//! others, and a moved deadline re-sizes the allocation.
+//! command and arrives as an event, spare slots go to best-effort work first and then
+//! (spare tokens) to deadline jobs beyond their guarantee, and a moved deadline re-sizes
+//! the allocation.
 
 use std::time::Duration;
 
@@ -30,8 +31,10 @@ fn etl_run(job: u64) -> JobHistory {
     }
 }
 
+/// `jockey` with `predictor`, capped at the guarantee (no spare tokens), so that the
+/// launches show the guarantee.
 fn jockey_settings(predictor: &str) -> PolicySettings {
-    let toml = format!("name = \"jockey\"\npredictor = \"{predictor}\"\ninterval_s = 60\n");
+    let toml = format!("name = \"jockey\"\npredictor = \"{predictor}\"\ninterval_s = 60\nspare = false\n");
     toml::from_str(&toml).expect("jockey settings parse")
 }
 
@@ -153,7 +156,9 @@ fn a_moved_deadline_is_stored_answered_and_followed() {
 /// Runs etl (20 tasks profiled at 60 s) due in 10 minutes under Amdahl, its first four
 /// tasks taking 180 s, and answers the controller's state at the step a minute later.
 fn three_times_slower(rescale: bool) -> crate::core::policy::jockey::SloState {
-    let toml = format!("name = \"jockey\"\npredictor = \"amdahl\"\ninterval_s = 60\nrescale = {rescale}\n");
+    let toml = format!(
+        "name = \"jockey\"\npredictor = \"amdahl\"\ninterval_s = 60\nrescale = {rescale}\nspare = false\n"
+    );
     let mut env = recovered_env(toml::from_str(&toml).expect("jockey settings parse"), vec![etl_run(7)], 10);
     let etl = env.submit(etl_due_in(10));
     // 1.2 × (60 + 1140/a) s by 7 minutes needs 4 slots.

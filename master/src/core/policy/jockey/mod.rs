@@ -4,7 +4,9 @@
 //! the smallest that maximises the utility of the predicted finish (with slack, less the
 //! dead zone), and hysteresis smooths it. Guaranteed slots go first to their jobs (taken
 //! back by preemption when they are held by others); every slot a guarantee leaves
-//! unused goes to the other jobs in admission order, so the cluster stays work-conserving.
+//! unused goes to the other jobs in admission order, and what they leave free to deadline
+//! jobs' ready tasks beyond their guarantee (spare tokens, §2.1: the lowest priority, the
+//! first preempted), so the cluster stays work-conserving.
 //!
 //! Variants for the paper's comparison: without adaptation (the first model-based
 //! allocation, kept), without the simulator (Amdahl's model) and max allocation.
@@ -87,7 +89,7 @@ impl Default for JockeyConfig {
             quantile: 0.9,
             preemption: true,
             rescale: true,
-            spare: false,
+            spare: true,
             pooled_tail: false,
             count_running: false,
         }
