@@ -637,6 +637,10 @@ impl<'t> Simulation<'t> {
                     let since = s.accounted_to.map_or(0, |t| at.0.saturating_sub(t.0));
                     (s.guaranteed_slot_ms + u64::from(s.guarantee) * since, s.peak_guarantee)
                 });
+                result.spare_ms = self.core.slo_state(job).map(|s| {
+                    let since = s.accounted_to.map_or(0, |t| at.0.saturating_sub(t.0));
+                    s.spare_slot_ms + u64::from(s.running.saturating_sub(s.guarantee)) * since
+                });
                 self.end(ix, at);
             }
         }

@@ -47,6 +47,9 @@ pub struct JobResult {
     /// Under `jockey`, for a deadline job: the guaranteed slot time (the guarantee
     /// integrated over its run) in milliseconds and the largest guarantee.
     pub guaranteed: Option<(u64, u32)>,
+    /// Under `jockey`, for a deadline job: the slot time, in milliseconds, it ran above
+    /// its guarantee (on spare slots).
+    pub spare_ms: Option<u64>,
     /// Under `jockey`, for a deadline job: the controller's state after every tick
     /// while it ran (Fig. 6's allocation over time).
     pub slo_timeline: Vec<SloSample>,
@@ -87,6 +90,7 @@ impl JobResult {
             kills: 0,
             slot_ms: 0,
             guaranteed: None,
+            spare_ms: None,
             slo_timeline: Vec::new(),
         }
     }

@@ -129,6 +129,19 @@ pub enum PolicySettings {
         /// completed tasks were (default true); false trusts the profile as it is.
         #[serde(default = "jockey_defaults::yes")]
         rescale: bool,
+        /// Spare tokens (default true): deadline jobs' ready tasks beyond their guarantee
+        /// take the slots best-effort work leaves free, and are preempted first; false
+        /// caps a deadline job at its guarantee.
+        #[serde(default = "jockey_defaults::yes")]
+        spare: bool,
+        /// Model each stage's task times with the spread of all the job's stages (each
+        /// time over its stage's mean), not its own samples only (default false).
+        #[serde(default)]
+        pooled_tail: bool,
+        /// Count a running task that has run longer than any profiled in its stage in
+        /// the slowdown, as a task of at least that time (default false).
+        #[serde(default)]
+        count_running: bool,
     },
 }
 
@@ -312,6 +325,9 @@ impl PolicySettings {
             preemption,
             utility,
             rescale,
+            spare,
+            pooled_tail,
+            count_running,
         } = self
         else {
             return Ok(JockeyConfig::default());
@@ -348,6 +364,9 @@ impl PolicySettings {
             quantile: *quantile,
             preemption: *preemption,
             rescale: *rescale,
+            spare: *spare,
+            pooled_tail: *pooled_tail,
+            count_running: *count_running,
         })
     }
 }
@@ -481,6 +500,8 @@ mod tests {
             (Predictor::Amdahl, Indicator::Cp, false)
         );
         assert_eq!(config.control.utility.points, vec![(0, 2.0), (60_000, -1.0)]);
+        let both = parse("spare = true\npooled_tail = true\ncount_running = true").jockey_config().unwrap();
+        assert_eq!((both.spare, both.pooled_tail, both.count_running), (true, true, true));
         let err = parse("hysteresis = 0").check().unwrap_err();
         assert_eq!(err.to_string(), "hysteresis: must be in (0, 1], got 0");
         let err = parse("utility = [[5, 1.0], [1, 0.0]]").check().unwrap_err();

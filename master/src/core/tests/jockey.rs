@@ -1,7 +1,8 @@
 //! The `jockey` policy in the core: a deadline job is guaranteed the slots its model
 //! asks for (taken back from best-effort work by preemption), the model is asked for by
-//! command and arrives as an event, the guarantee caps the job while spare slots go to
-//! others, and a moved deadline re-sizes the allocation.
+//! command and arrives as an event, spare slots go to best-effort work first and then
+//! (spare tokens) to deadline jobs beyond their guarantee, and a moved deadline re-sizes
+//! the allocation.
 
 use std::time::Duration;
 
@@ -30,8 +31,10 @@ fn etl_run(job: u64) -> JobHistory {
     }
 }
 
+/// `jockey` with `predictor`, capped at the guarantee (no spare tokens), so that the
+/// launches show the guarantee.
 fn jockey_settings(predictor: &str) -> PolicySettings {
-    let toml = format!("name = \"jockey\"\npredictor = \"{predictor}\"\ninterval_s = 60\n");
+    let toml = format!("name = \"jockey\"\npredictor = \"{predictor}\"\ninterval_s = 60\nspare = false\n");
     toml::from_str(&toml).expect("jockey settings parse")
 }
 
@@ -153,7 +156,9 @@ fn a_moved_deadline_is_stored_answered_and_followed() {
 /// Runs etl (20 tasks profiled at 60 s) due in 10 minutes under Amdahl, its first four
 /// tasks taking 180 s, and answers the controller's state at the step a minute later.
 fn three_times_slower(rescale: bool) -> crate::core::policy::jockey::SloState {
-    let toml = format!("name = \"jockey\"\npredictor = \"amdahl\"\ninterval_s = 60\nrescale = {rescale}\n");
+    let toml = format!(
+        "name = \"jockey\"\npredictor = \"amdahl\"\ninterval_s = 60\nrescale = {rescale}\nspare = false\n"
+    );
     let mut env = recovered_env(toml::from_str(&toml).expect("jockey settings parse"), vec![etl_run(7)], 10);
     let etl = env.submit(etl_due_in(10));
     // 1.2 × (60 + 1140/a) s by 7 minutes needs 4 slots.
@@ -209,4 +214,72 @@ fn a_hopeless_job_is_not_raised_beyond_the_tasks_it_has_left() {
     let slo = env.jockey_state(etl);
     assert_eq!((slo.raw, slo.guarantee), (15, 15));
     assert!(env.take_all_launches().is_empty(), "nothing left to launch");
+}
+
+/// A core under Amdahl-sized `jockey` with spare tokens on or off, the etl history and
+/// one agent of 10 map slots.
+fn spare_env(spare: bool) -> TestEnv {
+    let toml = format!("name = \"jockey\"\npredictor = \"amdahl\"\ninterval_s = 60\nspare = {spare}\n");
+    recovered_env(toml::from_str(&toml).expect("jockey settings parse"), vec![etl_run(7)], 10)
+}
+
+#[test]
+fn with_spare_tokens_a_deadline_job_at_its_guarantee_takes_the_idle_slots() {
+    // Guaranteed 4 (1.2 × (60 + 1140/a) s by 7 minutes) either way; without spare tokens
+    // the other 6 slots stay idle, with them the job runs on all 10.
+    let mut capped = spare_env(false);
+    let etl = capped.submit(etl_due_in(10));
+    assert_eq!(capped.take_all_launches().len(), 4);
+    assert_eq!(capped.jockey_state(etl).guarantee, 4);
+    let mut spare = spare_env(true);
+    let etl = spare.submit(etl_due_in(10));
+    let launches = spare.take_launches(10);
+    assert!(launches.iter().all(|l| l.task.job == etl), "{launches:?}");
+    // What the policy requests (and is measured by) stays the guarantee.
+    assert_eq!(spare.jockey_state(etl).guarantee, 4);
+    // Time above the guarantee is counted as spare: 6 slots for a minute.
+    spare.advance(60);
+    spare.heartbeat("n1");
+    let slo = spare.jockey_state(etl);
+    assert_eq!((slo.guaranteed_slot_ms, slo.spare_slot_ms), (4 * 60_000, 6 * 60_000));
+}
+
+#[test]
+fn a_best_effort_jobs_ready_task_is_served_before_a_spare_one() {
+    let mut env = spare_env(true);
+    let etl = env.submit(etl_due_in(10));
+    let etl_launches = env.take_launches(10);
+    assert!(etl_launches.iter().all(|l| l.task.job == etl));
+    // A best-effort job arrives to a full cluster: it waits (nothing of etl's is killed
+    // for it), and the first slot that frees is its, though etl has 10 tasks ready.
+    let filler = env.submit(JobBuilder::maps(5).name("filler").build());
+    assert!(env.take_all_launches().is_empty());
+    env.finish(etl_launches[0].container);
+    let next = env.take_launches(1);
+    assert_eq!(next[0].task.job, filler);
+}
+
+#[test]
+fn a_guarantee_owed_to_another_deadline_job_preempts_spare_tasks_first() {
+    let mut env = spare_env(true);
+    let first = env.submit(etl_due_in(10));
+    let first_launches = env.take_launches(10);
+    let filler = env.submit(JobBuilder::maps(5).name("filler").build());
+    for launch in &first_launches[..2] {
+        env.finish(launch.container);
+    }
+    let filler_launches = env.take_launches(2);
+    assert!(filler_launches.iter().all(|l| l.task.job == filler));
+    // `first` runs 8 on a guarantee of 4. A second deadline job is owed 4: the four
+    // spare tasks go (the newest), not the best-effort job's two.
+    let second = env.submit(etl_due_in(10));
+    assert_eq!(env.jockey_state(second).guarantee, 4);
+    let kills = env.take_kills(4);
+    let spare: Vec<ContainerId> = first_launches[6..].iter().map(|l| l.container).collect();
+    for (_, container, _) in &kills {
+        assert!(spare.contains(container), "{container:?} is not one of the newest of {first:?}");
+        env.report(*container, ContainerState::Killed);
+    }
+    let launches = env.take_launches(4);
+    assert!(launches.iter().all(|l| l.task.job == second), "{launches:?}");
 }

@@ -52,7 +52,8 @@ pub(crate) struct JockeyArgs {
     /// Also print every run's outcome.
     #[arg(long)]
     runs: bool,
-    /// Only these variants (jockey, no-adapt, amdahl, max, fifo, jockey-norescale).
+    /// Only these variants (jockey, jockey-norescale, jockey-capped, no-adapt, amdahl, max,
+    /// fifo).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Compare the progress indicators instead (Table 10): Jockey once per indicator.
@@ -90,6 +91,7 @@ fn variants(args: &JockeyArgs) -> Result<Vec<Variant>> {
     let all = vec![
         jockey("jockey", &[])?,
         jockey("jockey-norescale", &["rescale=false"])?,
+        jockey("jockey-capped", &["spare=false"])?,
         jockey("no-adapt", &["adapt=false"])?,
         jockey("amdahl", &["predictor=\"amdahl\""])?,
         jockey("max", &["predictor=\"max\""])?,
@@ -123,7 +125,7 @@ pub(crate) fn run(args: JockeyArgs) -> Result<()> {
             for (seed, i, outcome) in result? {
                 if args.runs {
                     eprintln!(
-                        "{deadline_slots} seed {seed} {}: met {} completion {:.3} above oracle {:+.3} share above {:.3} mean {:.1} oracle {} peak {}",
+                        "{deadline_slots} seed {seed} {}: met {} completion {:.3} above oracle {:+.3} share above {:.3} mean {:.1} oracle {} peak {} spare {:.3}",
                         rows[i].label,
                         outcome.met,
                         outcome.completion_vs_deadline,
@@ -131,7 +133,8 @@ pub(crate) fn run(args: JockeyArgs) -> Result<()> {
                         outcome.share_above_oracle,
                         outcome.mean_guarantee,
                         outcome.oracle,
-                        outcome.peak
+                        outcome.peak,
+                        outcome.spare_share
                     );
                 }
                 rows[i].seeds.push(seed);
@@ -290,6 +293,7 @@ pub(crate) fn plot_allocation(args: PlotAllocationArgs) -> Result<()> {
         oracle: 0.0,
         deadline_s: 0.0,
         timeline: Vec::new(),
+        spare_share: 0.0,
     };
     for (n, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let cells: Vec<&str> = line.split(',').collect();

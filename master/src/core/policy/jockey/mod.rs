@@ -4,7 +4,9 @@
 //! the smallest that maximises the utility of the predicted finish (with slack, less the
 //! dead zone), and hysteresis smooths it. Guaranteed slots go first to their jobs (taken
 //! back by preemption when they are held by others); every slot a guarantee leaves
-//! unused goes to the other jobs in admission order, so the cluster stays work-conserving.
+//! unused goes to the other jobs in admission order, and what they leave free to deadline
+//! jobs' ready tasks beyond their guarantee (spare tokens, §2.1: the lowest priority, the
+//! first preempted), so the cluster stays work-conserving.
 //!
 //! Variants for the paper's comparison: without adaptation (the first model-based
 //! allocation, kept), without the simulator (Amdahl's model) and max allocation.
@@ -65,6 +67,14 @@ pub struct JockeyConfig {
     pub preemption: bool,
     /// Scale predictions by the run's observed slowdown against its profile.
     pub rescale: bool,
+    /// Spare tokens (§2.1): SLO jobs' ready tasks beyond their guarantee take the slots
+    /// best-effort work leaves free, as the lowest priority (the first preempted).
+    pub spare: bool,
+    /// Model task times with the job's pooled spread ([`ModelRequest::pooled_tail`]).
+    pub pooled_tail: bool,
+    /// Count running tasks longer than any profiled in their stage in the slowdown
+    /// ([`JobProfile::observed_slowdown_with_running`]).
+    pub count_running: bool,
 }
 
 impl Default for JockeyConfig {
@@ -79,6 +89,9 @@ impl Default for JockeyConfig {
             quantile: 0.9,
             preemption: true,
             rescale: true,
+            spare: true,
+            pooled_tail: false,
+            count_running: false,
         }
     }
 }
@@ -102,7 +115,7 @@ pub struct SloState {
     pub peak_guarantee: u32,
     /// When `guaranteed_slot_ms` was last brought up to date.
     pub accounted_to: Option<Timestamp>,
-    /// Tasks it ran at the last control step.
+    /// Tasks it ran after the last scheduling call (those it was just assigned included).
     pub running: u32,
     /// How much slower than its profile its completed tasks ran, at the last step (1:
     /// as profiled, or not measured).
@@ -116,13 +129,17 @@ pub struct SloState {
     pub raw: u32,
     /// Tasks it had ready (not yet running) at the last control step.
     pub ready: u32,
+    /// Slot-milliseconds it ran above its guarantee (on spare slots) so far.
+    pub spare_slot_ms: u64,
 }
 
 impl SloState {
     /// Adds the guarantee held since the last account up to `now`.
     fn account(&mut self, now: Timestamp) {
         if let Some(since) = self.accounted_to {
-            self.guaranteed_slot_ms += u64::from(self.guarantee) * now.0.saturating_sub(since.0);
+            let held = now.0.saturating_sub(since.0);
+            self.guaranteed_slot_ms += u64::from(self.guarantee) * held;
+            self.spare_slot_ms += u64::from(self.running.saturating_sub(self.guarantee)) * held;
         }
         self.accounted_to = Some(now);
         self.peak_guarantee = self.peak_guarantee.max(self.guarantee);
@@ -228,7 +245,7 @@ impl Jockey {
             job.stages().map(|s| f64::from(s.completed) / f64::from(s.tasks.max(1))).collect();
         let progress = self.config.indicator.progress(&profile, &done);
         let amdahl = Amdahl::of(&profile, &done);
-        let slowdown = self.slowdown(&profile, &job);
+        let slowdown = self.slowdown(now, view, &profile, &job);
         let remaining = |a: u32| {
             slowdown
                 * match &model {
@@ -275,14 +292,24 @@ impl Jockey {
     /// How much slower than `profile` the job's completed tasks ran (1 unless `rescale`):
     /// the model knows the profiled run, and a run whose tasks take longer (more input, a
     /// slower cluster: Table 3) has that much more time left at the same progress.
-    fn slowdown(&self, profile: &JobProfile, job: &JobInfo<'_>) -> f64 {
+    fn slowdown(&self, now: Timestamp, view: &SchedView<'_>, profile: &JobProfile, job: &JobInfo<'_>) -> f64 {
         if !self.config.rescale {
             return 1.0;
         }
         let completed: Vec<u32> = job.stages().map(|s| s.completed).collect();
         let started: Vec<u32> = job.stages().map(|s| s.completed + s.running).collect();
         let observed: Vec<u64> = job.completed_run_ms().collect();
-        profile.observed_slowdown(&completed, &started, &observed)
+        if !self.config.count_running {
+            return profile.observed_slowdown(&completed, &started, &observed);
+        }
+        let mut running_ms = vec![Vec::new(); completed.len()];
+        for c in view.live_unordered().filter(|c| c.task.job == job.id()) {
+            let since = c.started.unwrap_or(c.allocated);
+            if let Some(stage) = running_ms.get_mut(c.task.stage.0 as usize) {
+                stage.push(now.0.saturating_sub(since.0));
+            }
+        }
+        profile.observed_slowdown_with_running(&completed, &started, &observed, &running_ms)
     }
 
     /// The simulated model of `profile`'s job if it is built for this profile; asks for
@@ -301,6 +328,7 @@ impl Jockey {
                 runs: self.config.model_runs,
                 quantile: self.config.quantile,
                 seed: profile.newest_run,
+                pooled_tail: self.config.pooled_tail,
             });
         }
         // A stale model still beats none while the new one is built.
@@ -308,7 +336,8 @@ impl Jockey {
     }
 
     /// Free slots of `kind`: first to SLO jobs below their guarantee (earliest deadline
-    /// first), then to every other job with ready tasks in admission order.
+    /// first), then to every other job with ready tasks in admission order, and with
+    /// spare tokens on, what is still free to SLO jobs' remaining ready tasks.
     fn assign(
         &self,
         view: &SchedView<'_>,
@@ -322,18 +351,33 @@ impl Jockey {
             .filter_map(|j| self.jobs.get(&j.id()).map(|_| (j.deadline().unwrap_or(Timestamp::ZERO), j)))
             .collect();
         slo.sort_by_key(|(d, j)| (*d, j.id()));
-        for (_, job) in slo {
-            let owed = self.owed(&job, given);
-            for _ in 0..owed.min(job.ready(kind)) {
-                let Some(agent) = free.take() else { return };
-                out.push(Assignment { agent, job: job.id(), kind });
-                *given.entry(job.id()).or_default() += 1;
+        // Ready tasks of `kind` each SLO job still has after its guaranteed share.
+        let mut left: Vec<(JobId, u32)> = Vec::with_capacity(slo.len());
+        for (_, job) in &slo {
+            let owed = self.owed(job, given).min(job.ready(kind));
+            let taken = give(&mut free, job.id(), kind, owed, out);
+            *given.entry(job.id()).or_default() += taken;
+            if taken < owed {
+                return;
             }
+            left.push((job.id(), job.ready(kind) - owed));
         }
         for job in view.jobs_with_ready(kind).filter(|j| !self.jobs.contains_key(&j.id())) {
-            for _ in 0..job.ready(kind) {
-                let Some(agent) = free.take() else { return };
-                out.push(Assignment { agent, job: job.id(), kind });
+            if give(&mut free, job.id(), kind, job.ready(kind), out) < job.ready(kind) {
+                return;
+            }
+        }
+        if !self.config.spare {
+            return;
+        }
+        // Spare tokens: nothing else wants these slots now. They are taken back first
+        // when a guarantee needs them (`take_back`), and best-effort work is served
+        // before them whenever a slot frees.
+        for (job, ready) in left {
+            let taken = give(&mut free, job, kind, ready, out);
+            *given.entry(job).or_default() += taken;
+            if taken < ready {
+                return;
             }
         }
     }
@@ -375,14 +419,26 @@ impl Jockey {
                 (over > 0).then(|| (j.id(), over.min(j.running(kind))))
             })
             .collect();
-        // Jobs without a guarantee first, youngest first: the least sunk work.
-        victims.sort_by_key(|&(id, _)| (self.jobs.contains_key(&id), std::cmp::Reverse(id)));
+        // Jobs without a guarantee first, youngest first: the least sunk work. With spare
+        // tokens, the tasks SLO jobs run above their guarantee are the lowest priority
+        // of all, so they go before best-effort work.
+        let spare_first = self.config.spare;
+        victims.sort_by_key(|&(id, _)| (self.jobs.contains_key(&id) != spare_first, std::cmp::Reverse(id)));
         let reason = KillReason::Preempted {
             policy: PolicyName::Jockey,
             why: "a deadline job needs its guaranteed slots",
         };
         newest_of(view, kind, &victims, Some, budget, reason)
     }
+}
+
+/// Up to `n` assignments of `kind` to `job` from `free`; how many there were.
+fn give(free: &mut FreeSlots, job: JobId, kind: SlotKind, n: u32, out: &mut Vec<Assignment>) -> u32 {
+    for given in 0..n {
+        let Some(agent) = free.take() else { return given };
+        out.push(Assignment { agent, job, kind });
+    }
+    n
 }
 
 impl Policy for Jockey {
@@ -403,6 +459,12 @@ impl Policy for Jockey {
                 self.assign(view, kind, &mut given, &mut decisions.assignments);
             } else if self.config.preemption {
                 decisions.preemptions.extend(self.take_back(view, kind, &given));
+            }
+        }
+        // What was just assigned runs from now on: the spare slot time counts it.
+        for (job, n) in given {
+            if let Some(slo) = self.jobs.get_mut(&job) {
+                slo.running += n;
             }
         }
         decisions

@@ -14,7 +14,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use slotmarket_common::rng::SplitMix64;
 
-use super::profile::JobProfile;
+use super::profile::{JobProfile, StageProfile};
 use super::progress::Indicator;
 
 /// Progress buckets a model keeps per allocation.
@@ -36,6 +36,10 @@ pub struct ModelRequest {
     pub quantile: f64,
     /// Seed of the simulated draws.
     pub seed: u64,
+    /// Draw each stage's task times from the job's pooled spread (every stage's times
+    /// over its own mean) scaled by the stage's mean, rather than from the stage's own
+    /// times only: a heavier tail than one stage's few samples show.
+    pub pooled_tail: bool,
 }
 
 /// A built C(p, a): for each modelled allocation, the quantile of the remaining time per
@@ -114,7 +118,8 @@ pub fn build_completion_model(request: &ModelRequest) -> CompletionModel {
     let mut profile = request.profile.clone();
     let middle = request.allocations.get(request.allocations.len() / 2).copied().unwrap_or(1);
     let mut rng = SplitMix64::for_stream(request.seed, profile.newest_run);
-    let queue_ms = simulate(&profile, middle, &mut rng, &mut |_, _| {}).1;
+    let shape = if request.pooled_tail { pooled_shape(&profile) } else { Vec::new() };
+    let queue_ms = simulate(&profile, &shape, middle, &mut rng, &mut |_, _| {}).1;
     for (stage, &q) in profile.stages.iter_mut().zip(&queue_ms) {
         stage.queue_ms = q;
     }
@@ -124,7 +129,7 @@ pub fn build_completion_model(request: &ModelRequest) -> CompletionModel {
             let mut buckets: Vec<Vec<f64>> = vec![Vec::new(); BUCKETS];
             for _ in 0..request.runs.max(1) {
                 let mut seen: Vec<(f64, u64)> = Vec::new();
-                let (end, _) = simulate(&profile, a, &mut rng, &mut |done, at| {
+                let (end, _) = simulate(&profile, &shape, a, &mut rng, &mut |done, at| {
                     seen.push((request.indicator.progress(&profile, done), at));
                 });
                 for (p, at) in seen {
@@ -149,6 +154,20 @@ pub fn build_completion_model(request: &ModelRequest) -> CompletionModel {
         queue_ms,
         interval_ms,
     }
+}
+
+/// Every task time of the profile over its stage's mean, ascending: the job's spread,
+/// for [`ModelRequest::pooled_tail`].
+fn pooled_shape(profile: &JobProfile) -> Vec<f64> {
+    let mut shape: Vec<f64> = profile
+        .stages
+        .iter()
+        .map(|s| (s, s.mean_ms()))
+        .filter(|&(_, mean)| mean > 0.0)
+        .flat_map(|(s, mean)| s.run_ms.iter().map(move |&ms| ms as f64 / mean))
+        .collect();
+    shape.sort_by(f64::total_cmp);
+    shape
 }
 
 /// Each bucket's quantile (its samples sorted); an empty bucket takes the value of the
@@ -178,11 +197,13 @@ fn quantiles(buckets: &[Vec<f64>], q: f64) -> Vec<f64> {
 
 /// One simulated run of `profile` on `slots` slots (of any kind: Jockey's tokens): ready
 /// tasks start in stage order as slots free up, each draws its run time from its stage's
-/// samples and fails (and runs again) with the stage's failure probability. Calls
+/// samples (or, when `shape` is not empty, its mean times a draw from `shape`) and fails
+/// (and runs again) with the stage's failure probability. Calls
 /// `step(done, at)` at the start and after every task completion with each stage's
 /// completed fraction. Returns the finish time and each stage's total queueing.
 fn simulate(
     profile: &JobProfile,
+    shape: &[f64],
     slots: u32,
     rng: &mut SplitMix64,
     step: &mut dyn FnMut(&[f64], u64),
@@ -195,6 +216,7 @@ fn simulate(
     let mut running: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
     let mut now = 0u64;
     let mut done = vec![0.0; n];
+    let means: Vec<f64> = profile.stages.iter().map(StageProfile::mean_ms).collect();
     release(profile, &completed, &mut released, &mut ready, now);
     step(&done, now);
     loop {
@@ -202,7 +224,11 @@ fn simulate(
             let Some((s, since)) = ready.pop_front() else { break };
             queue_ms[s] += (now - since) as f64;
             let stage = &profile.stages[s];
-            let ms = stage.run_ms[rng.below(stage.run_ms.len() as u64) as usize];
+            let ms = if shape.is_empty() {
+                stage.run_ms[rng.below(stage.run_ms.len() as u64) as usize]
+            } else {
+                (means[s] * shape[rng.below(shape.len() as u64) as usize]).round() as u64
+            };
             running.push(Reverse((now + ms.max(1), s)));
         }
         let Some(Reverse((end, s))) = running.pop() else { break };
@@ -286,6 +312,7 @@ mod tests {
             runs: 3,
             quantile: 0.9,
             seed: 1,
+            pooled_tail: false,
         }
     }
 
@@ -322,6 +349,30 @@ mod tests {
         assert!(model.remaining(0.0, 4) > 6_000.0, "{}", model.remaining(0.0, 4));
         let (low, high) = model.interval(0.0, 4);
         assert!(low < high && high <= model.remaining(0.0, 4) + 1e-9, "{low} {high}");
+    }
+
+    #[test]
+    fn a_pooled_tail_lends_one_stages_straggler_to_the_others() {
+        // Maps of 1 s with one straggler of 5 s (3.75 × their mean), then one reduce of
+        // exactly 3 s: its own samples never show it slower than 3 s.
+        let spec = spec("two", &[("map", 12, &[]), ("reduce", 1, &["map"])]);
+        let mut maps = [1_000; 12];
+        maps[11] = 5_000;
+        let runs = [run(5, "two", &[("map", &maps, &[1; 12]), ("reduce", &[3_000], &[1])])];
+        let mut slowest = ModelRequest {
+            profile: JobProfile::from_history(&spec, &runs).unwrap(),
+            indicator: Indicator::TotalWork,
+            allocations: vec![1],
+            runs: 200,
+            quantile: 1.0,
+            seed: 1,
+            pooled_tail: false,
+        };
+        // Maps done is progress 16/19 (0.84): only the reduce is left.
+        assert_eq!(build_completion_model(&slowest).remaining(0.85, 1), 3_000.0);
+        // Pooled, the reduce may straggle like the maps: 3 s × 3.75 at worst.
+        slowest.pooled_tail = true;
+        assert_eq!(build_completion_model(&slowest).remaining(0.85, 1), 11_250.0);
     }
 
     #[test]

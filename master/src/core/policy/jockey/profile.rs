@@ -156,6 +156,30 @@ impl JobProfile {
         ((observed + prior) / (expected + prior)).clamp(SLOWDOWN_RANGE.0, SLOWDOWN_RANGE.1)
     }
 
+    /// [`observed_slowdown`](Self::observed_slowdown) with the running tasks counted
+    /// too: each that has run longer than its stage's longest profiled task (a straggler
+    /// outside the profile) counts as one more completed task that took its elapsed time
+    /// so far, a lower bound on its run time, so it is seen before it ends.
+    /// `running_ms[s]`: how long each of stage `s`'s running tasks has run.
+    pub fn observed_slowdown_with_running(
+        &self,
+        completed: &[u32],
+        started: &[u32],
+        observed_ms: &[u64],
+        running_ms: &[Vec<u64>],
+    ) -> f64 {
+        let (mut completed, mut observed_ms) = (completed.to_vec(), observed_ms.to_vec());
+        for ((stage, running), (c, ms)) in
+            self.stages.iter().zip(running_ms).zip(completed.iter_mut().zip(observed_ms.iter_mut()))
+        {
+            for &elapsed in running.iter().filter(|&&e| e > stage.longest_ms()) {
+                *c += 1;
+                *ms += elapsed;
+            }
+        }
+        self.observed_slowdown(&completed, started, &observed_ms)
+    }
+
     /// The longest chain of longest tasks through the DAG, in milliseconds.
     pub fn critical_path_ms(&self) -> u64 {
         let after = self.path_after_ms();
@@ -309,6 +333,24 @@ pub(crate) mod tests {
         assert!((load.work_ms() - 10_000.0).abs() < 1e-6);
         assert_eq!(profile.path_after_ms(), vec![5_000, 0]);
         assert_eq!(profile.unconstrained_times(), vec![(0, 3_000), (3_000, 8_000)]);
+    }
+
+    #[test]
+    fn a_running_straggler_longer_than_any_profiled_reads_as_a_slowdown_before_it_ends() {
+        let spec = spec("etl", &[("extract", 4, &[]), ("load", 1, &["extract"])]);
+        let runs =
+            [run(3, "etl", &[("extract", &[1_000, 1_000, 3_000, 3_000], &[1; 4]), ("load", &[5_000], &[1])])];
+        let profile = JobProfile::from_history(&spec, &runs).unwrap();
+        // Three done in the 5 s the profile's quickest three took: as profiled, whether
+        // the fourth has run 2 s (within the profiled 3 s) or not counted at all.
+        let (done, started, seen) = ([3, 0], [4, 0], [5_000, 0]);
+        assert!((profile.observed_slowdown(&done, &started, &seen) - 1.0).abs() < 1e-9);
+        let within = profile.observed_slowdown_with_running(&done, &started, &seen, &[vec![2_000], vec![]]);
+        assert!((within - 1.0).abs() < 1e-9, "{within}");
+        // The fourth has run 12 s, longer than any profiled: it counts as a task of 12 s,
+        // (17 + 10 × 2) / (8 + 10 × 2) s with the stage's 2 s mean as the prior.
+        let beyond = profile.observed_slowdown_with_running(&done, &started, &seen, &[vec![12_000], vec![]]);
+        assert!((beyond - 37.0 / 28.0).abs() < 1e-9, "{beyond}");
     }
 
     #[test]
