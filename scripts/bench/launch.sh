@@ -2,7 +2,8 @@
 # Launch-path benchmark (issue 2): 1,000 trivial tasks (`true`) and 200 tasks of
 # `sleep 0.5` on a local master with two agents offering 8 map slots in all, next to
 # `xargs -P 8` running the same commands through the same `sh -c`, in the same run.
-# Prints tasks per second and makespan for both and Slotmarket's ratio to xargs.
+# Prints tasks per second and makespan for both and Slotmarket's ratio to xargs, and
+# (with sqlite3 installed) where each task's time went (scripts/bench/phases.sql).
 #
 #   scripts/bench/launch.sh            # release build, defaults
 #   TRUE_TASKS=200 SLEEP_TASKS=40 scripts/bench/launch.sh
@@ -36,6 +37,7 @@ trap cleanup EXIT INT TERM
 # and exports SLOTMARKET_MASTER for the CLI.
 start_cluster() { # bin_dir name
     local bin=$1 dir=$WORK/$2
+    CLUSTER_DIR=$dir
     CLUSTER_PIDS=()
     mkdir -p "$dir"
     "$bin/slotmarket" pki init --dir "$dir/pki" >/dev/null
@@ -90,6 +92,10 @@ slotmarket_run() { # name tasks command
     start=$(now)
     "$CLUSTER_BIN/slotmarket" submit --wait "$spec" >/dev/null 2>"$WORK/$1.submit.log"
     end=$(now)
+    if command -v sqlite3 >/dev/null; then
+        echo "  ${CLUSTER_LABEL:+$CLUSTER_LABEL }$1 phases (means): $(sqlite3 "$CLUSTER_DIR/master/slotmarket.db" \
+            <scripts/bench/phases.sql)" >&2
+    fi
     if [ -n "$attached" ]; then
         kill -INT -- "-$attached" 2>/dev/null || true
         wait "$attached" 2>/dev/null || true
@@ -127,7 +133,7 @@ daemons_cpu() { # master, then the agents added up
 # One round on the binaries in $1: the true tasks, then the sleepers, each beside xargs.
 # $2 prefixes the result lines ("" for this build).
 round() { # bin_dir label
-    CLUSTER_BIN=$1
+    CLUSTER_BIN=$1 CLUSTER_LABEL=$2
     start_cluster "$1" "cluster-${2:-new}-$RANDOM"
     local before after true_sm true_x sleep_sm sleep_x ideal
     before=$(daemons_cpu)
