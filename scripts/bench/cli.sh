@@ -157,7 +157,7 @@ if [ -n "${BASELINE_BIN:-}" ]; then
 fi
 rate=$(parallel_rate)
 printf '%-34s %7s jobs/s\n' "$PARALLEL parallel CLIs x $SUBMITS submits" "$rate"
-if "$BIN/slotmarket" submit --help | grep -q 'JOB.toml>\.\.\.'; then
+if "$BIN/slotmarket" submit --help | grep -Eq 'JOB.toml>(\.\.\.| \[MORE.toml\]\.\.\.)'; then
     batch=$(batch_rate)
     printf '%-34s %7s jobs/s\n' "one submit of $BATCH specs" "$batch"
     pbatch=$(parallel_batch_rate)
