@@ -231,9 +231,9 @@ unsafe fn child(
         {
             fail();
         }
-        if libc::dup2(devnull, 0) < 0
-            || libc::dup2(command.stdout.as_raw_fd(), 1) < 0
-            || libc::dup2(command.stderr.as_raw_fd(), 2) < 0
+        if redirect(devnull, 0) < 0
+            || redirect(command.stdout.as_raw_fd(), 1) < 0
+            || redirect(command.stderr.as_raw_fd(), 2) < 0
             || libc::chdir(command.cwd.as_ptr()) != 0
             || libc::setpgid(0, 0) != 0
         {
@@ -250,6 +250,17 @@ unsafe fn child(
         libc::execve(command.program.as_ptr(), argv.as_ptr(), envp.as_ptr());
         fail()
     }
+}
+
+/// Makes `to` a copy of `from` that survives the exec. `dup2` onto itself would keep the
+/// close-on-exec flag (an agent started with a standard stream closed may have opened a
+/// file there), so then only the flag is cleared. Runs in the child.
+///
+/// # Safety
+/// Only async-signal-safe calls; both are descriptor numbers.
+unsafe fn redirect(from: RawFd, to: RawFd) -> libc::c_int {
+    // SAFETY: fcntl and dup2 are async-signal-safe and take no pointers.
+    unsafe { if from == to { libc::fcntl(to, libc::F_SETFD, 0) } else { libc::dup2(from, to) } }
 }
 
 impl TaskProcess {
