@@ -22,6 +22,7 @@ use std::collections::BTreeSet;
 use std::ffi::{CString, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -144,6 +145,46 @@ impl Containment {
         let procs = dir.join("cgroup.procs");
         // A path from our own directory names never holds a NUL byte.
         Ok(CString::new(procs.as_os_str().as_bytes()).ok())
+    }
+
+    /// Removes `container`'s cgroup if it is already empty, and says whether it did (or
+    /// that there was no cgroup to remove). Never blocks: two calls on the cgroup file
+    /// system, so the common end of a task (its leader exited and nothing was left
+    /// behind) needs no trip to the blocking pool. `false` means processes may be left,
+    /// or cgroups are not used: then [`kill_container`](Containment::kill_container)
+    /// must run. An empty cgroup cannot fill again (only the agent moves processes in).
+    pub fn release_if_empty(&self, container: ContainerId) -> bool {
+        let Some(base) = &self.cgroups else { return false };
+        let dir = base.join(container.to_string());
+        match std::fs::read_to_string(dir.join("cgroup.events")) {
+            Ok(events) if events.lines().any(|line| line == "populated 0") => {}
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return true,
+            _ => return false,
+        }
+        match std::fs::remove_dir(&dir) {
+            Ok(()) => true,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => true,
+            // E.g. EBUSY: something joined after all; the full kill sorts it out.
+            Err(_) => false,
+        }
+    }
+
+    /// A descriptor of `container`'s cgroup directory (made by [`prepare`]), for a child
+    /// to be born in (`CLONE_INTO_CGROUP`); `None` without cgroups.
+    ///
+    /// [`prepare`]: Containment::prepare
+    pub fn cgroup_dir(
+        &self,
+        container: ContainerId,
+    ) -> Result<Option<std::os::fd::OwnedFd>, ContainmentError> {
+        let Some(base) = &self.cgroups else { return Ok(None) };
+        let dir = base.join(container.to_string());
+        let opened = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY)
+            .open(&dir)
+            .map_err(|source| ContainmentError::Create { path: dir, source })?;
+        Ok(Some(opened.into()))
     }
 
     /// SIGKILLs every process still in `container` and waits (bounded) until none is left.

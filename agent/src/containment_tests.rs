@@ -129,6 +129,32 @@ fn a_cgroup_kill_takes_what_left_the_group_or_cgroups_are_refused_clearly() {
 }
 
 #[test]
+fn only_an_empty_cgroup_is_released_without_the_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(!Containment::scan_only(dir.path()).release_if_empty(ContainerId(1)), "the scan must run");
+    let Ok(containment) = Containment::new(ContainmentMode::Cgroup, "release", dir.path()) else {
+        return; // No usable cgroup v2 here; the test above checks the refusal.
+    };
+    let base = containment.cgroups.clone().unwrap();
+    // A task that exited and left nothing: released at once, cgroup gone.
+    let mut done = spawn_task(&containment, ContainerId(3), "true");
+    let _ = done.wait();
+    assert!(containment.release_if_empty(ContainerId(3)));
+    assert!(!base.join("c3").exists());
+    assert!(containment.release_if_empty(ContainerId(3)), "an absent cgroup holds nothing");
+    // A leader that exited leaving a child in the cgroup: not released, the kill runs.
+    let mut leader = spawn_task(&containment, ContainerId(4), "setsid sleep 300 &");
+    let _ = leader.wait();
+    wait_for_count(&containment, ContainerId(4), 1);
+    assert!(!containment.release_if_empty(ContainerId(4)));
+    assert!(base.join("c4").exists() && !marked(&containment, ContainerId(4)).is_empty());
+    containment.kill_container(ContainerId(4));
+    assert_eq!(marked(&containment, ContainerId(4)), Vec::<u32>::new());
+    assert!(!base.join("c4").exists());
+    containment.release();
+}
+
+#[test]
 fn the_sweep_at_start_kills_a_previous_agents_tasks_only() {
     let dir = tempfile::tempdir().unwrap();
     let other_dir = tempfile::tempdir().unwrap();

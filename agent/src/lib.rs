@@ -31,6 +31,7 @@ pub mod run_as;
 pub mod session;
 pub mod shuffle;
 pub mod slots;
+pub mod spawn;
 pub mod stderr_tail;
 pub mod task_logs;
 

@@ -1,17 +1,21 @@
 //! Task processes: prepares a container's directories, renders its command, starts it
-//! under `/bin/sh -c` in its own process group (and its own cgroup, see [`containment`]),
-//! and runs the kill sequence (SIGTERM to the group, a grace period, SIGKILL). Once the
-//! task's leader has exited, whatever it left in its container is killed too. One tokio
-//! task supervises each process, so every event about a container is reported in order.
+//! under `/bin/sh -c` in its own process group (and its own cgroup, see [`containment`]:
+//! born into it with `clone3`, see [`spawn`], or joined between fork and exec where
+//! that is refused), and runs the kill sequence (SIGTERM to the group, a grace period,
+//! SIGKILL). Once the task's leader has exited, whatever it left in its container is
+//! killed too. One tokio task supervises each process, so every event about a container
+//! is reported in order.
 //!
 //! [`containment`]: crate::containment
+//! [`spawn`]: crate::spawn
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use slotmarket_common::ids::ContainerId;
@@ -27,6 +31,7 @@ use crate::containment::{Containment, ContainmentError, join_cgroup_in_child};
 use crate::core::TaskExit;
 use crate::run_as::{RunAs, RunAsError, UnixUser};
 use crate::shuffle::fetch::{FetchTokens, TokenGuard};
+use crate::spawn::{self, SpawnFailure, TaskCommand, TaskProcess};
 use crate::stderr_tail;
 
 /// Where and how task processes run; built once (see `AgentConfig::process_config`) and
@@ -158,7 +163,7 @@ async fn supervise(
 ) {
     let container = launch.container;
     // The token works until the container is done (dropped before its end is reported).
-    let (mut command, fetch_token) = match prepare(Arc::clone(&config), launch).await {
+    let (prepared, fetch_token) = match prepare(Arc::clone(&config), launch).await {
         Ok(prepared) => prepared,
         Err(err) => return on_event(ProcessEvent::SpawnFailed(err)),
     };
@@ -167,7 +172,7 @@ async fn supervise(
         sweep_container(&config, container).await;
         return on_event(ProcessEvent::SpawnFailed(SpawnError::KilledBeforeStart));
     }
-    let mut child = match command.spawn() {
+    let mut child = match prepared.start() {
         Ok(child) => child,
         Err(err) => {
             drop(fetch_token);
@@ -175,8 +180,7 @@ async fn supervise(
             return on_event(ProcessEvent::SpawnFailed(SpawnError::Exec(err)));
         }
     };
-    // `id` is only `None` once the child has been waited for, which has not happened.
-    let pid = child.id().unwrap_or_default();
+    let pid = child.id();
     let group = ProcessGroup::led_by(pid);
     debug!(%container, pid, "task started");
     on_event(ProcessEvent::Started { pid });
@@ -205,8 +209,12 @@ async fn supervise(
     on_event(ProcessEvent::Exited(exit, tail));
 }
 
-/// Kills whatever is left in `container` (blocking work, off the async threads).
+/// Kills whatever is left in `container`: at once when its cgroup is already empty (the
+/// usual end), else as blocking work off the async threads.
 async fn sweep_container(config: &Arc<ProcessConfig>, container: ContainerId) {
+    if config.containment.release_if_empty(container) {
+        return;
+    }
     let config = Arc::clone(config);
     let swept = tokio::task::spawn_blocking(move || config.containment.kill_container(container)).await;
     if let Err(err) = swept {
@@ -214,13 +222,134 @@ async fn sweep_container(config: &Arc<ProcessConfig>, container: ContainerId) {
     }
 }
 
+/// A task ready to start: its command, directories, output files, environment and
+/// cgroup, all prepared off the async threads.
+struct PreparedTask {
+    container: ContainerId,
+    rendered: String,
+    dir: PathBuf,
+    stdout: std::fs::File,
+    stderr: std::fs::File,
+    /// Set on top of the agent's own environment, in order (later entries win).
+    env: Vec<(OsString, OsString)>,
+    /// `cgroup.procs` of the container's cgroup, for the fallback that joins it in the
+    /// child.
+    cgroup_procs: Option<std::ffi::CString>,
+    /// The container's cgroup directory, to be born in (see [`crate::spawn`]).
+    cgroup_dir: Option<std::os::fd::OwnedFd>,
+    user: Option<UnixUser>,
+}
+
+/// Set once `clone3` was refused (seccomp): every later task starts the fallback way.
+static CLONE3_REFUSED: AtomicBool = AtomicBool::new(false);
+
+impl PreparedTask {
+    /// Starts the process and returns once it has exec'd. With a cgroup it is born in it
+    /// (`clone3`, [`crate::spawn`]); otherwise, or where `clone3` is refused, through
+    /// `tokio::process` with the cgroup joined between fork and exec.
+    fn start(self) -> io::Result<TaskChild> {
+        let PreparedTask { container, rendered, dir, stdout, stderr, env, cgroup_procs, cgroup_dir, user } =
+            self;
+        if let Some(cgroup) = cgroup_dir.filter(|_| !CLONE3_REFUSED.load(Ordering::Relaxed)) {
+            let args = [OsStr::new("-c"), OsStr::new(&rendered)];
+            let command = TaskCommand::new(
+                OsStr::new("/bin/sh"),
+                &args,
+                &env,
+                &dir,
+                (stdout, stderr),
+                cgroup,
+                user.clone(),
+            )?;
+            match spawn::spawn(&command) {
+                Ok(process) => return Ok(TaskChild::Born(process)),
+                Err(SpawnFailure::Failed(err)) => return Err(err),
+                Err(SpawnFailure::Unsupported) => {
+                    warn!(%container, "clone3 is refused here; tasks join their cgroup after fork instead");
+                    CLONE3_REFUSED.store(true, Ordering::Relaxed);
+                    return PreparedTask::reopen_outputs(&dir).and_then(|(stdout, stderr)| {
+                        let task = PreparedTask {
+                            container,
+                            rendered,
+                            dir,
+                            stdout,
+                            stderr,
+                            env,
+                            cgroup_procs,
+                            cgroup_dir: None,
+                            user,
+                        };
+                        task.start()
+                    });
+                }
+            }
+        }
+        let mut command = Command::new("/bin/sh");
+        command
+            .arg("-c")
+            .arg(&rendered)
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .envs(env)
+            // Its own group, so the kill sequence reaches every process the task forks.
+            .process_group(0)
+            // Safety net for an agent that dies without running the kill sequence.
+            .kill_on_drop(true);
+        child_setup(&mut command, cgroup_procs, user);
+        Ok(TaskChild::Forked(command.spawn()?))
+    }
+
+    /// The output files again (the first pair went into the refused attempt).
+    fn reopen_outputs(dir: &Path) -> io::Result<(std::fs::File, std::fs::File)> {
+        let open = |name| std::fs::OpenOptions::new().append(true).open(dir.join(name));
+        Ok((open("stdout")?, open("stderr")?))
+    }
+}
+
+/// A running task process, however it was started.
+enum TaskChild {
+    /// Born in its cgroup by `clone3`.
+    Born(TaskProcess),
+    /// Started by `tokio::process`.
+    Forked(Child),
+}
+
+impl TaskChild {
+    fn id(&self) -> u32 {
+        match self {
+            TaskChild::Born(process) => process.id(),
+            // `id` is only `None` once the child has been waited for, which has not happened.
+            TaskChild::Forked(child) => child.id().unwrap_or_default(),
+        }
+    }
+
+    async fn wait(&mut self) -> io::Result<ExitStatus> {
+        match self {
+            TaskChild::Born(process) => process.wait().await,
+            TaskChild::Forked(child) => child.wait().await,
+        }
+    }
+
+    fn start_kill(&mut self) -> io::Result<()> {
+        match self {
+            TaskChild::Born(process) => {
+                process.kill();
+                Ok(())
+            }
+            TaskChild::Forked(child) => child.start_kill(),
+        }
+    }
+}
+
 /// Creates the job and container directories and the output files, renders the command
-/// and builds (but does not spawn) the process. The file system work is one blocking
-/// call: a trivial task's launch cost is mostly these few system calls.
+/// and gathers what the process needs (but does not start it). The file system work is
+/// one blocking call: a trivial task's launch cost is mostly these few system calls.
 async fn prepare(
     config: Arc<ProcessConfig>,
     launch: Launch,
-) -> Result<(Command, Option<TokenGuard>), SpawnError> {
+) -> Result<(PreparedTask, Option<TokenGuard>), SpawnError> {
     tokio::task::spawn_blocking(move || prepare_blocking(&config, &launch)).await.unwrap_or_else(|join| {
         Err(SpawnError::Prepare { path: PathBuf::new(), source: io::Error::other(join) })
     })
@@ -229,7 +358,7 @@ async fn prepare(
 fn prepare_blocking(
     config: &ProcessConfig,
     launch: &Launch,
-) -> Result<(Command, Option<TokenGuard>), SpawnError> {
+) -> Result<(PreparedTask, Option<TokenGuard>), SpawnError> {
     let user = config.run_as.user_for(&launch.account)?.cloned();
     let job_dir = config.job_dir(launch.task.job);
     let dir = config.container_dir(launch.container);
@@ -248,30 +377,22 @@ fn prepare_blocking(
         }
     }
     let cgroup_procs = config.containment.prepare(launch.container)?;
+    let cgroup_dir = config.containment.cgroup_dir(launch.container)?;
 
-    let mut command = Command::new("/bin/sh");
-    command
-        .arg("-c")
-        .arg(&rendered)
-        .current_dir(&dir)
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(stderr)
-        .env("SLOTMARKET_JOB", launch.task.job.to_string())
-        .env("SLOTMARKET_TASK", launch.task.to_string())
-        .env("SLOTMARKET_ATTEMPT", launch.attempt.0.to_string())
-        .env("SLOTMARKET_JOB_DIR", &job_dir)
-        // Its own group, so the kill sequence reaches every process the task forks.
-        .process_group(0)
-        // Safety net for an agent that dies without running the kill sequence.
-        .kill_on_drop(true);
+    let mut env: Vec<(OsString, OsString)> = vec![
+        ("SLOTMARKET_JOB".into(), launch.task.job.to_string().into()),
+        ("SLOTMARKET_TASK".into(), launch.task.to_string().into()),
+        ("SLOTMARKET_ATTEMPT".into(), launch.attempt.0.to_string().into()),
+        ("SLOTMARKET_JOB_DIR".into(), job_dir.clone().into_os_string()),
+    ];
     if let Some(path) = &config.task_path {
-        command.env("PATH", path);
+        env.push(("PATH".into(), path.clone()));
     }
     // Inherited by everything the task starts, even across `setsid`: how the sweep finds it.
-    command.envs(config.containment.markers(launch.container));
+    env.extend(config.containment.markers(launch.container).map(|(key, value)| (key.into(), value)));
     if let Some(user) = &user {
-        command.env("USER", &user.name).env("LOGNAME", &user.name);
+        env.push(("USER".into(), user.name.clone().into()));
+        env.push(("LOGNAME".into(), user.name.clone().into()));
     }
     let token = match &config.fetch {
         Some(fetch) => {
@@ -279,14 +400,25 @@ fn prepare_blocking(
                 .tokens
                 .issue(launch.task.job)
                 .map_err(|source| SpawnError::Prepare { path: PathBuf::from("/dev/urandom"), source })?;
-            command.env(ENV_FETCH_SOCKET, &fetch.socket).env(ENV_FETCH_TOKEN, guard.token());
+            env.push((ENV_FETCH_SOCKET.into(), fetch.socket.clone().into_os_string()));
+            env.push((ENV_FETCH_TOKEN.into(), guard.token().into()));
             Some(guard)
         }
         None => None,
     };
-    child_setup(&mut command, cgroup_procs, user);
     debug!(container = %launch.container, command = %rendered, dir = %dir.display(), "prepared");
-    Ok((command, token))
+    let prepared = PreparedTask {
+        container: launch.container,
+        rendered,
+        dir,
+        stdout,
+        stderr,
+        env,
+        cgroup_procs,
+        cgroup_dir,
+        user,
+    };
+    Ok((prepared, token))
 }
 
 fn output_file(path: &Path) -> Result<std::fs::File, SpawnError> {
@@ -319,7 +451,7 @@ fn child_setup(command: &mut Command, cgroup_procs: Option<std::ffi::CString>, u
 
 /// Drops to `user`: supplementary groups, then group, then user (the order in which each
 /// step is still permitted). Runs in the forked child.
-fn become_user(user: &UnixUser) -> io::Result<()> {
+pub(crate) fn become_user(user: &UnixUser) -> io::Result<()> {
     // SAFETY: `groups` is a live slice of `len` gids; the calls are async-signal-safe.
     unsafe {
         if libc::setgroups(user.groups.len() as _, user.groups.as_ptr()) != 0
@@ -333,7 +465,7 @@ fn become_user(user: &UnixUser) -> io::Result<()> {
 }
 
 #[cfg(target_os = "linux")]
-fn die_with_parent(agent: u32) -> io::Result<()> {
+pub(crate) fn die_with_parent(agent: u32) -> io::Result<()> {
     // SAFETY: prctl and getppid are async-signal-safe and take no pointers.
     unsafe {
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
@@ -348,14 +480,14 @@ fn die_with_parent(agent: u32) -> io::Result<()> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn die_with_parent(_agent: u32) -> io::Result<()> {
+pub(crate) fn die_with_parent(_agent: u32) -> io::Result<()> {
     Ok(())
 }
 
 /// SIGTERM to the group, up to `grace` for the leader to exit, then SIGKILL. Without a
 /// usable group only the leader is killed.
 async fn terminate(
-    child: &mut Child,
+    child: &mut TaskChild,
     group: Option<ProcessGroup>,
     grace: Duration,
 ) -> io::Result<ExitStatus> {

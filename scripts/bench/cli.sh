@@ -14,6 +14,10 @@
 #   KEEP_OUTPUT=1 scripts/bench/cli.sh         # also print `RESULT name value` lines for all.sh
 #   BASELINE_CLI=/tmp/old/slotmarket scripts/bench/cli.sh   # also time an older CLI's round
 #                                              # trip and submit --wait, in the same run
+#   BASELINE_BIN=/tmp/old/release scripts/bench/cli.sh
+#       # also start an older build's master and agent (a directory holding its
+#       # slotmarket, slotmarket-master and slotmarket-agent) beside this build's, and time
+#       # `submit --wait` of one task on both, alternating run by run
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -38,23 +42,37 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-"$BIN/slotmarket" pki init --dir "$WORK/pki" >/dev/null
-setsid "$BIN/slotmarket-master" --listen 127.0.0.1:0 --data-dir "$WORK/master" --cert-dir "$WORK/pki" \
-    2>"$WORK/master.log" &
-PIDS+=($!)
-disown # no "Killed" notice from bash when cleanup ends it
-for _ in $(seq 100); do [ -s "$WORK/master/master.addr" ] && break; sleep 0.05; done
-export SLOTMARKET_MASTER=$(cat "$WORK/master/master.addr")
+# Starts a master and one agent (8 map slots) from the binaries in $1, in $2; sets
+# MASTER_ADDR.
+start_pair() { # bin_dir dir
+    local bin=$1 dir=$2
+    "$bin/slotmarket" pki init --dir "$dir/pki" >/dev/null
+    setsid "$bin/slotmarket-master" --listen 127.0.0.1:0 --data-dir "$dir/master" --cert-dir "$dir/pki" \
+        2>"$dir/master.log" &
+    PIDS+=($!)
+    disown # no "Killed" notice from bash when cleanup ends it
+    for _ in $(seq 100); do [ -s "$dir/master/master.addr" ] && break; sleep 0.05; done
+    MASTER_ADDR=$(cat "$dir/master/master.addr")
+    "$bin/slotmarket" pki issue --dir "$dir/pki" --role agent --name node-1 >/dev/null
+    SLOTMARKET_MASTER=$MASTER_ADDR setsid "$bin/slotmarket-agent" --name node-1 --cert-dir "$dir/pki" --map-slots 8 --reduce-slots 1 \
+        --work-dir "$dir/agent" --data-dir "$dir/shared" 2>"$dir/node-1.log" &
+    PIDS+=($!)
+    disown
+    for _ in $(seq 100); do
+        SLOTMARKET_MASTER=$MASTER_ADDR SLOTMARKET_CERT_DIR=$dir/pki SLOTMARKET_IDENTITY=admin \
+            "$bin/slotmarket" nodes --json | grep -q '"connected": *true' && break
+        sleep 0.1
+    done
+}
+
+start_pair "$BIN" "$WORK"
+export SLOTMARKET_MASTER=$MASTER_ADDR
 export SLOTMARKET_CERT_DIR=$WORK/pki SLOTMARKET_IDENTITY=admin
-"$BIN/slotmarket" pki issue --dir "$WORK/pki" --role agent --name node-1 >/dev/null
-setsid "$BIN/slotmarket-agent" --name node-1 --cert-dir "$WORK/pki" --map-slots 8 --reduce-slots 1 \
-    --work-dir "$WORK/agent" --data-dir "$WORK/shared" 2>"$WORK/node-1.log" &
-PIDS+=($!)
-disown
-for _ in $(seq 100); do
-    "$BIN/slotmarket" nodes --json | grep -q '"connected": *true' && break
-    sleep 0.1
-done
+if [ -n "${BASELINE_BIN:-}" ]; then
+    mkdir -p "$WORK/baseline"
+    start_pair "$BASELINE_BIN" "$WORK/baseline"
+    BASELINE_MASTER=$MASTER_ADDR
+fi
 
 printf 'name = "one"\n[[stage]]\nname = "run"\ntasks = 1\nslot = "map"\ncommand = "true"\n' >"$WORK/one.toml"
 
@@ -124,9 +142,22 @@ if [ -n "${BASELINE_CLI:-}" ]; then
     printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "baseline round trip (nodes)" "$bnodes50" "$bnodes99"
     printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "baseline submit --wait" "$bwait50" "$bwait99"
 fi
+if [ -n "${BASELINE_BIN:-}" ]; then
+    # One run on each cluster in turn, so both see the same load.
+    : >"$WORK/wait.new" && : >"$WORK/wait.old"
+    for _ in $(seq "$TIMES"); do
+        TIMES=1 times_ms "$BIN/slotmarket" submit --wait "$WORK/one.toml" >>"$WORK/wait.new"
+        SLOTMARKET_MASTER=$BASELINE_MASTER SLOTMARKET_CERT_DIR=$WORK/baseline/pki TIMES=1 \
+            times_ms "$BASELINE_BIN/slotmarket" submit --wait "$WORK/one.toml" >>"$WORK/wait.old"
+    done
+    read -r alt50 alt99 < <(percentiles <"$WORK/wait.new")
+    read -r old50 old99 < <(percentiles <"$WORK/wait.old")
+    printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "alternating: this build" "$alt50" "$alt99"
+    printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "alternating: baseline build" "$old50" "$old99"
+fi
 rate=$(parallel_rate)
 printf '%-34s %7s jobs/s\n' "$PARALLEL parallel CLIs x $SUBMITS submits" "$rate"
-if "$BIN/slotmarket" submit --help | grep -q 'JOB.toml>\.\.\.'; then
+if "$BIN/slotmarket" submit --help | grep -Eq 'JOB.toml>(\.\.\.| \[MORE.toml\]\.\.\.)'; then
     batch=$(batch_rate)
     printf '%-34s %7s jobs/s\n' "one submit of $BATCH specs" "$batch"
     pbatch=$(parallel_batch_rate)

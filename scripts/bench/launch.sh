@@ -2,17 +2,26 @@
 # Launch-path benchmark (issue 2): 1,000 trivial tasks (`true`) and 200 tasks of
 # `sleep 0.5` on a local master with two agents offering 8 map slots in all, next to
 # `xargs -P 8` running the same commands through the same `sh -c`, in the same run.
-# Prints tasks per second and makespan for both and Slotmarket's ratio to xargs.
+# Prints tasks per second and makespan for both and Slotmarket's ratio to xargs, and
+# (with sqlite3 installed) where each task's time went (scripts/bench/phases.sql).
 #
 #   scripts/bench/launch.sh            # release build, defaults
 #   TRUE_TASKS=200 SLEEP_TASKS=40 scripts/bench/launch.sh
+#   BASELINE_BIN=/tmp/old/release ROUNDS=2 scripts/bench/launch.sh
+#       # also run an older build's master, agents and CLI (a directory holding its
+#       # slotmarket, slotmarket-master and slotmarket-agent) on a cluster of their own,
+#       # alternating with this build ROUNDS times; its lines start with "baseline"
+#   ATTACH='perf record -g -o /tmp/agents.$ATTACH_JOB.data -p $ATTACH_AGENTS' scripts/bench/launch.sh
+#       # runs a command (through sh) beside each job of this build, with ATTACH_MASTER,
+#       # ATTACH_AGENTS (comma-separated pids) and ATTACH_JOB set; SIGINT ends it after
+#   NO_BUILD=1 ...                      # use the release binaries as they are
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 TRUE_TASKS=${TRUE_TASKS:-1000}
 SLEEP_TASKS=${SLEEP_TASKS:-200}
 SLOTS=8
-cargo build --release --quiet
+[ -n "${NO_BUILD:-}" ] || cargo build --release --quiet
 BIN=${CARGO_TARGET_DIR:-$PWD/target}/release
 WORK=$(mktemp -d)
 PIDS=()
@@ -24,23 +33,41 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-"$BIN/slotmarket" pki init --dir "$WORK/pki" >/dev/null
-setsid "$BIN/slotmarket-master" --listen 127.0.0.1:0 --data-dir "$WORK/master" --cert-dir "$WORK/pki" \
-    2>"$WORK/master.log" &
-PIDS+=($!)
-for _ in $(seq 100); do [ -s "$WORK/master/master.addr" ] && break; sleep 0.05; done
-export SLOTMARKET_MASTER=$(cat "$WORK/master/master.addr")
-export SLOTMARKET_CERT_DIR=$WORK/pki SLOTMARKET_IDENTITY=admin
-for n in 1 2; do
-    "$BIN/slotmarket" pki issue --dir "$WORK/pki" --role agent --name "node-$n" >/dev/null
-    setsid "$BIN/slotmarket-agent" --name "node-$n" --cert-dir "$WORK/pki" --map-slots $((SLOTS / 2)) \
-        --reduce-slots 1 --work-dir "$WORK/agents/node-$n" --data-dir "$WORK/shared" 2>"$WORK/node-$n.log" &
+# Starts a master and two agents from the binaries in $1, in $WORK/$2; sets CLUSTER_PIDS
+# and exports SLOTMARKET_MASTER for the CLI.
+start_cluster() { # bin_dir name
+    local bin=$1 dir=$WORK/$2
+    CLUSTER_DIR=$dir
+    CLUSTER_PIDS=()
+    mkdir -p "$dir"
+    "$bin/slotmarket" pki init --dir "$dir/pki" >/dev/null
+    setsid "$bin/slotmarket-master" --listen 127.0.0.1:0 --data-dir "$dir/master" --cert-dir "$dir/pki" \
+        2>"$dir/master.log" &
+    CLUSTER_PIDS+=($!)
     PIDS+=($!)
-done
-for _ in $(seq 100); do
-    [ "$("$BIN/slotmarket" nodes --json | grep -o '"connected": *true' | wc -l)" -eq 2 ] && break
-    sleep 0.1
-done
+    for _ in $(seq 100); do [ -s "$dir/master/master.addr" ] && break; sleep 0.05; done
+    export SLOTMARKET_MASTER=$(cat "$dir/master/master.addr")
+    export SLOTMARKET_CERT_DIR=$dir/pki SLOTMARKET_IDENTITY=admin
+    for n in 1 2; do
+        "$bin/slotmarket" pki issue --dir "$dir/pki" --role agent --name "node-$n" >/dev/null
+        setsid "$bin/slotmarket-agent" --name "node-$n" --cert-dir "$dir/pki" --map-slots $((SLOTS / 2)) \
+            --reduce-slots 1 --work-dir "$dir/agents/node-$n" --data-dir "$dir/shared" 2>"$dir/node-$n.log" &
+        CLUSTER_PIDS+=($!)
+        PIDS+=($!)
+    done
+    for _ in $(seq 100); do
+        [ "$("$bin/slotmarket" nodes --json | grep -o '"connected": *true' | wc -l)" -eq 2 ] && break
+        sleep 0.1
+    done
+}
+
+stop_cluster() {
+    for pid in "${CLUSTER_PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
+    for pid in "${CLUSTER_PIDS[@]}"; do
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+        kill -KILL -- "-$pid" 2>/dev/null || true
+    done
+}
 
 job_spec() { # name tasks command
     printf 'name = "%s"\n[[stage]]\nname = "run"\ntasks = %d\nslot = "map"\ncommand = "%s"\n' "$1" "$2" "$3" \
@@ -54,9 +81,26 @@ calc() { awk "BEGIN { printf \"%.6f\", $1 }"; }
 slotmarket_run() { # name tasks command
     local spec start end
     spec=$(job_spec "$@")
+    local attached=
+    if [ -n "${ATTACH:-}" ] && [ "$CLUSTER_BIN" = "$BIN" ]; then
+        local agents="${CLUSTER_PIDS[*]:1}"
+        ATTACH_MASTER=${CLUSTER_PIDS[0]} ATTACH_AGENTS=${agents// /,} ATTACH_JOB=$1 \
+            setsid sh -c "$ATTACH" >"$WORK/attach.$1.log" 2>&1 &
+        attached=$!
+        sleep 1 # the profiler attaches
+    fi
     start=$(now)
-    "$BIN/slotmarket" submit --wait "$spec" >/dev/null 2>"$WORK/$1.submit.log"
+    "$CLUSTER_BIN/slotmarket" submit --wait "$spec" >/dev/null 2>"$WORK/$1.submit.log"
     end=$(now)
+    if command -v sqlite3 >/dev/null; then
+        echo "  ${CLUSTER_LABEL:+$CLUSTER_LABEL }$1 phases (means): $(sqlite3 "$CLUSTER_DIR/master/slotmarket.db" \
+            <scripts/bench/phases.sql)" >&2
+    fi
+    if [ -n "$attached" ]; then
+        kill -INT -- "-$attached" 2>/dev/null || true
+        wait "$attached" 2>/dev/null || true
+        sed 's/^/  attach: /' "$WORK/attach.$1.log" >&2
+    fi
     calc "$end - $start"
 }
 
@@ -82,17 +126,32 @@ report() { # label tasks ideal slotmarket_s xargs_s
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"; }
 daemons_cpu() { # master, then the agents added up
     local agents=0
-    for pid in "${PIDS[@]:1}"; do agents=$(calc "$agents + $(cpu_s "$pid")"); done
-    printf 'master %.2f s, agents %.2f s' "$(cpu_s "${PIDS[0]}")" "$agents"
+    for pid in "${CLUSTER_PIDS[@]:1}"; do agents=$(calc "$agents + $(cpu_s "$pid")"); done
+    printf 'master %.2f s, agents %.2f s' "$(cpu_s "${CLUSTER_PIDS[0]}")" "$agents"
 }
 
-echo "slotmarket launch benchmark: $SLOTS slots ($(nproc) cores)"
-before=$(daemons_cpu)
-true_sm=$(slotmarket_run trivial "$TRUE_TASKS" "true")
-echo "  daemon CPU before: $before; after the true tasks: $(daemons_cpu)"
-true_x=$(xargs_run "$TRUE_TASKS" "true")
-report "true" "$TRUE_TASKS" - "$true_sm" "$true_x"
-ideal=$(calc "$SLEEP_TASKS * 0.5 / $SLOTS")
-sleep_sm=$(slotmarket_run sleepers "$SLEEP_TASKS" "sleep 0.5")
-sleep_x=$(xargs_run "$SLEEP_TASKS" "sleep 0.5")
-report "sleep 0.5" "$SLEEP_TASKS" "$ideal" "$sleep_sm" "$sleep_x"
+# One round on the binaries in $1: the true tasks, then the sleepers, each beside xargs.
+# $2 prefixes the result lines ("" for this build).
+round() { # bin_dir label
+    CLUSTER_BIN=$1 CLUSTER_LABEL=$2
+    start_cluster "$1" "cluster-${2:-new}-$RANDOM"
+    local before after true_sm true_x sleep_sm sleep_x ideal
+    before=$(daemons_cpu)
+    true_sm=$(slotmarket_run trivial "$TRUE_TASKS" "true")
+    after=$(daemons_cpu)
+    echo "  ${2:+$2 }daemon CPU before: $before; after the true tasks: $after"
+    true_x=$(xargs_run "$TRUE_TASKS" "true")
+    report "${2:+$2 }true" "$TRUE_TASKS" - "$true_sm" "$true_x"
+    ideal=$(calc "$SLEEP_TASKS * 0.5 / $SLOTS")
+    sleep_sm=$(slotmarket_run sleepers "$SLEEP_TASKS" "sleep 0.5")
+    sleep_x=$(xargs_run "$SLEEP_TASKS" "sleep 0.5")
+    report "${2:+$2 }sleep 0.5" "$SLEEP_TASKS" "$ideal" "$sleep_sm" "$sleep_x"
+    stop_cluster
+}
+
+echo "slotmarket launch benchmark: $SLOTS slots ($(nproc) cores), $(uptime | sed 's/.*load/load/')"
+for _ in $(seq "${ROUNDS:-1}"); do
+    if [ -n "${BASELINE_BIN:-}" ]; then round "$BASELINE_BIN" baseline; fi
+    round "$BIN" ""
+done
+echo "load after: $(uptime | sed 's/.*load/load/')"

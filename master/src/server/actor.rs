@@ -782,3 +782,7 @@ mod tests;
 #[cfg(test)]
 #[path = "actor_mrm_tests.rs"]
 mod mrm_tests;
+
+#[cfg(test)]
+#[path = "actor_durability_tests.rs"]
+mod durability_tests;

@@ -2,6 +2,20 @@
 //! ledger in SQLite (WAL) under the data directory. Executes the core's `Persist` commands
 //! (here), hands stored state back on start so it can be replayed into the core
 //! (`recover`, `ledger`), and answers for ended jobs the core no longer holds (`ended`).
+//!
+//! Durability rule. A transaction is committed with `synchronous = FULL` (its WAL frames
+//! are fsynced before `apply` returns) unless every write in it is *unacknowledged*: an
+//! agent's `Acquired` or `Running` report (`Persist::Container` in those states) or the
+//! job start such a report causes (`Persist::JobState` to `Running`). Those transactions
+//! are committed with `synchronous = NORMAL`: they survive a crash of the master process
+//! (the WAL is in the page cache) but not a power cut until the next FULL commit, whose
+//! fsync of the WAL covers them too. Nobody is told about these transitions as a promise
+//! (no reply, launch or ledger entry depends on them), and a lost tail of them is the
+//! state the master would have had if it had stopped just before the reports arrived: the
+//! WAL loses commits only as a suffix, and every agent re-reports its containers' states
+//! when it registers again, which moves them on. Submits, launches (`Allocated`), ends of
+//! containers, job ends, the ledger and everything else stay FULL: they are acknowledged
+//! to a client or an agent once `apply` returns.
 
 mod cleanup;
 mod ended;
@@ -43,10 +57,48 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+/// How a transaction's commit reaches the disk (see the module header's rule).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Durability {
+    /// fsynced before the commit returns (`synchronous = FULL`).
+    Full,
+    /// Written to the WAL without an fsync (`synchronous = NORMAL`); made durable by the
+    /// next `Full` commit.
+    Relaxed,
+}
+
+impl Durability {
+    /// What `ops` need: `Relaxed` only if every write is an unacknowledged transition.
+    pub fn of(ops: &[Persist]) -> Durability {
+        if ops.iter().all(is_unacknowledged) { Durability::Relaxed } else { Durability::Full }
+    }
+
+    fn pragma(self) -> &'static str {
+        match self {
+            Durability::Full => "FULL",
+            Durability::Relaxed => "NORMAL",
+        }
+    }
+}
+
+/// Whether `op` records a transition that no reply, launch or ledger entry depends on,
+/// and that an agent re-reports on registering (see the module header).
+fn is_unacknowledged(op: &Persist) -> bool {
+    use slotmarket_common::container::ContainerState::{Acquired, Running};
+    match op {
+        Persist::Container { report, .. } => matches!(report.state, Acquired | Running),
+        Persist::JobState { state, .. } => *state == JobState::Running,
+        _ => false,
+    }
+}
+
 /// The open database.
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// The connection's current `synchronous` setting, changed only when a transaction
+    /// needs the other one.
+    durability: Durability,
 }
 
 impl Store {
@@ -60,7 +112,7 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         schema::migrate(&mut conn)?;
-        Ok(Store { conn, path })
+        Ok(Store { conn, path, durability: Durability::Full })
     }
 
     /// Whether `data_dir` holds a database with a schema in it. A missing or zero-length
@@ -82,10 +134,17 @@ impl Store {
         &self.path
     }
 
-    /// Applies `ops` in one transaction: either all are durable or none.
+    /// Applies `ops` in one transaction: either all are committed or none, with the
+    /// [`Durability`] they need (see the module header).
     pub fn apply(&mut self, ops: &[Persist]) -> Result<(), StoreError> {
         if ops.is_empty() {
             return Ok(());
+        }
+        let durability = Durability::of(ops);
+        if durability != self.durability {
+            // Outside a transaction, as SQLite requires; costs no I/O.
+            self.conn.pragma_update(None, "synchronous", durability.pragma())?;
+            self.durability = durability;
         }
         let tx = self.conn.transaction()?;
         for op in ops {
@@ -245,3 +304,6 @@ mod tests;
 
 #[cfg(test)]
 mod outputs_tests;
+
+#[cfg(test)]
+mod durability_tests;

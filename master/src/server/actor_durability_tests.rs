@@ -1,0 +1,109 @@
+//! The store's durability rule seen from the actor: `Acquired` and `Running` reports are
+//! committed without an fsync, so a power cut may lose them. The master then restarts
+//! with the container still `Allocated`, and the agent's registration (which re-reports
+//! its live containers) must move it on without running the task again.
+
+use std::path::Path;
+
+use slotmarket_common::container::ContainerState;
+use slotmarket_common::identity::Role;
+use slotmarket_common::ids::AttemptId;
+use slotmarket_common::spec::JobSpec;
+
+use super::*;
+use crate::core::CoreConfig;
+use crate::server::DEFAULT_HEARTBEAT_INTERVAL;
+use crate::server::launches::launch_budget;
+use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
+
+const SPEC: &str =
+    "name = \"one\"\n[[stage]]\nname = \"map\"\ntasks = 1\nslot = \"map\"\ncommand = \"true\"\n";
+
+fn actor_on(dir: &Path) -> Actor {
+    let store = Store::open(dir).unwrap();
+    let core = Core::new(CoreConfig::default());
+    Actor::new(core, store, DEFAULT_HEARTBEAT_INTERVAL, launch_budget(DEFAULT_MAX_FRAME))
+}
+
+fn alice() -> Identity {
+    Identity { role: Role::User, principal: "alice".into() }
+}
+
+/// Registers node `n1` (one map slot) reporting `live`; returns its id and queue.
+fn register(
+    actor: &mut Actor,
+    live: Vec<ContainerReport>,
+) -> (AgentId, mpsc::UnboundedReceiver<MasterToAgent>) {
+    let (outbound, mut outbound_rx) = mpsc::unbounded_channel();
+    let (assigned, mut assigned_rx) = oneshot::channel();
+    let input = Input::AgentRegistered {
+        node: "n1".into(),
+        map_slots: 1,
+        reduce_slots: 0,
+        live_containers: live,
+        outbound,
+        assigned,
+        data_mode: DataMode::Shared,
+        data_dir_id: String::new(),
+    };
+    let commands = actor.on_input(input);
+    actor.execute(commands).unwrap();
+    assert!(matches!(outbound_rx.try_recv(), Ok(MasterToAgent::Registered { .. })));
+    (assigned_rx.try_recv().unwrap(), outbound_rx)
+}
+
+fn reported(actor: &mut Actor, agent: AgentId, launch: &Launch, state: ContainerState) {
+    let report = ContainerReport {
+        container: launch.container,
+        task: launch.task,
+        attempt: launch.attempt,
+        state,
+        at: actor.clock.now(),
+        exit_code: (state == ContainerState::Completed).then_some(0),
+        message: None,
+    };
+    let commands = actor.on_input(Input::Agent(Event::ContainerReports { agent, reports: vec![report] }));
+    actor.execute(commands).unwrap();
+}
+
+#[test]
+fn a_lost_running_commit_is_restored_by_the_agents_registration() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = actor_on(dir.path());
+    first.recover().unwrap();
+    let (_, mut outbound) = register(&mut first, Vec::new());
+    let (reply, mut reply_rx) = oneshot::channel();
+    let request = Request::Submit { spec: JobSpec::from_toml(SPEC).unwrap() };
+    let commands = first.on_input(Input::Request { caller: alice(), request, reply });
+    first.execute(commands).unwrap();
+    let Ok(Response::Submitted { job }) = reply_rx.try_recv() else { panic!("not submitted") };
+    let Ok(MasterToAgent::Launch(launches)) = outbound.try_recv() else { panic!("no launch") };
+    let launch = launches[0].clone();
+    // The agent's Acquired and Running reports were committed without an fsync and a
+    // power cut took them: the store still says Allocated. The master process is gone.
+    std::mem::forget(first);
+
+    let mut second = actor_on(dir.path());
+    assert_eq!(second.recover().unwrap(), 1);
+    let running = ContainerReport {
+        container: launch.container,
+        task: launch.task,
+        attempt: launch.attempt,
+        state: ContainerState::Running,
+        at: second.clock.now(),
+        exit_code: None,
+        message: None,
+    };
+    let (agent, mut outbound) = register(&mut second, vec![running]);
+    assert!(outbound.try_recv().is_err(), "the running task is adopted, not launched again");
+    assert_eq!(second.core.view().job_state(job), Some(JobState::Running));
+    assert_eq!(second.store.job_state(job).unwrap(), Some(JobState::Running), "and stored");
+
+    reported(&mut second, agent, &launch, ContainerState::Completed);
+    assert_eq!(second.core.view().job_state(job), Some(JobState::Completed));
+    let status = second.core.view().job_status(job, &alice()).unwrap();
+    assert_eq!((status.stages[0].completed, status.stages[0].failed_attempts), (1, 0), "{status:?}");
+    assert_eq!(launch.attempt, AttemptId(1));
+    drop(second);
+    assert_eq!(Store::open(dir.path()).unwrap().job_state(job).unwrap(), Some(JobState::Completed));
+}
