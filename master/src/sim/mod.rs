@@ -51,7 +51,8 @@ use slotmarket_common::time::Timestamp;
 use thiserror::Error;
 
 use crate::core::{
-    Command, Core, CoreConfig, Event, IdHasher, KillReason, NodeHealth, Persist, RequestId, invariants,
+    Command, Core, CoreConfig, Event, IdHasher, KillReason, NodeHealth, Persist, Persists, RequestId,
+    invariants,
 };
 use agents::Agents;
 use report::{JobResult, Outcome, SloSample, SlotUsage};
@@ -242,6 +243,9 @@ struct Simulation<'t> {
     /// Buffers of `carry_out`, kept between steps so that a step allocates only what it
     /// hands to the core.
     work: VecDeque<Vec<Command>>,
+    /// Emptied command buffers, handed to the core again (`handle_into`): a step's calls
+    /// allocate no command buffer of their own.
+    spare: Vec<Vec<Command>>,
     batches: Vec<(AgentId, Vec<ContainerReport>)>,
     /// Completion models built for the core this step, handed back as events.
     models: Vec<CompletionModel>,
@@ -267,7 +271,11 @@ impl<'t> Simulation<'t> {
         // Simulated failures strike at random, not by node: no node is ever unhealthy,
         // and a retry has no reason to keep off the node its task failed on.
         let node_health = NodeHealth { fast_failures: 0, retry_elsewhere: false, ..config.core.node_health };
+        // No store: only the writes the run reads (job outcomes, and history records
+        // when they are kept) are built.
+        let persists = if config.keep_history { Persists::JobStatesAndHistory } else { Persists::JobStates };
         let core_config = CoreConfig {
+            persists,
             agent_timeout: Duration::MAX,
             ended_job_retention: Duration::ZERO,
             node_health,
@@ -301,6 +309,7 @@ impl<'t> Simulation<'t> {
             wakeup: Wakeup::default(),
             queued_arrivals: 0,
             work: VecDeque::new(),
+            spare: Vec::new(),
             batches: Vec::new(),
             models: Vec::new(),
             stats: RunStats::default(),
@@ -371,7 +380,8 @@ impl<'t> Simulation<'t> {
                     // Superseded by an earlier wakeup that has been ticked already.
                     return Ok(());
                 }
-                let out = self.core.tick(self.now);
+                let mut out = self.spare.pop().unwrap_or_default();
+                self.core.tick_into(self.now, &mut out);
                 let out = self.after_call(out)?;
                 self.sample_slo_jobs();
                 self.carry_out(out)
@@ -495,7 +505,8 @@ impl<'t> Simulation<'t> {
 
     /// Feeds one event to the core.
     fn call(&mut self, event: Event) -> Result<Vec<Command>, SimError> {
-        let out = self.core.handle(self.now, event);
+        let mut out = self.spare.pop().unwrap_or_default();
+        self.core.handle_into(self.now, event, &mut out);
         self.after_call(out)
     }
 
@@ -533,10 +544,11 @@ impl<'t> Simulation<'t> {
         work: &mut VecDeque<Vec<Command>>,
         batches: &mut Vec<(AgentId, Vec<ContainerReport>)>,
     ) -> Result<(), SimError> {
-        while let Some(out) = work.pop_front() {
-            for command in out {
+        while let Some(mut out) = work.pop_front() {
+            for command in out.drain(..) {
                 self.command(command);
             }
+            self.spare.push(out);
             self.agents.take_reports(batches);
             for (agent, reports) in batches.drain(..) {
                 work.push_back(self.call(Event::ContainerReports { agent, reports })?);

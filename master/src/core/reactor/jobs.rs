@@ -73,17 +73,14 @@ pub(crate) fn admit(
 ) -> JobId {
     let job = state.alloc_job();
     let owner = caller.account();
-    let (submitted, admitted) = (cx.now, spec.clone());
-    let persist = Persist::JobAdmitted {
-        job,
-        account: account.clone(),
-        owner: owner.clone(),
-        spec,
-        submitted,
-        deadline,
-    };
-    cx.persist(persist);
-    let mut j = Job::new(job, account, admitted, submitted);
+    let submitted = cx.now;
+    // The store's write needs its own copy of the spec; a driver without a store does
+    // not pay for one.
+    if cx.persists_all() {
+        let (account, owner, spec) = (account.clone(), owner.clone(), spec.clone());
+        cx.persist(Persist::JobAdmitted { job, account, owner, spec, submitted, deadline });
+    }
+    let mut j = Job::new(job, account, spec, submitted);
     (j.owner, j.deadline) = (owner, deadline);
     state.insert_job(j);
     waits::hold_or_release(state, cx, job);
@@ -225,8 +222,12 @@ pub(super) fn end_job(
     let keep_per_name = state.history.limits().per_name;
     if keep_per_name > 0 {
         let record = history::record_of(j, cx.now);
-        state.history.record(record.clone());
-        cx.persist(Persist::History { record, keep_per_name });
+        if cx.persists.history() {
+            state.history.record(record.clone());
+            cx.persist(Persist::History { record, keep_per_name });
+        } else {
+            state.history.record(record);
+        }
     }
     cx.changed(job);
     state.deactivate(job);

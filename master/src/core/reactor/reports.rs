@@ -67,7 +67,9 @@ pub(super) fn apply_transition(state: &mut State, cx: &mut Ctx, report: Containe
     let run_ms = rec.started.map(|s| report.at.0.saturating_sub(s.0));
     // Only a failure needs the report afterwards (its exit code and message).
     let failure = (to == ContainerState::Failed).then(|| report.clone());
-    cx.persist(Persist::Container { node: node.clone(), report });
+    if cx.persists_all() {
+        cx.persist(Persist::Container { node: node.clone(), report });
+    }
     if to.is_terminal() {
         release_slot(state, cx, container);
     }
