@@ -103,7 +103,7 @@ fn adopt(
         // that completed must not run again) and frees the old holder's slot.
         if report.state > rec.state && !rec.state.is_terminal() {
             let node = state.holder_node(&rec.holder);
-            apply_transition(state, cx, report, node);
+            apply_transition(state, cx, report, &node);
         }
         return;
     }
@@ -123,7 +123,7 @@ fn adopt(
     // The agent lists its latest state, possibly several steps ahead of ours.
     if report.state > rec.state {
         let node = state.holder_node(&Holder::Agent(agent));
-        apply_transition(state, cx, report, node);
+        apply_transition(state, cx, report, &node);
     }
     if let Some(rec) = state.containers.get_mut(&container) {
         if rec.draining && !rec.kill_sent {

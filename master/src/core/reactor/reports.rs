@@ -25,11 +25,12 @@ pub(super) fn on_container_reports(
     };
     a.last_seen = cx.now;
     // The fence makes this agent the holder of every report applied, so its node name
-    // is looked up once per batch.
+    // is looked up once per batch; it is lent, not cloned, per report (the reference
+    // count's atomic updates were a third of this function's time in the simulator).
     let node = a.node.clone();
     for report in reports {
         if passes_fence(state, agent, &report) {
-            apply_transition(state, cx, report, node.clone());
+            apply_transition(state, cx, report, &node);
         } else if !release_stray(state, agent, &report) {
             state.ignored_reports += 1;
         }
@@ -52,7 +53,7 @@ fn passes_fence(state: &State, agent: AgentId, report: &ContainerReport) -> bool
 /// terminal state frees the slot and decides the task's fate. Containers of ended jobs
 /// (draining) only free their slot. Completions and failures also feed the health of
 /// the agent that ran them (see `health`).
-pub(super) fn apply_transition(state: &mut State, cx: &mut Ctx, report: ContainerReport, node: Arc<str>) {
+pub(super) fn apply_transition(state: &mut State, cx: &mut Ctx, report: ContainerReport, node: &Arc<str>) {
     let container = report.container;
     let Some(rec) = state.containers.get_mut(&container) else { return };
     // A failure before the process ran (spawn error) is as fast as failures come.
@@ -177,14 +178,14 @@ fn owns(state: &State, task: TaskId, container: ContainerId) -> bool {
 
 /// `run_ms`: how long the completing attempt ran, if its start was seen; `node`: where
 /// it ran, which holds its output.
-fn task_completed(state: &mut State, cx: &mut Ctx, task: TaskId, run_ms: Option<u64>, node: Arc<str>) {
+fn task_completed(state: &mut State, cx: &mut Ctx, task: TaskId, run_ms: Option<u64>, node: &Arc<str>) {
     // An adopted container may jump straight to Completed; the job still ran.
     jobs::mark_started(state, cx, task.job);
     let Some(j) = state.jobs.get_mut(&task.job) else { return };
     j.set_phase(task, TaskPhase::Completed);
     if let Some(t) = j.task_mut(task) {
         t.run_ms = run_ms;
-        t.output_on = (!node.is_empty()).then_some(node);
+        t.output_on = (!node.is_empty()).then(|| node.clone());
     }
     cx.changed(task.job);
     if j.stage_done(task.stage.0 as usize) {
@@ -196,7 +197,7 @@ fn task_completed(state: &mut State, cx: &mut Ctx, task: TaskId, run_ms: Option<
 /// A failed attempt counts against `max_attempts`; the last one fails the job, with a
 /// message naming the node it ran on and what the agent said (exit code, stderr tail).
 /// The node is remembered so the retry goes elsewhere where it can (see `placement`).
-fn task_failed(state: &mut State, cx: &mut Ctx, task: TaskId, report: &ContainerReport, node: Arc<str>) {
+fn task_failed(state: &mut State, cx: &mut Ctx, task: TaskId, report: &ContainerReport, node: &Arc<str>) {
     let Some(j) = state.jobs.get_mut(&task.job) else { return };
     let max = j.spec.max_attempts();
     if let Some(stage) = j.stages.get_mut(task.stage.0 as usize) {
@@ -204,7 +205,7 @@ fn task_failed(state: &mut State, cx: &mut Ctx, task: TaskId, report: &Container
     }
     let Some(t) = j.task_mut(task) else { return };
     t.failures += 1;
-    if !node.is_empty() && !t.failed_on.contains(&node) {
+    if !node.is_empty() && !t.failed_on.contains(node) {
         t.failed_on.push(node.clone());
     }
     let failures = t.failures;
