@@ -230,6 +230,10 @@ pub(crate) fn next_deadline(state: &State, timeout: Duration) -> Option<Timestam
     } else {
         state.agents.values().map(|a| silence_deadline(a.last_seen, timeout)).min()
     };
+    // The usual case, asked after every step: nothing recovered or quarantined.
+    if state.orphans.is_empty() && state.quarantined.is_empty() && state.awaited_holders.is_empty() {
+        return agents;
+    }
     let orphans = state.orphans.values().flatten().filter_map(|&c| orphan_deadline(state, c)).min();
     let holders = state.awaited_holders.values().min().copied();
     agents.into_iter().chain(orphans).chain(health::next_deadline(state)).chain(holders).min()
