@@ -8,9 +8,9 @@ use slotmarket_common::ids::{AgentId, ContainerId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, DrainCause, JobState};
 
 use super::agents::release_stray;
-use super::{Ctx, health, jobs};
+use super::{Ctx, health, jobs, waits};
 use crate::core::command::{Command, KillReason, Persist};
-use crate::core::state::{ContainerRec, Holder, State, TaskPhase, kind_ix};
+use crate::core::state::{ContainerRec, Holder, Job, State, TaskPhase, kind_ix};
 
 /// Applies the reports an agent sent, oldest first, ignoring any that fail the fence.
 pub(super) fn on_container_reports(
@@ -80,12 +80,15 @@ pub(super) fn apply_transition(state: &mut State, cx: &mut Ctx, report: Containe
     } else if let (Holder::Agent(agent), ContainerState::Completed) = (&holder, to) {
         health::on_task_completed(state, *agent);
     }
-    if draining || !owns(state, task, container) {
+    if draining {
         return;
     }
+    // Running and Completed, one per task each, check that the container runs the task's
+    // current attempt on their own single look-up of the job.
     match (to, failure) {
-        (ContainerState::Running, _) => jobs::mark_started(state, cx, task.job),
-        (ContainerState::Completed, _) => task_completed(state, cx, task, run_ms, node),
+        (ContainerState::Running, _) => task_running(state, cx, task, container),
+        (ContainerState::Completed, _) => task_completed(state, cx, (task, container), run_ms, node),
+        _ if !owns(state, task, container) => {}
         (ContainerState::Failed, Some(report)) => task_failed(state, cx, task, &report, node),
         (ContainerState::Killed, _) => {
             // A task its leaving agent handed back was nobody's failure.
@@ -176,22 +179,49 @@ fn owns(state: &State, task: TaskId, container: ContainerId) -> bool {
     phase == Some(TaskPhase::Live(container))
 }
 
-/// `run_ms`: how long the completing attempt ran, if its start was seen; `node`: where
-/// it ran, which holds its output.
-fn task_completed(state: &mut State, cx: &mut Ctx, task: TaskId, run_ms: Option<u64>, node: &Arc<str>) {
+/// The job of `task`, if `container` runs the task's current attempt.
+fn owned_job(state: &mut State, task: TaskId, container: ContainerId) -> Option<&mut Job> {
+    let j = state.jobs.get_mut(&task.job)?;
+    (j.task(task)?.phase == TaskPhase::Live(container)).then_some(j)
+}
+
+/// The task's process started: its job has started, if it had not.
+fn task_running(state: &mut State, cx: &mut Ctx, task: TaskId, container: ContainerId) {
+    let Some(j) = owned_job(state, task, container) else { return };
+    if jobs::start(j, cx) {
+        waits::start_time_limit(state, task.job, cx.now);
+    }
+}
+
+/// `container` completed `task` if it runs its current attempt; `run_ms`: how long the
+/// completing attempt ran, if its start was seen; `node`: where it ran, which holds its
+/// output.
+fn task_completed(
+    state: &mut State,
+    cx: &mut Ctx,
+    (task, container): (TaskId, ContainerId),
+    run_ms: Option<u64>,
+    node: &Arc<str>,
+) {
+    let Some(j) = owned_job(state, task, container) else { return };
     // An adopted container may jump straight to Completed; the job still ran.
-    jobs::mark_started(state, cx, task.job);
-    let Some(j) = state.jobs.get_mut(&task.job) else { return };
+    let time_limit = jobs::start(j, cx);
     j.set_phase(task, TaskPhase::Completed);
     if let Some(t) = j.task_mut(task) {
         t.run_ms = run_ms;
         t.output_on = (!node.is_empty()).then(|| node.clone());
     }
     cx.changed(task.job);
-    if j.stage_done(task.stage.0 as usize) {
+    let (stage_done, all_done) = (j.stage_done(task.stage.0 as usize), jobs::all_done(j));
+    if time_limit {
+        waits::start_time_limit(state, task.job, cx.now);
+    }
+    if stage_done {
         state.release_stages(task.job);
     }
-    jobs::complete_if_done(state, cx, task.job);
+    if all_done {
+        jobs::complete(state, cx, task.job);
+    }
 }
 
 /// A failed attempt counts against `max_attempts`; the last one fails the job, with a
