@@ -254,12 +254,12 @@ pub enum Persists {
 impl Persists {
     /// Whether the driver wants `persist`.
     pub fn wants(self, persist: &Persist) -> bool {
-        match (self, persist) {
-            (Persists::All, _) => true,
-            (Persists::JobStates | Persists::JobStatesAndHistory, Persist::JobState { .. }) => true,
-            (Persists::JobStatesAndHistory, Persist::History { .. }) => true,
-            _ => false,
-        }
+        matches!(
+            (self, persist),
+            (Persists::All, _)
+                | (Persists::JobStates | Persists::JobStatesAndHistory, Persist::JobState { .. })
+                | (Persists::JobStatesAndHistory, Persist::History { .. })
+        )
     }
 
     /// Whether the driver wants every write, hence `Persist::Container` and
