@@ -63,7 +63,6 @@ impl LongestTasks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::workload::Trace;
 
     const TRACE: &str = concat!(
         r#"{"id":"a","arrival_s":0,"stages":[{"name":"map","slot":"map","tasks":2,"duration_s":[3,5]},"#,
