@@ -240,6 +240,8 @@ impl MasterConfig {
                 container_epoch: defaults.container_epoch,
                 admission,
                 predict_from_progress: true,
+                // The store needs every write.
+                persists: crate::core::Persists::All,
             },
             heartbeat_interval,
             max_frame,

@@ -34,6 +34,7 @@ mod agents;
 pub mod generate;
 pub mod jockey_experiment;
 pub mod jockey_gen;
+mod longest;
 pub mod market;
 pub mod plot;
 pub mod report;
@@ -56,9 +57,11 @@ use slotmarket_master::core::policy::jockey::{CompletionModel, build_completion_
 use thiserror::Error;
 
 use agents::Agents;
+use longest::LongestTasks;
 use report::{JobResult, Outcome, SloSample, SlotUsage};
 use slotmarket_master::core::{
-    Command, Core, CoreConfig, Event, IdHasher, KillReason, NodeHealth, Persist, RequestId, invariants,
+    Command, Core, CoreConfig, Event, IdHasher, KillReason, NodeHealth, Persist, Persists, RequestId,
+    invariants,
 };
 use wakeup::Wakeup;
 use workload::{Trace, secs_to_ms};
@@ -247,6 +250,9 @@ struct Simulation<'t> {
     /// Buffers of `carry_out`, kept between steps so that a step allocates only what it
     /// hands to the core.
     work: VecDeque<Vec<Command>>,
+    /// Emptied command buffers, handed to the core again (`handle_into`): a step's calls
+    /// allocate no command buffer of their own.
+    spare: Vec<Vec<Command>>,
     batches: Vec<(AgentId, Vec<ContainerReport>)>,
     /// Completion models built for the core this step, handed back as events.
     models: Vec<CompletionModel>,
@@ -256,6 +262,8 @@ struct Simulation<'t> {
     /// Admitted deadline jobs that have not ended, whose controller state is sampled
     /// at every tick, with their trace index.
     slo_open: Vec<(JobId, u32)>,
+    /// Each stage's longest task drawn, for the critical paths at the end.
+    longest: LongestTasks,
 }
 
 impl<'t> Simulation<'t> {
@@ -272,7 +280,11 @@ impl<'t> Simulation<'t> {
         // Simulated failures strike at random, not by node: no node is ever unhealthy,
         // and a retry has no reason to keep off the node its task failed on.
         let node_health = NodeHealth { fast_failures: 0, retry_elsewhere: false, ..config.core.node_health };
+        // No store: only the writes the run reads (job outcomes, and history records
+        // when they are kept) are built.
+        let persists = if config.keep_history { Persists::JobStatesAndHistory } else { Persists::JobStates };
         let core_config = CoreConfig {
+            persists,
             agent_timeout: Duration::MAX,
             ended_job_retention: Duration::ZERO,
             node_health,
@@ -306,12 +318,14 @@ impl<'t> Simulation<'t> {
             wakeup: Wakeup::default(),
             queued_arrivals: 0,
             work: VecDeque::new(),
+            spare: Vec::new(),
             batches: Vec::new(),
             models: Vec::new(),
             stats: RunStats::default(),
             purchases: vec![None; if config.market.is_some() { trace.len() } else { 0 }],
             history: Vec::new(),
             slo_open: Vec::new(),
+            longest: LongestTasks::new(trace),
         })
     }
 
@@ -376,7 +390,8 @@ impl<'t> Simulation<'t> {
                     // Superseded by an earlier wakeup that has been ticked already.
                     return Ok(());
                 }
-                let out = self.core.tick(self.now);
+                let mut out = self.spare.pop().unwrap_or_default();
+                self.core.tick_into(self.now, &mut out);
                 let out = self.after_call(out)?;
                 self.sample_slo_jobs();
                 self.carry_out(out)
@@ -500,7 +515,8 @@ impl<'t> Simulation<'t> {
 
     /// Feeds one event to the core.
     fn call(&mut self, event: Event) -> Result<Vec<Command>, SimError> {
-        let out = self.core.handle(self.now, event);
+        let mut out = self.spare.pop().unwrap_or_default();
+        self.core.handle_into(self.now, event, &mut out);
         self.after_call(out)
     }
 
@@ -538,10 +554,13 @@ impl<'t> Simulation<'t> {
         work: &mut VecDeque<Vec<Command>>,
         batches: &mut Vec<(AgentId, Vec<ContainerReport>)>,
     ) -> Result<(), SimError> {
-        while let Some(out) = work.pop_front() {
-            for command in out {
+        while let Some(mut out) = work.pop_front() {
+            // Read in place: moving each command out of the buffer copied it whole.
+            for command in &out {
                 self.command(command);
             }
+            out.clear();
+            self.spare.push(out);
             self.agents.take_reports(batches);
             for (agent, reports) in batches.drain(..) {
                 work.push_back(self.call(Event::ContainerReports { agent, reports })?);
@@ -553,35 +572,37 @@ impl<'t> Simulation<'t> {
         Ok(())
     }
 
-    fn command(&mut self, command: Command) {
+    fn command(&mut self, command: &Command) {
         match command {
             Command::Launch { agent, launch } => {
+                let agent = *agent;
                 let Some(ix) = self.trace_ix(launch.task.job) else { return };
                 let base = self.base_duration(ix, launch.task);
-                let end = self.agents.launch(agent, &launch, ix, base, self.now);
+                self.longest.note(ix, launch.task.stage.0, base, launch.attempt.0 == 1);
+                let end = self.agents.launch(agent, launch, ix, base, self.now);
                 self.jobs[ix as usize].attempts += 1;
                 self.stats.attempts += 1;
                 self.push(end, SimEvent::End(launch.container));
             }
             Command::Kill { container, reason, .. } => {
-                let killed = self.agents.kill(container, self.now);
+                let killed = self.agents.kill(*container, self.now);
                 // The core says why; only a policy's preemption counts as one (the other
                 // kills clean up after a job that failed or was cancelled).
-                if let (Some(ix), KillReason::Preempted { .. }) = (killed, reason) {
+                if let (Some(ix), KillReason::Preempted { .. }) = (killed, *reason) {
                     self.stats.preemptions += 1;
                     self.jobs[ix as usize].kills += 1;
                 }
             }
-            Command::Persist(Persist::JobState { job, state, at, .. }) => self.job_state(job, state, at),
-            Command::Reply { request, response } => self.reply(request, response),
+            Command::Persist(Persist::JobState { job, state, at, .. }) => self.job_state(*job, *state, *at),
+            Command::Reply { request, response } => self.reply(*request, response),
             Command::BuildCompletionModel(request) => {
                 // Jockey's offline simulator, run at once: the virtual clock stands still.
-                let model = build_completion_model(&request);
+                let model = build_completion_model(request);
                 self.stats.models_built += 1;
                 self.models.push(model);
             }
             Command::Persist(Persist::History { record, .. }) if self.config.keep_history => {
-                self.history.push(record);
+                self.history.push(record.clone());
             }
             Command::Persist(_) | Command::JobChanged { .. } | Command::DropAgent { .. } => {}
         }
@@ -597,7 +618,7 @@ impl<'t> Simulation<'t> {
         self.job_of.get(&job).copied()
     }
 
-    fn reply(&mut self, request: RequestId, response: Response) {
+    fn reply(&mut self, request: RequestId, response: &Response) {
         if request.0 >= ACCOUNT_REQUESTS {
             // An account event's or a deadline move's answer: nothing to record (a
             // refusal leaves things as they were).
@@ -605,7 +626,7 @@ impl<'t> Simulation<'t> {
         }
         let ix = request.0 as u32;
         match response {
-            Response::Submitted { job } => {
+            &Response::Submitted { job } => {
                 self.job_of.insert(job, ix);
                 self.jobs[ix as usize].job = Some(job);
                 if self.trace.jobs[ix as usize].deadline().is_some() {
@@ -691,7 +712,10 @@ impl<'t> Simulation<'t> {
         self.stats.stopped_at = self.now;
         for ((ix, result), job) in self.jobs.iter_mut().enumerate().zip(&self.trace.jobs) {
             result.slot_ms = totals.job_busy_ms.get(ix).copied().unwrap_or(0);
-            result.critical_path_ms = job.critical_path_ms(ix as u32, self.config.seed);
+            result.critical_path_ms = match self.longest.of(self.trace, ix as u32) {
+                Some(longest) => job.critical_path_through(longest),
+                None => job.critical_path_ms(ix as u32, self.config.seed),
+            };
             if result.submitted.is_some() && result.ended.is_none() {
                 result.outcome = Outcome::Unfinished;
             }

@@ -439,6 +439,12 @@ impl TraceJob {
                 (0..self.stages[s as usize].tasks).map(|t| self.task_ms(ix, s, t, seed)).max().unwrap_or(0)
             })
             .collect();
+        self.critical_path_through(&longest)
+    }
+
+    /// Its critical path given the longest task of each stage (in stage order), in
+    /// milliseconds (see [`critical_path_ms`](TraceJob::critical_path_ms)).
+    pub fn critical_path_through(&self, longest: &[u64]) -> u64 {
         // Stages are validated to form a DAG but may be listed in any order: relax until
         // stable (stage counts are tiny).
         let mut finish = vec![0u64; self.stages.len()];
@@ -451,7 +457,7 @@ impl TraceJob {
                     .map(|d| finish[d])
                     .max()
                     .unwrap_or(0);
-                finish[s] = ready + longest[s];
+                finish[s] = ready + longest.get(s).copied().unwrap_or(0);
             }
         }
         finish.into_iter().max().unwrap_or(0)

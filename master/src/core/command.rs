@@ -234,6 +234,46 @@ pub enum Persist {
     },
 }
 
+/// Which [`Persist`] commands the core builds: set once by the driver in
+/// [`CoreConfig::persists`](super::CoreConfig::persists). Every other command, and every
+/// decision, is the same whatever is chosen; a driver that keeps no store is spared
+/// building (and dropping) a write per container transition.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum Persists {
+    /// Every durable write: what the master's store needs.
+    #[default]
+    All,
+    /// Only [`Persist::JobState`]: the job outcomes a driver without a store (the
+    /// simulator) learns from the command stream.
+    JobStates,
+    /// [`Persist::JobState`] and [`Persist::History`] (the simulator when it keeps
+    /// ended jobs' history records).
+    JobStatesAndHistory,
+}
+
+impl Persists {
+    /// Whether the driver wants `persist`.
+    pub fn wants(self, persist: &Persist) -> bool {
+        matches!(
+            (self, persist),
+            (Persists::All, _)
+                | (Persists::JobStates | Persists::JobStatesAndHistory, Persist::JobState { .. })
+                | (Persists::JobStatesAndHistory, Persist::History { .. })
+        )
+    }
+
+    /// Whether the driver wants every write, hence `Persist::Container` and
+    /// `Persist::JobAdmitted`, which the hot paths check before building them.
+    pub fn all(self) -> bool {
+        self == Persists::All
+    }
+
+    /// Whether the driver wants `Persist::History` (checked before copying the record).
+    pub fn history(self) -> bool {
+        matches!(self, Persists::All | Persists::JobStatesAndHistory)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -54,7 +54,7 @@ use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
 
 pub use accounting::StoredAccount;
-pub use command::{Command, KillReason, Persist};
+pub use command::{Command, KillReason, Persist, Persists};
 pub use event::{Event, RecoveredJob, StoreRecovery};
 pub use history::HistoryLimits;
 #[cfg(test)]
@@ -116,6 +116,9 @@ pub struct CoreConfig {
     /// how its completed tasks ran against the estimate (predictability under error). The
     /// master turns it on; the simulator's experiments keep the plain model (off).
     pub predict_from_progress: bool,
+    /// Which durable writes the core builds: the master wants [`Persists::All`]; the
+    /// simulator, which keeps no store, only job outcomes.
+    pub persists: Persists,
 }
 
 /// How far [`CoreConfig::container_epoch`] is shifted into container ids: room for 2^20
@@ -141,6 +144,7 @@ impl Default for CoreConfig {
             container_epoch: 0,
             admission: AdmissionSettings::default(),
             predict_from_progress: false,
+            persists: Persists::All,
         }
     }
 }
@@ -157,7 +161,12 @@ impl Default for CoreConfig {
 ///   harmless). Ask `next_wakeup` again after every `handle` and `tick`: events move it.
 ///
 /// Outputs: both inputs return the [`Command`]s to carry out, **strictly in the order
-/// returned**. A `Persist` must be durable before any later command runs; that is how a
+/// returned**. [`handle_into`](Core::handle_into) and [`tick_into`](Core::tick_into) are
+/// the same calls appending to a buffer the driver owns and reuses (the simulator makes
+/// millions of calls; a fresh vector per call was a measurable share of its time); the
+/// commands appended are exactly those `handle`/`tick` would return.
+/// [`CoreConfig::persists`] says which `Persist` commands the driver wants built; the
+/// master wants them all. A `Persist` must be durable before any later command runs; that is how a
 /// submit is acknowledged only once stored (`Persist(JobAdmitted)` precedes
 /// `Reply{Submitted}`) and how the store learns of a container before the agent can
 /// report on it. Launches for one agent that are adjacent may be batched into one message.
@@ -207,7 +216,15 @@ impl Core {
     /// Applies one event, then lets the policy schedule; returns the commands to run.
     #[must_use]
     pub fn handle(&mut self, now: Timestamp, event: Event) -> Vec<Command> {
-        let mut cx = self.begin(now);
+        let mut out = Ctx::new_buffer();
+        self.handle_into(now, event, &mut out);
+        out
+    }
+
+    /// [`handle`](Core::handle), appending the commands to `out` (after whatever it
+    /// holds) rather than returning a new vector.
+    pub fn handle_into(&mut self, now: Timestamp, event: Event, out: &mut Vec<Command>) {
+        let mut cx = self.begin(now, std::mem::take(out));
         match event {
             Event::CompletionModelBuilt(model) => self.policy.completion_model_built(*model),
             Event::ChoiceSubmitted { request, caller, spec, choice } => {
@@ -220,7 +237,7 @@ impl Core {
             event => reactor::dispatch(&mut self.state, &mut cx, event),
         }
         self.schedule(&mut cx, Trigger::Event);
-        self.finish(cx)
+        *out = self.finish(cx);
     }
 
     /// Periodic work: loses agents and orphaned containers whose silence passed the
@@ -228,10 +245,17 @@ impl Core {
     /// [`Trigger::Tick`] (its periodic work).
     #[must_use]
     pub fn tick(&mut self, now: Timestamp) -> Vec<Command> {
-        let mut cx = self.begin(now);
+        let mut out = Ctx::new_buffer();
+        self.tick_into(now, &mut out);
+        out
+    }
+
+    /// [`tick`](Core::tick), appending the commands to `out` (after whatever it holds).
+    pub fn tick_into(&mut self, now: Timestamp, out: &mut Vec<Command>) {
+        let mut cx = self.begin(now, std::mem::take(out));
         reactor::on_tick(&mut self.state, &mut cx);
         self.schedule(&mut cx, Trigger::Tick);
-        self.finish(cx)
+        *out = self.finish(cx);
     }
 
     /// Ends a step: under MRM admission stores the cluster's capacity when it changed
@@ -341,7 +365,8 @@ impl Core {
         &self.state
     }
 
-    fn begin(&mut self, now: Timestamp) -> Ctx {
+    /// Starts a step at `now` whose commands go after those already in `out`.
+    fn begin(&mut self, now: Timestamp, out: Vec<Command>) -> Ctx {
         self.latest = self.latest.max(now);
         let changed = std::mem::take(&mut self.changed);
         let config = &self.config;
@@ -350,8 +375,9 @@ impl Core {
             config.agent_timeout,
             config.ended_job_retention,
             config.node_health,
-            changed,
+            (out, changed),
         );
+        cx.persists = config.persists;
         cx.task_limits = reactor::TaskLimits {
             per_job: config.max_tasks_per_job,
             per_account: config.max_queued_tasks_per_account,

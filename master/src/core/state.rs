@@ -515,11 +515,18 @@ impl State {
                 continue;
             }
             let k = kind_ix(stage.kind);
-            let pending: Vec<(u32, u32)> = (0..stage.tasks.len() as u32)
+            // Collected into a set of its own, which builds its tree at once from the
+            // sorted keys, then merged: inserting a stage's tasks one at a time was most of
+            // a submit's cost in the simulator.
+            let mut pending: BTreeSet<(u32, u32)> = (0..stage.tasks.len() as u32)
                 .filter(|&i| stage.tasks[i as usize].phase == TaskPhase::Pending)
                 .map(|i| (ix as u32, i))
                 .collect();
-            j.ready[k].extend(pending);
+            if j.ready[k].is_empty() {
+                j.ready[k] = pending;
+            } else {
+                j.ready[k].append(&mut pending);
+            }
             j.stages[ix].released = true;
         }
         self.sync_ready_index(job);

@@ -7,6 +7,7 @@ use slotmarket_common::spec::SlotKind;
 use slotmarket_common::time::Timestamp;
 
 use super::fifo::fill_in_order;
+use super::slots::SlotTable;
 use super::{Decisions, JobInfo, Policy, PolicyName, SchedView, Trigger};
 
 /// The earliest-deadline-first policy. Stateless.
@@ -24,7 +25,10 @@ impl Policy for Edf {
             if !view.has_free(kind) {
                 continue;
             }
-            fill_in_order(view, kind, edf_order(view, kind).into_iter(), &mut decisions.assignments);
+            // A table of its own each step, as before (only fifo and priority, the
+            // simulator's scale runs, keep one).
+            let table = &mut SlotTable::default();
+            fill_in_order(view, kind, edf_order(view, kind).into_iter(), table, &mut decisions.assignments);
         }
         decisions
     }

@@ -6,12 +6,15 @@
 use slotmarket_common::spec::SlotKind;
 use slotmarket_common::time::Timestamp;
 
-use super::slots::FreeSlots;
+use super::slots::{FreeSlots, SlotTable};
 use super::{Assignment, Decisions, JobInfo, Policy, PolicyName, SchedView, Trigger};
 
-/// The first-in-first-out policy. Stateless.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Fifo;
+/// The first-in-first-out policy. Keeps nothing between steps but the room for its
+/// free-slot table.
+#[derive(Clone, Debug, Default)]
+pub struct Fifo {
+    table: SlotTable,
+}
 
 impl Policy for Fifo {
     fn name(&self) -> PolicyName {
@@ -21,19 +24,27 @@ impl Policy for Fifo {
     fn schedule(&mut self, _now: Timestamp, view: &SchedView<'_>, _trigger: Trigger) -> Decisions {
         let mut decisions = Decisions::default();
         for kind in SlotKind::ALL {
-            fill_in_order(view, kind, view.jobs_with_ready(kind), &mut decisions.assignments);
+            fill_in_order(
+                view,
+                kind,
+                view.jobs_with_ready(kind),
+                &mut self.table,
+                &mut decisions.assignments,
+            );
         }
         decisions
     }
 }
 
 /// Assigns every free slot of `kind` it can to `jobs`, in the order given, each job
-/// taking as many as it has ready tasks. Shared with `priority`, which orders by class.
-/// Costs O((agents with free slots + assignments) × log agents + jobs given slots).
+/// taking as many as it has ready tasks, building the free-slot table in `table`'s room.
+/// Shared with `priority`, which orders by class. Costs O((agents with free slots +
+/// assignments) × log agents + jobs given slots).
 pub(super) fn fill_in_order<'a>(
     view: &SchedView<'a>,
     kind: SlotKind,
     jobs: impl Iterator<Item = JobInfo<'a>>,
+    table: &mut SlotTable,
     out: &mut Vec<Assignment>,
 ) {
     // Look for room before looking for work: with a full cluster (the common case under
@@ -45,15 +56,16 @@ pub(super) fn fill_in_order<'a>(
     if jobs.peek().is_none() {
         return;
     }
-    let mut free = FreeSlots::new(view.agents_with_free(kind), kind);
+    let mut free = FreeSlots::in_table(std::mem::take(table), view.agents_with_free(kind), kind);
     // At most one assignment per free slot: reserve them at once rather than growing.
     out.reserve(free.remaining() as usize);
-    for job in jobs {
+    'jobs: for job in jobs {
         for _ in 0..job.ready(kind) {
-            let Some(agent) = free.take() else { return };
+            let Some(agent) = free.take() else { break 'jobs };
             out.push(Assignment { agent, job: job.id(), kind });
         }
     }
+    *table = free.into_table();
 }
 
 /// Gang-start first-come-first-served, the baseline of the DRESS paper's Figure 1: a

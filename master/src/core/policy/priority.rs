@@ -7,11 +7,15 @@ use slotmarket_common::spec::{JobClass, SlotKind};
 use slotmarket_common::time::Timestamp;
 
 use super::fifo::fill_in_order;
+use super::slots::SlotTable;
 use super::{Decisions, Policy, PolicyName, SchedView, Trigger};
 
-/// The class-priority policy. Stateless.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Priority;
+/// The class-priority policy. Keeps nothing between steps but the room for its
+/// free-slot table.
+#[derive(Clone, Debug, Default)]
+pub struct Priority {
+    table: SlotTable,
+}
 
 /// Serving order of a class: lower first.
 fn rank(class: Option<JobClass>) -> u8 {
@@ -35,7 +39,7 @@ impl Policy for Priority {
             let v = *view;
             let by_class =
                 (0..3u8).flat_map(move |r| v.jobs_with_ready(kind).filter(move |j| rank(j.class()) == r));
-            fill_in_order(view, kind, by_class, &mut decisions.assignments);
+            fill_in_order(view, kind, by_class, &mut self.table, &mut decisions.assignments);
         }
         decisions
     }

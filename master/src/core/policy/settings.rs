@@ -286,9 +286,9 @@ impl PolicySettings {
     /// passed (the config readers call it); unchecked shares only skew the decisions.
     pub fn build(&self) -> Box<dyn Policy> {
         match self {
-            PolicySettings::Fifo {} => Box::new(Fifo),
+            PolicySettings::Fifo {} => Box::new(Fifo::default()),
             PolicySettings::Fair { preemption } => Box::new(Fair::new(*preemption)),
-            PolicySettings::Priority {} => Box::new(Priority),
+            PolicySettings::Priority {} => Box::new(Priority::default()),
             PolicySettings::Capacity { queues, preemption } => {
                 Box::new(Capacity::new(queues.clone(), *preemption))
             }

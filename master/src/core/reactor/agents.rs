@@ -103,7 +103,7 @@ fn adopt(
         // that completed must not run again) and frees the old holder's slot.
         if report.state > rec.state && !rec.state.is_terminal() {
             let node = state.holder_node(&rec.holder);
-            apply_transition(state, cx, report, node);
+            apply_transition(state, cx, report, &node);
         }
         return;
     }
@@ -123,7 +123,7 @@ fn adopt(
     // The agent lists its latest state, possibly several steps ahead of ours.
     if report.state > rec.state {
         let node = state.holder_node(&Holder::Agent(agent));
-        apply_transition(state, cx, report, node);
+        apply_transition(state, cx, report, &node);
     }
     if let Some(rec) = state.containers.get_mut(&container) {
         if rec.draining && !rec.kill_sent {
@@ -230,6 +230,10 @@ pub(crate) fn next_deadline(state: &State, timeout: Duration) -> Option<Timestam
     } else {
         state.agents.values().map(|a| silence_deadline(a.last_seen, timeout)).min()
     };
+    // The usual case, asked after every step: nothing recovered or quarantined.
+    if state.orphans.is_empty() && state.quarantined.is_empty() && state.awaited_holders.is_empty() {
+        return agents;
+    }
     let orphans = state.orphans.values().flatten().filter_map(|&c| orphan_deadline(state, c)).min();
     let holders = state.awaited_holders.values().min().copied();
     agents.into_iter().chain(orphans).chain(health::next_deadline(state)).chain(holders).min()

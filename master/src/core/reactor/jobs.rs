@@ -73,17 +73,14 @@ pub(crate) fn admit(
 ) -> JobId {
     let job = state.alloc_job();
     let owner = caller.account();
-    let (submitted, admitted) = (cx.now, spec.clone());
-    let persist = Persist::JobAdmitted {
-        job,
-        account: account.clone(),
-        owner: owner.clone(),
-        spec,
-        submitted,
-        deadline,
-    };
-    cx.persist(persist);
-    let mut j = Job::new(job, account, admitted, submitted);
+    let submitted = cx.now;
+    // The store's write needs its own copy of the spec; a driver without a store does
+    // not pay for one.
+    if cx.persists_all() {
+        let (account, owner, spec) = (account.clone(), owner.clone(), spec.clone());
+        cx.persist(Persist::JobAdmitted { job, account, owner, spec, submitted, deadline });
+    }
+    let mut j = Job::new(job, account, spec, submitted);
     (j.owner, j.deadline) = (owner, deadline);
     state.insert_job(j);
     waits::hold_or_release(state, cx, job);
@@ -164,36 +161,44 @@ fn reply_error(cx: &mut Ctx, request: RequestId, kind: ErrorKind, message: Strin
     cx.push(Command::Reply { request, response: Response::error(kind, message) });
 }
 
-/// Records that a task of `job` started running (the first time only).
-pub(super) fn mark_started(state: &mut State, cx: &mut Ctx, job: JobId) {
-    let Some(j) = state.jobs.get_mut(&job) else { return };
+/// Records that a task of job `j` started running (the first time only) and answers
+/// whether its time limit must start now, which the caller does with
+/// `waits::start_time_limit` once it lets go of the job. Every report of a running or
+/// completed task comes here, so the job is looked up once, by the caller.
+pub(super) fn start(j: &mut Job, cx: &mut Ctx) -> bool {
     if j.started.is_some() || j.state.is_terminal() {
-        return;
+        return false;
     }
     j.started = Some(cx.now);
     j.state = JobState::Running;
-    let has_time_limit = j.spec.time_limit.is_some();
     let tasks_completed = j.completed;
     cx.persist(Persist::JobState {
-        job,
+        job: j.id,
         state: JobState::Running,
         at: cx.now,
         message: None,
         tasks_completed,
     });
-    cx.changed(job);
-    if has_time_limit {
-        waits::start_time_limit(state, job, cx.now);
-    }
+    cx.changed(j.id);
+    j.spec.time_limit.is_some()
 }
 
 /// Completes the job if its last task just completed.
 pub(super) fn complete_if_done(state: &mut State, cx: &mut Ctx, job: JobId) {
-    let Some(j) = state.jobs.get(&job) else { return };
-    if !j.state.is_terminal() && j.completed == j.total() {
-        // Every task completed, so nothing is live and the kill reason goes unused.
-        end_job(state, cx, job, JobState::Completed, None, KillReason::JobEnded);
+    if state.jobs.get(&job).is_some_and(all_done) {
+        complete(state, cx, job);
     }
+}
+
+/// Whether every task of a job that has not ended has completed.
+pub(super) fn all_done(j: &Job) -> bool {
+    !j.state.is_terminal() && j.completed == j.total()
+}
+
+/// Ends a job whose every task completed (see [`all_done`]).
+pub(super) fn complete(state: &mut State, cx: &mut Ctx, job: JobId) {
+    // Every task completed, so nothing is live and the kill reason goes unused.
+    end_job(state, cx, job, JobState::Completed, None, KillReason::JobEnded);
 }
 
 /// Ends a job in the terminal state `to`. Its live containers are detached from their
@@ -225,8 +230,12 @@ pub(super) fn end_job(
     let keep_per_name = state.history.limits().per_name;
     if keep_per_name > 0 {
         let record = history::record_of(j, cx.now);
-        state.history.record(record.clone());
-        cx.persist(Persist::History { record, keep_per_name });
+        if cx.persists.history() {
+            state.history.record(record.clone());
+            cx.persist(Persist::History { record, keep_per_name });
+        } else {
+            state.history.record(record);
+        }
     }
     cx.changed(job);
     state.deactivate(job);

@@ -73,7 +73,9 @@ fn launch(state: &mut State, cx: &mut Ctx, a: Assignment, gate: &mut Gate) {
         return;
     }
     gate.took(task.job, a.kind);
-    let Some(node) = state.agents.get(&agent).map(|ag| ag.node.clone()) else { return };
+    let Some(node) = state.agents.get(&agent).map(|ag| &ag.node) else { return };
+    // Only the store's write names the node.
+    let node = cx.persists_all().then(|| node.clone());
     let container = state.alloc_container();
     let Some(job) = state.jobs.get_mut(&task.job) else { return };
     let Some(t) = job.task_mut(task) else { return };
@@ -85,16 +87,18 @@ fn launch(state: &mut State, cx: &mut Ctx, a: Assignment, gate: &mut Gate) {
     let holder = Holder::Agent(agent);
     let rec = ContainerRec::new(task, attempt, launch.slot, holder, (ContainerState::Allocated, cx.now));
     state.attach(container, rec);
-    let report = ContainerReport {
-        container,
-        task,
-        attempt,
-        state: ContainerState::Allocated,
-        at: cx.now,
-        exit_code: None,
-        message: None,
-    };
-    cx.persist(Persist::Container { node, report });
+    if cx.persists_all() {
+        let report = ContainerReport {
+            container,
+            task,
+            attempt,
+            state: ContainerState::Allocated,
+            at: cx.now,
+            exit_code: None,
+            message: None,
+        };
+        cx.persist(Persist::Container { node: node.unwrap_or_default(), report });
+    }
     cx.push(Command::Launch { agent, launch });
 }
 

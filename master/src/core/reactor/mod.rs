@@ -33,7 +33,7 @@ use std::time::Duration;
 use slotmarket_common::ids::JobId;
 use slotmarket_common::time::Timestamp;
 
-use super::command::{Command, Persist};
+use super::command::{Command, Persist, Persists};
 use super::event::Event;
 use super::state::State;
 
@@ -69,6 +69,9 @@ pub(crate) struct Ctx {
     pub(crate) health: NodeHealth,
     /// Limits checked when a job is submitted (see `CoreConfig::max_tasks_per_job`).
     pub(crate) task_limits: TaskLimits,
+    /// Which `Persist` commands the driver wants (see `CoreConfig::persists`).
+    pub(crate) persists: Persists,
+    /// The step's commands, after those the driver's buffer already held.
     out: Vec<Command>,
     /// Jobs whose status changed in this step, possibly repeated; one `JobChanged` each
     /// at the end. A vector rather than a set: a step touches one or two jobs, and the
@@ -77,20 +80,26 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    /// An empty step at `now`.
+    /// A step at `now` appending to `out`, with the (empty) `changed` buffer kept from
+    /// the step before. Writes all `Persist`s unless told otherwise.
     pub(crate) fn new(
         now: Timestamp,
         agent_timeout: Duration,
         retention: Duration,
         health: NodeHealth,
-        changed: Vec<JobId>,
+        (out, changed): (Vec<Command>, Vec<JobId>),
     ) -> Ctx {
+        let (task_limits, persists) = (TaskLimits::NONE, Persists::All);
+        Ctx { now, agent_timeout, retention, health, task_limits, persists, out, changed }
+    }
+
+    /// A command buffer for one step's commands when the driver brings none.
+    pub(crate) fn new_buffer() -> Vec<Command> {
         // Room for a typical step at once: a report's persist, a launch and its persist,
         // two notices. Five commands (920 bytes) also stay under glibc's per-thread cache
         // limit (1032 bytes); eight, or growing past four, did not, and the allocator's
         // slow path was a quarter of the simulator's profile.
-        let out = Vec::with_capacity(5);
-        Ctx { now, agent_timeout, retention, health, task_limits: TaskLimits::NONE, out, changed }
+        Vec::with_capacity(5)
     }
 
     /// Appends a command.
@@ -104,9 +113,17 @@ impl Ctx {
         self.out.reserve(n);
     }
 
-    /// Appends a durable write.
+    /// Appends a durable write, if the driver wants writes of its kind.
     pub(crate) fn persist(&mut self, persist: Persist) {
-        self.out.push(Command::Persist(persist));
+        if self.persists.wants(&persist) {
+            self.out.push(Command::Persist(persist));
+        }
+    }
+
+    /// Whether the driver wants every durable write: the hot paths ask before building
+    /// a `Persist::Container` or `Persist::JobAdmitted` that would only be dropped.
+    pub(crate) fn persists_all(&self) -> bool {
+        self.persists.all()
     }
 
     /// Notes that `job`'s status (counts or state) changed.

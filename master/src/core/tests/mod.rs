@@ -18,6 +18,7 @@ mod mrm;
 mod mrm_kept;
 mod mrm_restart;
 mod nodes;
+mod persists;
 mod proportional;
 mod proportional_settings;
 mod purchases;

@@ -33,7 +33,7 @@ impl Policy for Reserving {
     fn schedule(&mut self, now: Timestamp, view: &SchedView<'_>, trigger: Trigger) -> Decisions {
         // FIFO first, so the earliest job asks for every free slot; then the same slots
         // again for later jobs, which the reactor takes once the earlier were refused.
-        let mut decisions = Fifo.schedule(now, view, trigger);
+        let mut decisions = Fifo::default().schedule(now, view, trigger);
         let jobs: Vec<_> = view.jobs_with_ready(SlotKind::Map).skip(1).collect();
         for job in jobs {
             for agent in view.agents_with_free(SlotKind::Map) {

@@ -32,7 +32,7 @@ impl Policy for Recording {
         if trigger == Trigger::Tick {
             self.last_tick = now;
         }
-        Fifo.schedule(now, view, trigger)
+        Fifo::default().schedule(now, view, trigger)
     }
 
     fn next_wakeup(&self) -> Option<Timestamp> {

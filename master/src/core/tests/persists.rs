@@ -1,0 +1,231 @@
+//! The lighter driving interface changes nothing but what it says it changes: a core
+//! told to build only some `Persist`s (the simulator's `Persists::JobStates`) emits
+//! exactly the master's command stream with the other writes left out, and
+//! `handle_into`/`tick_into` append exactly what `handle`/`tick` return.
+
+use slotmarket_common::container::ContainerState;
+use slotmarket_common::ids::{AgentId, ContainerId, JobId};
+use slotmarket_common::protocol::{ContainerReport, DataMode, Launch};
+use slotmarket_common::spec::JobSpec;
+use slotmarket_common::time::Timestamp;
+
+use super::builders::JobBuilder;
+use super::env::{START, alice, bob};
+use crate::core::{Command, Core, CoreConfig, Event, Persist, Persists, RequestId};
+
+/// Two cores fed the same events: `full` as the master runs it (every write, `handle`),
+/// `light` with `persists` through `handle_into`/`tick_into` on one reused buffer.
+struct Pair {
+    full: Core,
+    light: Core,
+    persists: Persists,
+    buffer: Vec<Command>,
+    now: Timestamp,
+    /// Every command the full core emitted, for the test's own checks.
+    seen: Vec<Command>,
+}
+
+/// A command standing for whatever a driver's buffer held before the call.
+const EARLIER: Command = Command::JobChanged { job: JobId(u64::MAX) };
+
+impl Pair {
+    fn new(persists: Persists) -> Pair {
+        let light = Core::new(CoreConfig { persists, ..CoreConfig::default() });
+        Pair {
+            full: Core::new(CoreConfig::default()),
+            light,
+            persists,
+            buffer: Vec::new(),
+            now: START,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Feeds `event` to both (`None`: a tick) and checks the light stream against the
+    /// full one; returns the full core's commands.
+    fn step(&mut self, event: Option<Event>) -> Vec<Command> {
+        self.buffer.clear();
+        self.buffer.push(EARLIER);
+        let full = match event {
+            Some(event) => {
+                let full = self.full.handle(self.now, event.clone());
+                self.light.handle_into(self.now, event, &mut self.buffer);
+                full
+            }
+            None => {
+                let full = self.full.tick(self.now);
+                self.light.tick_into(self.now, &mut self.buffer);
+                full
+            }
+        };
+        let expected: Vec<&Command> = std::iter::once(&EARLIER)
+            .chain(full.iter().filter(|c| !matches!(c, Command::Persist(p) if !self.persists.wants(p))))
+            .collect();
+        let got: Vec<&Command> = self.buffer.iter().collect();
+        assert_eq!(got, expected, "at {}", self.now);
+        self.seen.extend(full.iter().cloned());
+        full
+    }
+
+    /// Runs every launched task to its end, `fail` deciding which attempts fail, until
+    /// nothing is launched any more; one second per round.
+    fn run_to_end(&mut self, first: Vec<Command>, fail: impl Fn(&Launch) -> bool) {
+        let mut out = first;
+        for _ in 0..100 {
+            let launches: Vec<(AgentId, Launch)> = out
+                .iter()
+                .filter_map(|c| match c {
+                    Command::Launch { agent, launch } => Some((*agent, launch.clone())),
+                    _ => None,
+                })
+                .collect();
+            if launches.is_empty() {
+                return;
+            }
+            self.now = Timestamp(self.now.0 + 1000);
+            out = Vec::new();
+            for (agent, launch) in &launches {
+                let reports = [ContainerState::Acquired, ContainerState::Running]
+                    .map(|state| report(launch, state, self.now))
+                    .to_vec();
+                out.extend(self.step(Some(Event::ContainerReports { agent: *agent, reports })));
+            }
+            self.now = Timestamp(self.now.0 + 1000);
+            out.extend(self.step(None));
+            for (agent, launch) in &launches {
+                let end = if fail(launch) { ContainerState::Failed } else { ContainerState::Completed };
+                let reports = vec![report(launch, end, self.now)];
+                out.extend(self.step(Some(Event::ContainerReports { agent: *agent, reports })));
+            }
+        }
+        panic!("the jobs did not finish in 100 rounds");
+    }
+}
+
+fn report(launch: &Launch, state: ContainerState, at: Timestamp) -> ContainerReport {
+    let failed = state == ContainerState::Failed;
+    ContainerReport {
+        container: launch.container,
+        task: launch.task,
+        attempt: launch.attempt,
+        state,
+        at,
+        exit_code: failed.then_some(3),
+        message: failed.then(|| "boom".to_string()),
+    }
+}
+
+fn join(n: u32) -> Event {
+    Event::AgentJoined {
+        agent: AgentId(n),
+        node: format!("n{n}"),
+        map_slots: 2,
+        reduce_slots: 1,
+        live_containers: Vec::new(),
+        data_mode: DataMode::Shared,
+        data_dir_id: String::new(),
+    }
+}
+
+fn submit(request: u64, spec: JobSpec, by_bob: bool) -> Event {
+    let caller = if by_bob { bob() } else { alice() };
+    Event::JobSubmitted { request: RequestId(request), caller, spec }
+}
+
+/// Three jobs through two agents: one completes, one fails a task once and then
+/// completes, one uses up its attempts and fails (killing its other live task); then a
+/// fourth is cancelled while it runs.
+fn scenario(persists: Persists) -> Pair {
+    let mut pair = Pair::new(persists);
+    let mut out = Vec::new();
+    for n in 1..=2 {
+        out.extend(pair.step(Some(join(n))));
+    }
+    out.extend(pair.step(Some(submit(1, JobBuilder::map_reduce(3, 2).build(), false))));
+    out.extend(pair.step(Some(submit(2, JobBuilder::maps(2).name("flaky").build(), true))));
+    out.extend(pair.step(Some(submit(3, JobBuilder::maps(2).name("doomed").max_attempts(2).build(), false))));
+    // Job 2's first task fails its first attempt; every attempt of job 3's first task fails.
+    pair.run_to_end(out, |l| {
+        (l.task.job == JobId(2) && l.task.index == 0 && l.attempt.0 == 1)
+            || (l.task.job == JobId(3) && l.task.index == 0)
+    });
+    let out = pair.step(Some(submit(4, JobBuilder::maps(3).build(), false)));
+    assert!(out.iter().any(|c| matches!(c, Command::Launch { .. })));
+    pair.now = Timestamp(pair.now.0 + 1000);
+    let cancel = Event::JobCancelRequested { request: RequestId(5), caller: alice(), job: JobId(4) };
+    let out = pair.step(Some(cancel));
+    for container in out.iter().filter_map(|c| match c {
+        Command::Kill { container, .. } => Some(*container),
+        _ => None,
+    }) {
+        let Some((agent, launch)) = launched(&pair.seen, container) else { panic!("{container} unknown") };
+        let reports = vec![report(&launch, ContainerState::Killed, pair.now)];
+        pair.step(Some(Event::ContainerReports { agent, reports }));
+    }
+    pair
+}
+
+fn launched(seen: &[Command], container: ContainerId) -> Option<(AgentId, Launch)> {
+    seen.iter().find_map(|c| match c {
+        Command::Launch { agent, launch } if launch.container == container => Some((*agent, launch.clone())),
+        _ => None,
+    })
+}
+
+/// What kinds of write the full stream held, to show the scenario covers them.
+fn kinds(seen: &[Command]) -> [usize; 4] {
+    let mut counts = [0; 4];
+    for command in seen {
+        match command {
+            Command::Persist(Persist::Container { .. }) => counts[0] += 1,
+            Command::Persist(Persist::JobAdmitted { .. }) => counts[1] += 1,
+            Command::Persist(Persist::JobState { .. }) => counts[2] += 1,
+            Command::Persist(Persist::History { .. }) => counts[3] += 1,
+            _ => {}
+        }
+    }
+    counts
+}
+
+#[test]
+fn a_core_building_only_job_states_emits_the_masters_stream_without_the_other_writes() {
+    let pair = scenario(Persists::JobStates);
+    let [containers, admitted, states, histories] = kinds(&pair.seen);
+    // Every kind the simulator leaves unbuilt was there to leave out.
+    assert!(containers > 20 && admitted == 4 && histories == 4, "{:?}", kinds(&pair.seen));
+    // Three jobs ran (the fourth was cancelled before a task reported running), and the
+    // four ended: completed, completed, failed, cancelled.
+    assert_eq!(states, 7);
+    let failed = pair.seen.iter().any(|c| {
+        matches!(c, Command::Persist(Persist::JobState { job: JobId(3), state, .. }) if state.name() == "failed")
+    });
+    assert!(failed, "job 3 should have failed");
+}
+
+#[test]
+fn a_core_building_job_states_and_history_emits_the_masters_stream_without_the_other_writes() {
+    scenario(Persists::JobStatesAndHistory);
+}
+
+#[test]
+fn every_write_through_handle_into_is_the_stream_handle_returns() {
+    scenario(Persists::All);
+}
+
+#[test]
+fn persists_wants_only_what_it_names() {
+    let state = Persist::JobState {
+        job: JobId(1),
+        state: slotmarket_common::protocol::JobState::Running,
+        at: START,
+        message: None,
+        tasks_completed: 0,
+    };
+    let deadline = Persist::Deadline { job: JobId(1), deadline: None };
+    assert!(Persists::All.wants(&state) && Persists::All.wants(&deadline));
+    assert!(Persists::JobStates.wants(&state) && !Persists::JobStates.wants(&deadline));
+    assert!(Persists::JobStatesAndHistory.wants(&state) && !Persists::JobStatesAndHistory.wants(&deadline));
+    assert!(
+        Persists::All.history() && Persists::JobStatesAndHistory.history() && !Persists::JobStates.history()
+    );
+}
