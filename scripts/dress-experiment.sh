@@ -39,7 +39,7 @@ esac
 
 flag=()
 [ "$PROFILE" = release ] && flag=(--release)
-cargo build -q "${flag[@]}" -p slotmarket-sim
+cargo build -q "${flag[@]}" -p slotmarket-master --bin slotmarket-sim
 SIM=${CARGO_TARGET_DIR:-target}/$PROFILE/slotmarket-sim
 
 work=$(mktemp -d)

@@ -155,7 +155,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match runtime_for(&cli.command) {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
@@ -171,6 +171,19 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The async runtime a command runs on. Commands that talk to the master over one
+/// connection run on the calling thread: starting worker threads, and handing every packet
+/// between them, was a measurable share of a one-request CLI run's CPU. The demo and the
+/// workload runner keep the multi-thread runtime: they drive local clusters and many
+/// requests at once, and sleep between polls.
+fn runtime_for(command: &Command) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = match command {
+        Command::Demo(_) | Command::Workload(_) => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
+    };
+    builder.enable_all().build()
 }
 
 /// Dispatches to the subcommand's module.

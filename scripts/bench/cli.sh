@@ -5,7 +5,8 @@
 #   - latency: `slotmarket submit --wait` of one `true` task, TIMES times, p50 and p99;
 #   - submit rate: PARALLEL CLIs at once, each submitting SUBMITS jobs one process per
 #     job; one `slotmarket submit` carrying BATCH specs over one connection; and PARALLEL
-#     CLIs at once, each carrying SUBMITS specs.
+#     CLIs at once, each carrying SUBMITS specs;
+#   - CPU per run (with perf): `--version`, `nodes` and a one-job `submit`, each TIMES times.
 # Every submit is acknowledged only once the master has it on disk, so the rates include
 # the store's commits. Times come from bash's $EPOCHREALTIME (no process per reading).
 #
@@ -129,6 +130,12 @@ batch_rate() {
     awk -v n="$BATCH" -v us=$((end - start)) 'BEGIN { printf "%.0f\n", n / (us / 1e6) }'
 }
 
+# CPU of one run of "$@" in ms (perf stat task-clock, mean of TIMES runs); "-" without perf.
+cpu_ms() {
+    command -v perf >/dev/null || { echo -; return; }
+    perf stat -x, -r "$TIMES" -e task-clock "$@" 2>&1 >/dev/null | awk -F, '/task-clock/ { printf "%.2f\n", $1 }'
+}
+
 echo "slotmarket CLI benchmark ($PROFILE build, $(nproc) cores): $(uptime | sed 's/.*load/load/')"
 read -r floor50 floor99 < <(times_ms "$BIN/slotmarket" --version | percentiles)
 read -r nodes50 nodes99 < <(times_ms "$BIN/slotmarket" nodes | percentiles)
@@ -155,6 +162,10 @@ if [ -n "${BASELINE_BIN:-}" ]; then
     printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "alternating: this build" "$alt50" "$alt99"
     printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "alternating: baseline build" "$old50" "$old99"
 fi
+for cli in "$BIN/slotmarket" ${BASELINE_CLI:+"$BASELINE_CLI"}; do
+    printf '%-34s --version %s ms  nodes %s ms  submit %s ms\n' "CPU per run ($(basename "$cli"))" \
+        "$(cpu_ms "$cli" --version)" "$(cpu_ms "$cli" nodes)" "$(cpu_ms "$cli" submit "$WORK/one.toml")"
+done
 rate=$(parallel_rate)
 printf '%-34s %7s jobs/s\n' "$PARALLEL parallel CLIs x $SUBMITS submits" "$rate"
 if "$BIN/slotmarket" submit --help | grep -Eq 'JOB.toml>(\.\.\.| \[MORE.toml\]\.\.\.)'; then

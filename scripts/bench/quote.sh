@@ -6,7 +6,7 @@
 #   scripts/bench/quote.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo build --release --quiet -p slotmarket-sim
+cargo build --release --quiet -p slotmarket-master --bin slotmarket-sim
 SIM=${CARGO_TARGET_DIR:-target}/release/slotmarket-sim
 "$SIM" bench-quote --admitted 1000 --quotes 200
 "$SIM" bench-quote --admitted 10000 --quotes 50

@@ -20,7 +20,7 @@ INTERARRIVAL=${INTERARRIVAL:-50}
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
-cargo build --release --quiet -p slotmarket-sim
+cargo build --release --quiet -p slotmarket-master --bin slotmarket-sim
 target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 bin="$target_dir/release/slotmarket-sim"
 

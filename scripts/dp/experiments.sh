@@ -3,7 +3,7 @@
 # ones) and 10 users at rates 1..10, each under fifo and proportional without and with
 # preemption, over seeds. Prints the tables of docs/experiments/dp.md.
 # Usage: scripts/dp/experiments.sh [OUT_DIR] (default runs/dp; EXPERIMENTS="two ten" picks some); needs a release build of
-# slotmarket-sim (cargo build --release -p slotmarket-sim).
+# slotmarket-sim (cargo build --release -p slotmarket-master --bin slotmarket-sim).
 set -euo pipefail
 out=${1:-runs/dp}
 sim=${SIM:-${CARGO_TARGET_DIR:-target}/release/slotmarket-sim}

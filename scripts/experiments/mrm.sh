@@ -12,7 +12,7 @@
 # arrivals the map slots are 69 % busy and jobs queue, as the paper's heavy load; the
 # generator's own defaults, 20 s and 30 s, leave the cluster a third busy).
 #
-# Needs `cargo build --release -p slotmarket-sim` and python3.
+# Needs `cargo build --release -p slotmarket-master --bin slotmarket-sim` and python3.
 set -euo pipefail
 JOBS=${1:-2000}
 SEEDS=${2:-10}

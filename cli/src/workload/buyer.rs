@@ -3,7 +3,7 @@
 //! its processing time and every other job pays only its processing time, which buys the
 //! cheapest (latest) deadline. One token buys one unit of processing time: here one
 //! credit per slot-hour of the quote's PI-upper work, the processing time MRM prices
-//! (its floor), as the simulator's buyer (`slotmarket_sim::market::buy`) has it
+//! (its floor), as the simulator's buyer (`slotmarket_master::sim::market::buy`) has it
 //! and as the paper's Table 8 implies (tolerant jobs pay 1.2 times their real usage,
 //! sensitive ones at α = 2 pay 2.4 times: α times the same estimate).
 //!

@@ -680,7 +680,7 @@ impl State {
 /// A hasher for integer ids: one multiply, no per-map random state (so no hidden
 /// randomness either; nothing iterates a hashed map in an order that reaches output).
 #[derive(Default)]
-pub struct IdHasher(u64);
+pub(crate) struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn finish(&self) -> u64 {

@@ -15,7 +15,7 @@ use super::plot::{Series, series_chart};
 use super::report::SloSample;
 use super::workload::{Trace, TraceError};
 use super::{SimConfig, SimError};
-use slotmarket_master::core::{CoreConfig, PolicySettings};
+use crate::core::{CoreConfig, PolicySettings};
 
 /// One policy of the comparison, as `[policy]` settings.
 #[derive(Clone, Debug)]

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use slotmarket_common::spec::JobClass;
 use slotmarket_master::core::{CoreConfig, PolicySettings};
-use slotmarket_sim::report::{Outcome, Summary};
-use slotmarket_sim::workload::{Durations, Trace, TraceJob, TraceStage};
-use slotmarket_sim::{self as sim, SimConfig, SimRun};
+use slotmarket_master::sim::report::{Outcome, Summary};
+use slotmarket_master::sim::workload::{Durations, Trace, TraceJob, TraceStage};
+use slotmarket_master::sim::{self, SimConfig, SimRun};
 
 /// A job of `maps` map tasks of `map_s` seconds (and `reduces` reduce tasks of
 /// `reduce_s` behind a barrier if `reduces > 0`) arriving at `at`.

@@ -33,11 +33,11 @@ use slotmarket_common::time::Timestamp;
 use slotmarket_master::config::PolicyTable;
 use slotmarket_master::core::pricing::PriceCurve;
 use slotmarket_master::core::{AdmissionMode, AdmissionSettings, CoreConfig, PolicySettings};
-use slotmarket_sim::accounts::read_account_events;
-use slotmarket_sim::market::{MarketConfig, MarketSummary, SimAdmission};
-use slotmarket_sim::report::{Summary, write_jobs_csv, write_slots_csv};
-use slotmarket_sim::workload::{Trace, secs_to_ms};
-use slotmarket_sim::{self as sim, SimConfig, SimRun};
+use slotmarket_master::sim::accounts::read_account_events;
+use slotmarket_master::sim::market::{MarketConfig, MarketSummary, SimAdmission};
+use slotmarket_master::sim::report::{Summary, write_jobs_csv, write_slots_csv};
+use slotmarket_master::sim::workload::{Trace, secs_to_ms};
+use slotmarket_master::sim::{self, SimConfig, SimRun};
 use tracing::info;
 
 /// Discrete-event simulator for Slotmarket's scheduling policies.
@@ -72,7 +72,7 @@ enum Command {
 /// Flags of `run`.
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// The trace to run (JSON lines, see `slotmarket_sim::workload`).
+    /// The trace to run (JSON lines, see `slotmarket_master::sim::workload`).
     #[arg(long)]
     trace: Option<PathBuf>,
     /// Scheduling policy: fifo, fair, priority, capacity, gang-fifo, dress, edf or proportional, with its default settings

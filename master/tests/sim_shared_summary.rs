@@ -12,10 +12,10 @@ use std::process::Command;
 use slotmarket_common::metrics::{RunFacts, read_jobs_csv, summarise};
 use slotmarket_common::time::Timestamp;
 use slotmarket_master::core::{CoreConfig, PolicySettings};
-use slotmarket_sim::generate::Mrm;
-use slotmarket_sim::report::{Outcome, Summary, records, run_facts, write_jobs_csv};
-use slotmarket_sim::workload::Trace;
-use slotmarket_sim::{self as sim, SimConfig};
+use slotmarket_master::sim::generate::Mrm;
+use slotmarket_master::sim::report::{Outcome, Summary, records, run_facts, write_jobs_csv};
+use slotmarket_master::sim::workload::Trace;
+use slotmarket_master::sim::{self, SimConfig};
 
 /// 120 jobs of the MRM mix on 6 nodes, queued by class, with noise and failures.
 fn trace() -> Trace {

@@ -275,7 +275,7 @@ fn round_ms(secs: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::Trace;
+    use crate::sim::workload::Trace;
 
     fn collect(
         generate: impl FnOnce(&mut dyn FnMut(TraceJob) -> Result<(), ()>) -> Result<(), ()>,

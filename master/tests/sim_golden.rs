@@ -10,11 +10,11 @@ use std::path::PathBuf;
 
 use slotmarket_common::spec::{JobClass, SlotKind};
 use slotmarket_master::core::{CoreConfig, PolicySettings};
-use slotmarket_sim::generate::Mrm;
-use slotmarket_sim::report::{Outcome, Summary, write_jobs_csv, write_slots_csv};
-use slotmarket_sim::rng::Rng;
-use slotmarket_sim::workload::{Dist, Durations, Trace, TraceJob, TraceStage};
-use slotmarket_sim::{self as sim, SimConfig};
+use slotmarket_master::sim::generate::Mrm;
+use slotmarket_master::sim::report::{Outcome, Summary, write_jobs_csv, write_slots_csv};
+use slotmarket_master::sim::rng::Rng;
+use slotmarket_master::sim::workload::{Dist, Durations, Trace, TraceJob, TraceStage};
+use slotmarket_master::sim::{self, SimConfig};
 
 /// 200 jobs of the MRM mix at about 90 % map load (a job every 65 s on 10 nodes), with noise and
 /// failures, queues by class so `capacity` has something to divide.

@@ -6,15 +6,15 @@ use anyhow::{Context, Result, anyhow};
 use clap::Args;
 use slotmarket_master::config::PolicyTable;
 use slotmarket_master::core::{CoreConfig, PolicySettings};
-use slotmarket_sim::SimConfig;
+use slotmarket_master::sim::SimConfig;
 use std::path::Path;
 
 use slotmarket_master::core::policy::jockey::Indicator;
-use slotmarket_sim::jockey_experiment::{
+use slotmarket_master::sim::jockey_experiment::{
     Outcome, Row, Variant, allocation_plot, completion_plot, indicator_markdown, markdown, run_one, trace_of,
 };
-use slotmarket_sim::jockey_gen::JockeyMix;
-use slotmarket_sim::report::SloSample;
+use slotmarket_master::sim::jockey_gen::JockeyMix;
+use slotmarket_master::sim::report::SloSample;
 
 /// Flags of `jockey`.
 #[derive(Args, Debug)]

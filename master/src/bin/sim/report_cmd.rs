@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 use slotmarket_common::metrics::read_jobs_csv;
-use slotmarket_sim::plot::{self, RunData};
+use slotmarket_master::sim::plot::{self, RunData};
 
 /// Flags of `report`.
 #[derive(Args, Debug)]

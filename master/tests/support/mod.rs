@@ -1,8 +1,8 @@
 //! Helpers shared by the simulator's integration tests.
 
 use slotmarket_common::spec::JobClass;
-use slotmarket_sim::generate::Mrm;
-use slotmarket_sim::workload::Trace;
+use slotmarket_master::sim::generate::Mrm;
+use slotmarket_master::sim::workload::Trace;
 
 /// An MRM-mix trace with each job in a queue named after its class, so `capacity` has
 /// something to divide.

@@ -15,8 +15,8 @@ use slotmarket_common::time::Timestamp;
 use super::report::SlotUsage;
 use super::rng;
 use super::workload::{MIN_TASK_MS, task_key};
+use crate::core::IdHasher;
 use slotmarket_common::spec::SlotKind;
-use slotmarket_master::core::IdHasher;
 
 /// Salts that keep the draws of one task apart.
 const NOISE: u64 = 1;

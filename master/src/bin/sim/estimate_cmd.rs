@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use slotmarket_master::core::estimate_eval::{self, EvalSettings};
-use slotmarket_sim::workload::Trace;
-use slotmarket_sim::{self as sim, SimConfig};
+use slotmarket_master::sim::workload::Trace;
+use slotmarket_master::sim::{self, SimConfig};
 
 /// Flags of `estimate`.
 #[derive(Args, Debug)]

@@ -6,10 +6,10 @@
 use slotmarket_common::spec::JobClass;
 use slotmarket_master::core::pricing::PriceCurve;
 use slotmarket_master::core::{AdmissionMode, AdmissionSettings, CoreConfig, PolicySettings};
-use slotmarket_sim::market::{ClassFigures, MarketConfig, MarketSummary, SimAdmission};
-use slotmarket_sim::report::Outcome;
-use slotmarket_sim::workload::{Durations, Trace, TraceJob, TraceStage};
-use slotmarket_sim::{self as sim, SimConfig};
+use slotmarket_master::sim::market::{ClassFigures, MarketConfig, MarketSummary, SimAdmission};
+use slotmarket_master::sim::report::Outcome;
+use slotmarket_master::sim::workload::{Durations, Trace, TraceJob, TraceStage};
+use slotmarket_master::sim::{self, SimConfig};
 
 /// `maps` 10 s map tasks arriving at `at` seconds.
 fn job(id: &str, at: f64, maps: u32, class: JobClass) -> TraceJob {

@@ -13,7 +13,7 @@ use slotmarket_common::time::Timestamp;
 use super::report::{JobResult, Outcome};
 use super::rng::{hash, normal};
 use super::workload::{Trace, TraceJob};
-use slotmarket_master::core::{Choice, Core, Offer};
+use crate::core::{Choice, Core, Offer};
 
 /// How deadlines are bought in a simulated run.
 #[derive(Clone, Copy, PartialEq, Debug)]

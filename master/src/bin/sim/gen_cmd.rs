@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use slotmarket_sim::generate::{Dp, Dress, Mrm};
-use slotmarket_sim::jockey_gen::JockeyMix;
-use slotmarket_sim::workload::{TraceError, TraceJob, write_job};
+use slotmarket_master::sim::generate::{Dp, Dress, Mrm};
+use slotmarket_master::sim::jockey_gen::JockeyMix;
+use slotmarket_master::sim::workload::{TraceError, TraceJob, write_job};
 
 /// Which workload to generate.
 #[derive(Clone, Copy, Debug, ValueEnum)]

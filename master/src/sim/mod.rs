@@ -2,10 +2,6 @@
 //! drives the same sans-IO [`Core`] the master runs, with simulated agents whose task
 //! durations come from a trace.
 //!
-//! It is a crate of its own, not a module of `slotmarket-master`, so that a release build
-//! compiles it beside the master's binary instead of before it: neither the master, the
-//! agent nor the CLI needs it.
-//!
 //! - [`workload`]: the trace format, reading and checking it, task durations.
 //! - [`generate`]: seeded trace generators (MRM's Table 1 mix, a DRESS-style congested
 //!   mix, DP-style user streams).
@@ -27,7 +23,6 @@
 //! the attempt's work. Those reports go back into the core at the same instant, until it
 //! has nothing more to say. The run stops when nothing is left to happen, at the horizon,
 //! or at the step bound (which only a policy that never settles can reach).
-#![warn(missing_docs)]
 
 pub mod accounts;
 mod agents;
@@ -49,20 +44,20 @@ use std::time::Duration;
 
 use slotmarket_common::identity::{Identity, Role};
 
+use crate::core::policy::jockey::{CompletionModel, build_completion_model};
 use slotmarket_common::ids::{AgentId, ContainerId, JobId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, DataMode, JobHistory, JobState, Response};
 use slotmarket_common::spec::DeadlineSpec;
 use slotmarket_common::time::Timestamp;
-use slotmarket_master::core::policy::jockey::{CompletionModel, build_completion_model};
 use thiserror::Error;
 
-use agents::Agents;
-use longest::LongestTasks;
-use report::{JobResult, Outcome, SloSample, SlotUsage};
-use slotmarket_master::core::{
+use crate::core::{
     Command, Core, CoreConfig, Event, IdHasher, KillReason, NodeHealth, Persist, Persists, RequestId,
     invariants,
 };
+use agents::Agents;
+use longest::LongestTasks;
+use report::{JobResult, Outcome, SloSample, SlotUsage};
 use wakeup::Wakeup;
 use workload::{Trace, secs_to_ms};
 
