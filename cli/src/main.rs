@@ -154,6 +154,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Demo(_) | Command::Workload(_)) {
+        end_quietly_when_the_reader_leaves();
+    }
     init_tracing();
     let runtime = match runtime_for(&cli.command) {
         Ok(runtime) => runtime,
@@ -170,6 +173,19 @@ fn main() -> ExitCode {
             eprintln!("error: {}", output::sanitize(&format!("{err:#}")));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// A reader that leaves early (`slotmarket jobs --json | head -1`) ends the CLI at its
+/// next write, quietly, as it ends `cat` or `ls`. Rust ignores SIGPIPE, which turns that
+/// write into a panic ("failed printing to stdout: Broken pipe"). The demo and the
+/// workload runner keep ignoring it: a signal would end them without stopping the
+/// master and agents they started.
+fn end_quietly_when_the_reader_leaves() {
+    // SAFETY: restores a signal's default disposition on the main thread before any
+    // other thread (tokio's, tracing's) exists; no handler is installed.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

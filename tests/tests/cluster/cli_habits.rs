@@ -3,6 +3,7 @@
 //! across a master killed and restarted, time limits, `--after`, and where the client
 //! config is found.
 
+use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 
 use serde_json::Value;
@@ -248,4 +249,24 @@ async fn the_client_config_is_found_in_xdg_config_home_before_home() {
     let out = run(None, &["nodes"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("127.0.0.1:1"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_leaves_early_ends_the_cli_quietly_not_with_a_panic() {
+    let cluster = TestCluster::start_with(&[agent("node-1", 2, 1)], 15_000).await;
+    let mut jobs = std::process::Command::new(binary("slotmarket"));
+    jobs.args(["--json", "--master", &cluster.addr.to_string(), "--identity", "alice"])
+        .arg("--cert-dir")
+        .arg(cluster.dir.path().join("pki"))
+        .arg("nodes")
+        .env_remove("SLOTMARKET_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = jobs.spawn().expect("spawn slotmarket nodes");
+    // The reader leaves before the answer arrives, as `| head -0` would.
+    drop(child.stdout.take());
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output()).await.unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}: {stderr}", out.status);
 }
