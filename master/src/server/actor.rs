@@ -776,6 +776,10 @@ fn millis(duration: Duration) -> u64 {
 }
 
 #[cfg(test)]
+#[path = "actor_test_support.rs"]
+mod test_support;
+
+#[cfg(test)]
 #[path = "actor_tests.rs"]
 mod tests;
 

@@ -10,6 +10,7 @@ use slotmarket_common::identity::Role;
 use slotmarket_common::ids::AttemptId;
 use slotmarket_common::spec::JobSpec;
 
+use super::test_support::register_node;
 use super::*;
 use crate::core::CoreConfig;
 use crate::server::DEFAULT_HEARTBEAT_INTERVAL;
@@ -29,27 +30,15 @@ fn alice() -> Identity {
     Identity { role: Role::User, principal: "alice".into() }
 }
 
-/// Registers node `n1` (one map slot) reporting `live`; returns its id and queue.
+/// Registers node `n1` (one map slot) reporting `live`; returns its id and queue, past
+/// the `Registered` answer.
 fn register(
     actor: &mut Actor,
     live: Vec<ContainerReport>,
 ) -> (AgentId, mpsc::UnboundedReceiver<MasterToAgent>) {
-    let (outbound, mut outbound_rx) = mpsc::unbounded_channel();
-    let (assigned, mut assigned_rx) = oneshot::channel();
-    let input = Input::AgentRegistered {
-        node: "n1".into(),
-        map_slots: 1,
-        reduce_slots: 0,
-        live_containers: live,
-        outbound,
-        assigned,
-        data_mode: DataMode::Shared,
-        data_dir_id: String::new(),
-    };
-    let commands = actor.on_input(input);
-    actor.execute(commands).unwrap();
+    let (agent, mut outbound_rx) = register_node(actor, 1, live);
     assert!(matches!(outbound_rx.try_recv(), Ok(MasterToAgent::Registered { .. })));
-    (assigned_rx.try_recv().unwrap(), outbound_rx)
+    (agent, outbound_rx)
 }
 
 fn reported(actor: &mut Actor, agent: AgentId, launch: &Launch, state: ContainerState) {

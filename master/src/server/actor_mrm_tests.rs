@@ -9,6 +9,7 @@ use slotmarket_common::money::Credits;
 use slotmarket_common::protocol::{DeadlineChoice, EntryKind, JobState};
 use slotmarket_common::spec::JobSpec;
 
+use super::test_support::register_node;
 use super::*;
 use crate::core::{AdmissionMode, AdmissionSettings, CoreConfig};
 use crate::server::DEFAULT_HEARTBEAT_INTERVAL;
@@ -41,20 +42,7 @@ fn ask(actor: &mut Actor, caller: Identity, request: Request) -> Response {
 fn market(dir: &Path, budget: &str) -> (Actor, mpsc::UnboundedReceiver<MasterToAgent>) {
     let mut actor = actor_on(dir, AdmissionMode::Mrm);
     actor.recover().unwrap();
-    let (outbound, outbound_rx) = mpsc::unbounded_channel();
-    let (assigned, _assigned_rx) = oneshot::channel();
-    let input = Input::AgentRegistered {
-        node: "n1".into(),
-        map_slots: 2,
-        reduce_slots: 0,
-        live_containers: Vec::new(),
-        outbound,
-        assigned,
-        data_mode: DataMode::Shared,
-        data_dir_id: String::new(),
-    };
-    let commands = actor.on_input(input);
-    actor.execute(commands).unwrap();
+    let (_, outbound_rx) = register_node(&mut actor, 2, Vec::new());
     let add = Request::AccountAdd {
         account: AccountId("alice".into()),
         budget: Some(budget.parse().unwrap()),

@@ -8,6 +8,7 @@ use slotmarket_common::ids::{AccountId, AttemptId, StageId, TaskId};
 use slotmarket_common::protocol::{JobState, StageOutputs};
 use slotmarket_common::spec::JobSpec;
 
+use super::test_support::register_node;
 use super::*;
 use crate::core::CoreConfig;
 use crate::server::DEFAULT_HEARTBEAT_INTERVAL;
@@ -103,25 +104,6 @@ fn an_unsendable_launch_fails_its_attempt_instead_of_reaching_the_agent() {
     assert_eq!(actor.core.view().nodes()[0].map_used, 0, "the slot is free again");
 }
 
-/// Registers one agent with `map_slots` map slots; returns its id and outbound queue.
-fn join(actor: &mut Actor, map_slots: u32) -> (AgentId, mpsc::UnboundedReceiver<MasterToAgent>) {
-    let (outbound, outbound_rx) = mpsc::unbounded_channel();
-    let (assigned, mut assigned_rx) = oneshot::channel();
-    let input = Input::AgentRegistered {
-        node: "n1".into(),
-        map_slots,
-        reduce_slots: 0,
-        live_containers: Vec::new(),
-        outbound,
-        assigned,
-        data_mode: DataMode::Shared,
-        data_dir_id: String::new(),
-    };
-    let commands = actor.on_input(input);
-    actor.execute(commands).unwrap();
-    (assigned_rx.try_recv().unwrap(), outbound_rx)
-}
-
 fn alice() -> Identity {
     Identity { role: slotmarket_common::identity::Role::User, principal: "alice".into() }
 }
@@ -139,7 +121,7 @@ fn submit(actor: &mut Actor, spec: &str) -> Response {
 fn a_watcher_that_never_reads_holds_only_the_latest_update() {
     let dir = tempfile::tempdir().unwrap();
     let mut actor = actor_on(dir.path(), DEFAULT_HEARTBEAT_INTERVAL);
-    let (agent, mut outbound) = join(&mut actor, 1);
+    let (agent, mut outbound) = register_node(&mut actor, 1, Vec::new());
     assert!(matches!(outbound.try_recv(), Ok(MasterToAgent::Registered { .. })));
     let many = SPEC.replace("tasks = 1", "tasks = 100");
     let Response::Submitted { job } = submit(&mut actor, &many) else { panic!("not submitted") };
@@ -212,7 +194,7 @@ fn log_query(job: JobId) -> LogQuery {
 fn a_log_read_goes_to_the_agent_that_ran_the_task_and_only_its_answer_counts() {
     let dir = tempfile::tempdir().unwrap();
     let mut actor = actor_on(dir.path(), DEFAULT_HEARTBEAT_INTERVAL);
-    let (agent, mut outbound) = join(&mut actor, 1);
+    let (agent, mut outbound) = register_node(&mut actor, 1, Vec::new());
     let Response::Submitted { job, .. } = submit(&mut actor, SPEC) else { panic!("not admitted") };
     while let Ok(message) = outbound.try_recv() {
         assert!(!matches!(message, MasterToAgent::ReadLog(_)), "no read yet");
@@ -253,7 +235,7 @@ fn a_log_read_goes_to_the_agent_that_ran_the_task_and_only_its_answer_counts() {
 fn a_locate_is_answered_to_the_asking_agent_at_once_and_a_bad_one_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let mut actor = actor_on(dir.path(), DEFAULT_HEARTBEAT_INTERVAL);
-    let (agent, mut outbound) = join(&mut actor, 1);
+    let (agent, mut outbound) = register_node(&mut actor, 1, Vec::new());
     let two_maps = SPEC.replace("tasks = 1", "tasks = 2");
     let Response::Submitted { job } = submit(&mut actor, &two_maps) else { panic!("not submitted") };
     while outbound.try_recv().is_ok() {}
