@@ -248,8 +248,17 @@ impl PreparedTask {
     /// (`clone3`, [`crate::spawn`]); otherwise, or where `clone3` is refused, through
     /// `tokio::process` with the cgroup joined between fork and exec.
     fn start(self) -> io::Result<TaskChild> {
-        let PreparedTask { container, rendered, dir, stdout, stderr, env, cgroup_procs, cgroup_dir, user } =
-            self;
+        let PreparedTask {
+            container,
+            rendered,
+            dir,
+            mut stdout,
+            mut stderr,
+            env,
+            cgroup_procs,
+            cgroup_dir,
+            user,
+        } = self;
         if let Some(cgroup) = cgroup_dir.filter(|_| !CLONE3_REFUSED.load(Ordering::Relaxed)) {
             let args = [OsStr::new("-c"), OsStr::new(&rendered)];
             let command = TaskCommand::new(
@@ -267,20 +276,9 @@ impl PreparedTask {
                 Err(SpawnFailure::Unsupported) => {
                     warn!(%container, "clone3 is refused here; tasks join their cgroup after fork instead");
                     CLONE3_REFUSED.store(true, Ordering::Relaxed);
-                    return PreparedTask::reopen_outputs(&dir).and_then(|(stdout, stderr)| {
-                        let task = PreparedTask {
-                            container,
-                            rendered,
-                            dir,
-                            stdout,
-                            stderr,
-                            env,
-                            cgroup_procs,
-                            cgroup_dir: None,
-                            user,
-                        };
-                        task.start()
-                    });
+                    // The refused command took the output files; the fallback below
+                    // starts the task with fresh handles on them.
+                    (stdout, stderr) = PreparedTask::reopen_outputs(&dir)?;
                 }
             }
         }
