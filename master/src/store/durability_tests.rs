@@ -1,14 +1,18 @@
-//! The durability rule: which transactions commit without waiting for fsync, and that
-//! such commits are still committed (a reopened store, as after a SIGKILLed master, has
-//! them).
+//! The durability rule: every commit returns without waiting for the disk, a reopened
+//! store (as after a SIGKILLed master) still has it, and a `WalSync` syncs the file the
+//! commits went to, across checkpoints and a replaced WAL; job ids continue above the
+//! durable reservation.
 
 use slotmarket_common::container::ContainerState;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
 use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, JobState};
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
 
-use super::{Durability, Store};
+use super::{Store, WalSync};
 use crate::core::Persist;
 
 const SPEC: &str =
@@ -47,55 +51,32 @@ fn synchronous(store: &Store) -> i64 {
     store.conn.query_row("PRAGMA synchronous", [], |row| row.get(0)).unwrap()
 }
 
-#[test]
-fn only_acquired_running_and_job_start_writes_are_relaxed() {
-    use ContainerState::*;
-    let relaxed = [
-        vec![container(Acquired, 1)],
-        vec![container(Acquired, 1), container(Running, 2), job_state(JobState::Running, 2)],
-    ];
-    for ops in relaxed {
-        assert_eq!(Durability::of(&ops), Durability::Relaxed, "{ops:?}");
-    }
-    let full = [
-        vec![admitted()],
-        vec![container(Allocated, 1)],
-        vec![container(Completed, 3)],
-        vec![container(Failed, 3)],
-        vec![container(Killed, 3)],
-        vec![job_state(JobState::Completed, 3)],
-        // One acknowledged write makes the whole transaction FULL.
-        vec![container(Running, 2), container(Completed, 3)],
-        vec![container(Running, 2), container(Allocated, 2)],
-    ];
-    for ops in full {
-        assert_eq!(Durability::of(&ops), Durability::Full, "{ops:?}");
-    }
+/// The (device, inode) of the database's WAL file as it is now.
+fn wal_id(dir: &Path) -> (u64, u64) {
+    let meta = std::fs::metadata(dir.join(format!("{}-wal", super::DATABASE_FILE))).unwrap();
+    (meta.dev(), meta.ino())
 }
 
 #[test]
-fn the_connection_switches_to_normal_only_for_relaxed_transactions() {
+fn every_commit_returns_without_waiting_for_the_disk() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path()).unwrap();
-    assert_eq!(synchronous(&store), 2);
-    store.apply(&[admitted(), container(ContainerState::Allocated, 110)]).unwrap();
-    assert_eq!(synchronous(&store), 2);
-    store.apply(&[container(ContainerState::Running, 120), job_state(JobState::Running, 120)]).unwrap();
     assert_eq!(synchronous(&store), 1);
-    store.apply(&[container(ContainerState::Completed, 130)]).unwrap();
-    assert_eq!(synchronous(&store), 2);
+    store.apply(&[admitted(), container(ContainerState::Allocated, 110)]).unwrap();
+    store.apply(&[container(ContainerState::Completed, 130), job_state(JobState::Completed, 130)]).unwrap();
+    assert_eq!(synchronous(&store), 1, "no transaction switches to FULL");
 }
 
 #[test]
-fn a_relaxed_commit_is_recovered_by_a_reopened_store() {
+fn a_commit_is_recovered_by_a_reopened_store() {
     let dir = tempfile::tempdir().unwrap();
     {
         let mut store = Store::open(dir.path()).unwrap();
         store.apply(&[admitted(), container(ContainerState::Allocated, 110)]).unwrap();
         store.apply(&[container(ContainerState::Acquired, 115)]).unwrap();
         store.apply(&[container(ContainerState::Running, 120), job_state(JobState::Running, 120)]).unwrap();
-        // Left without closing and without another FULL commit: what a SIGKILLed
-        // master leaves (the WAL holds the relaxed commits, nothing checkpointed them).
+        // Left without closing and without a sync: what a SIGKILLed master leaves (the
+        // WAL holds the commits, nothing checkpointed them).
         std::mem::forget(store);
     }
     let jobs = Store::open(dir.path()).unwrap().recover().unwrap();
@@ -103,4 +84,58 @@ fn a_relaxed_commit_is_recovered_by_a_reopened_store() {
     assert_eq!((jobs[0].state, jobs[0].started), (JobState::Running, Some(Timestamp(120))));
     let states: Vec<_> = jobs[0].containers.iter().map(|(_, r)| (r.container, r.state)).collect();
     assert_eq!(states, vec![(ContainerId(1), ContainerState::Running)]);
+}
+
+#[test]
+fn the_barrier_syncs_the_file_the_commits_went_to_and_a_copy_of_it_recovers_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let mut wal = store.wal_sync().unwrap();
+    store.apply(&[admitted(), container(ContainerState::Allocated, 110)]).unwrap();
+    wal.sync().unwrap();
+    assert_eq!(wal.held_id(), Some(wal_id(dir.path())), "the synced descriptor is the live WAL");
+    store.sync().unwrap();
+    // What the disk holds once the barrier returned: the database and its WAL, as
+    // they are (nothing closed or checkpointed them).
+    let image = tempfile::tempdir().unwrap();
+    for name in [super::DATABASE_FILE.to_string(), format!("{}-wal", super::DATABASE_FILE)] {
+        std::fs::copy(dir.path().join(&name), image.path().join(&name)).unwrap();
+    }
+    let jobs = Store::open(image.path()).unwrap().recover().unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].containers[0].1.state, ContainerState::Allocated);
+}
+
+#[test]
+fn a_checkpoint_reuses_the_same_wal_and_a_replaced_one_is_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let mut wal = store.wal_sync().unwrap();
+    let first = wal_id(dir.path());
+    store.apply(&[admitted(), container(ContainerState::Allocated, 110)]).unwrap();
+    // A checkpoint that restarts the WAL: the next commit overwrites it from the start.
+    store.conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(())).unwrap();
+    store.apply(&[container(ContainerState::Running, 120)]).unwrap();
+    wal.sync().unwrap();
+    assert_eq!((wal.held_id(), wal_id(dir.path())), (Some(first), first), "the same file, reused");
+    // The last connection closing deletes the WAL; the next one makes a new file.
+    drop(store);
+    let mut store = Store::open(dir.path()).unwrap();
+    store.apply(&[container(ContainerState::Completed, 130)]).unwrap();
+    wal.sync().unwrap();
+    assert_eq!(wal.held_id(), Some(wal_id(dir.path())), "the handle follows the new WAL");
+}
+
+#[test]
+fn job_ids_continue_above_the_durable_reservation() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    store.apply(&[admitted()]).unwrap();
+    assert_eq!(store.recover_store().unwrap().next_job, JobId(2), "no reservation: above the jobs");
+    store.reserve_job_ids(2000).unwrap();
+    store.reserve_job_ids(1000).unwrap();
+    store.sync().unwrap();
+    drop(store);
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.recover_store().unwrap().next_job, JobId(2001), "a reservation never shrinks");
 }

@@ -3,19 +3,42 @@
 //! (here), hands stored state back on start so it can be replayed into the core
 //! (`recover`, `ledger`), and answers for ended jobs the core no longer holds (`ended`).
 //!
-//! Durability rule. A transaction is committed with `synchronous = FULL` (its WAL frames
-//! are fsynced before `apply` returns) unless every write in it is *unacknowledged*: an
-//! agent's `Acquired` or `Running` report (`Persist::Container` in those states) or the
-//! job start such a report causes (`Persist::JobState` to `Running`). Those transactions
-//! are committed with `synchronous = NORMAL`: they survive a crash of the master process
-//! (the WAL is in the page cache) but not a power cut until the next FULL commit, whose
-//! fsync of the WAL covers them too. Nobody is told about these transitions as a promise
-//! (no reply, launch or ledger entry depends on them), and a lost tail of them is the
-//! state the master would have had if it had stopped just before the reports arrived: the
-//! WAL loses commits only as a suffix, and every agent re-reports its containers' states
-//! when it registers again, which moves them on. Submits, launches (`Allocated`), ends of
-//! containers, job ends, the ledger and everything else stay FULL: they are acknowledged
-//! to a client or an agent once `apply` returns.
+//! Durability rule. Every transaction is committed with `synchronous = NORMAL`: its WAL
+//! frames are written (to the page cache) before `apply` returns, but not synced. So a
+//! crash of the master process loses nothing committed; a power cut may lose a suffix of
+//! the transactions committed since the last sync. Syncing is the caller's job: a
+//! [`WalSync`] (the server's syncer thread holds one; [`Store::sync`] is the same on the
+//! caller's thread) `fdatasync`s the `-wal` file, which makes every transaction
+//! committed before the call durable. The server decides at once and sends launches and
+//! kills at once, but holds every *acknowledgement* (a reply to a client, a watch update
+//! announcing a job's end, a removal that lets an agent forget a job's files) until the
+//! sync covering its transaction has returned.
+//!
+//! Why a sync of our own descriptor on the WAL is enough. `fdatasync` acts on the file,
+//! not the descriptor, and flushes every page written to it before the call, with the
+//! size needed to read them. SQLite reads the WAL back after a power cut frame by frame
+//! from the start and stops at the first frame whose salt (copied from the WAL header)
+//! or cumulative checksum (over every earlier frame) does not match, and ignores frames
+//! after the last commit frame it reached: so what survives is always a *prefix* of the
+//! committed transactions, and everything committed before a completed sync is in it.
+//! A checkpoint (in NORMAL mode: the WAL is synced before its frames are copied, the
+//! database file after) moves frames into the database durably; when the WAL is then
+//! reused from its start, it is the same file (same inode) with a new salt, written and
+//! synced by SQLite before new frames follow, and our descriptor still reaches it. The
+//! WAL is deleted only when the last connection closes, which checkpoints it first; the
+//! store's connection lives as long as the server, and `WalSync` notices a replaced file
+//! by its inode and then syncs the database file and the directory too.
+//!
+//! The crash story, after a power cut: the store holds a prefix of the batches; nothing
+//! acknowledged is missing (its sync returned before the acknowledgement went out); a
+//! launch that went out but whose batch is lost comes back, when its agent registers,
+//! as a container the core does not know, and is killed, never adopted. Its id is never
+//! reused: container ids start above `container_epoch` (the start time) in each master
+//! lifetime, and job ids come from durable reservations (`job_id_reservation`): a job's
+//! tasks reach an agent only once a reservation covering its id is durable, and a
+//! restarted master issues ids above every reservation, so a job whose submit was lost
+//! with the suffix never has its id (and the files its tasks wrote under it) handed to
+//! another job.
 
 mod cleanup;
 mod ended;
@@ -23,6 +46,7 @@ mod ledger;
 mod recover;
 mod schema;
 mod tasks;
+mod wal;
 
 use std::path::{Path, PathBuf};
 pub use tasks::StoredAttempt;
@@ -32,6 +56,7 @@ use slotmarket_common::protocol::JobState;
 use thiserror::Error;
 
 pub use ledger::AccountSettings;
+pub use wal::WalSync;
 
 use crate::core::Persist;
 
@@ -55,64 +80,31 @@ pub enum StoreError {
     /// A stored row cannot be read back (e.g. a spec that no longer parses).
     #[error("stored row is unreadable: {0}")]
     Corrupt(String),
-}
-
-/// How a transaction's commit reaches the disk (see the module header's rule).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Durability {
-    /// fsynced before the commit returns (`synchronous = FULL`).
-    Full,
-    /// Written to the WAL without an fsync (`synchronous = NORMAL`); made durable by the
-    /// next `Full` commit.
-    Relaxed,
-}
-
-impl Durability {
-    /// What `ops` need: `Relaxed` only if every write is an unacknowledged transition.
-    pub fn of(ops: &[Persist]) -> Durability {
-        if ops.iter().all(is_unacknowledged) { Durability::Relaxed } else { Durability::Full }
-    }
-
-    fn pragma(self) -> &'static str {
-        match self {
-            Durability::Full => "FULL",
-            Durability::Relaxed => "NORMAL",
-        }
-    }
-}
-
-/// Whether `op` records a transition that no reply, launch or ledger entry depends on,
-/// and that an agent re-reports on registering (see the module header).
-fn is_unacknowledged(op: &Persist) -> bool {
-    use slotmarket_common::container::ContainerState::{Acquired, Running};
-    match op {
-        Persist::Container { report, .. } => matches!(report.state, Acquired | Running),
-        Persist::JobState { state, .. } => *state == JobState::Running,
-        _ => false,
-    }
+    /// Syncing the write-ahead log (or opening it to sync) failed: what was committed
+    /// since the last sync may not be durable.
+    #[error("syncing the database's write-ahead log: {0}")]
+    Sync(#[from] std::io::Error),
 }
 
 /// The open database.
 pub struct Store {
     conn: Connection,
     path: PathBuf,
-    /// The connection's current `synchronous` setting, changed only when a transaction
-    /// needs the other one.
-    durability: Durability,
 }
 
 impl Store {
-    /// Opens (creating if needed) the database in `data_dir`, in WAL mode with full
-    /// synchronisation so that a committed write survives a crash.
+    /// Opens (creating if needed) the database in `data_dir`, in WAL mode with commits
+    /// that do not wait for the disk (see the module header: [`Store::sync`] or a
+    /// [`WalSync`] makes them durable).
     pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
         let path = data_dir.join(DATABASE_FILE);
         let mut conn = Connection::open(&path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         schema::migrate(&mut conn)?;
-        Ok(Store { conn, path, durability: Durability::Full })
+        Ok(Store { conn, path })
     }
 
     /// Whether `data_dir` holds a database with a schema in it. A missing or zero-length
@@ -134,23 +126,44 @@ impl Store {
         &self.path
     }
 
-    /// Applies `ops` in one transaction: either all are committed or none, with the
-    /// [`Durability`] they need (see the module header).
+    /// Applies `ops` in one transaction: either all are committed or none. The commit
+    /// does not wait for the disk (see the module header).
     pub fn apply(&mut self, ops: &[Persist]) -> Result<(), StoreError> {
         if ops.is_empty() {
             return Ok(());
-        }
-        let durability = Durability::of(ops);
-        if durability != self.durability {
-            // Outside a transaction, as SQLite requires; costs no I/O.
-            self.conn.pragma_update(None, "synchronous", durability.pragma())?;
-            self.durability = durability;
         }
         let tx = self.conn.transaction()?;
         for op in ops {
             apply_one(&tx, op)?;
         }
         tx.commit()?;
+        Ok(())
+    }
+}
+
+impl Store {
+    /// Makes every transaction committed so far durable, on the caller's thread (a
+    /// barrier: recovery, removals of job files, tests). The server's syncer does the
+    /// same off the actor's thread.
+    pub fn sync(&self) -> Result<(), StoreError> {
+        WalSync::open(&self.path)?.sync()?;
+        Ok(())
+    }
+
+    /// A handle that syncs this database's WAL from another thread.
+    pub fn wal_sync(&self) -> Result<WalSync, StoreError> {
+        Ok(WalSync::open(&self.path)?)
+    }
+
+    /// Records that job ids up to `until` may be in use (see the module header); a
+    /// restarted master issues ids above it. Committed like any transaction: the id of
+    /// a job may reach an agent only once a sync covers a reservation of it.
+    pub fn reserve_job_ids(&mut self, until: u64) -> Result<(), StoreError> {
+        self.conn.execute(
+            "INSERT INTO job_id_reservation (id, until) VALUES (1, ?1)
+             ON CONFLICT(id) DO UPDATE SET until = MAX(until, ?1)",
+            params![to_i64(until)],
+        )?;
         Ok(())
     }
 }

@@ -18,13 +18,17 @@ use crate::core::{RecoveredJob, StoreRecovery};
 const ACTIVE: &str = "('pending', 'running')";
 
 impl Store {
-    /// Id counters and history: replay it into the core first (`Event::StoreRecovered`).
+    /// Id counters (job ids above every reservation too) and history: replay it into the
+    /// core first (`Event::StoreRecovered`).
     pub fn recover_store(&self) -> Result<StoreRecovery, StoreError> {
         let max = |sql: &str| -> Result<u64, StoreError> {
             let value: Option<i64> = self.conn.query_row(sql, [], |row| row.get(0))?;
             value.map_or(Ok(0), to_u64)
         };
-        let next_job = JobId(max("SELECT MAX(id) FROM jobs")? + 1);
+        // Above every stored job and every reserved id: a job lost with an unsynced
+        // suffix of the WAL may have run tasks under an id no row shows.
+        let reserved = max("SELECT MAX(until) FROM job_id_reservation")?;
+        let next_job = JobId(max("SELECT MAX(id) FROM jobs")?.max(reserved) + 1);
         let next_container = ContainerId(max("SELECT MAX(id) FROM containers")? + 1);
         let mut stmt = self.conn.prepare("SELECT job, record_json FROM job_history ORDER BY job")?;
         let rows = stmt.query_map([], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))?;

@@ -15,6 +15,7 @@ const MIGRATIONS: &[&str] = &[
     CLUSTER_CAPACITY,
     LOCAL_NODES,
     JOB_CLEANUP,
+    JOB_ID_RESERVATION,
 ];
 
 /// The version this build writes: the number of migration steps.
@@ -152,6 +153,16 @@ CREATE TABLE job_cleanup (
     job  INTEGER NOT NULL,
     node TEXT    NOT NULL,
     PRIMARY KEY (job, node)
+);
+";
+
+/// The highest job id a master may have handed out (one row): a restarted master issues
+/// ids above it, so a job lost with an unsynced suffix of the WAL never has its id reused
+/// (see the store's module header).
+const JOB_ID_RESERVATION: &str = "
+CREATE TABLE job_id_reservation (
+    id    INTEGER PRIMARY KEY CHECK (id = 1),
+    until INTEGER NOT NULL
 );
 ";
 
