@@ -1,5 +1,7 @@
 //! The actor: owns the core and the store, turns [`Input`]s into core calls, sleeps
-//! until the core's next wakeup, and executes the commands the core returns, in order.
+//! until the core's next wakeup, and executes the commands the core returns, in order:
+//! launches and kills at once, acknowledgements once their writes are durable
+//! (`actor_durable.rs`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, SystemTime};
@@ -17,6 +19,8 @@ use tracing::{debug, error, info, warn};
 
 use super::launches::pack_launches;
 
+#[path = "actor_durable.rs"]
+mod durable;
 #[path = "job_files.rs"]
 mod job_files;
 use super::task_reads::{self, PendingLogRead};
@@ -24,6 +28,7 @@ use super::{ServerError, reads};
 use crate::core::policy::jockey::{CompletionModel, ModelRequest, build_completion_model};
 use crate::core::{AdmissionMode, Command, Core, Event, KillReason, Persist, RequestId};
 use crate::store::{Store, StoreError};
+use durable::{Ack, Pipeline};
 pub use job_files::DEFAULT_RETAIN as DEFAULT_CLEANUP_RETAIN;
 
 /// What sessions tell the actor.
@@ -151,12 +156,21 @@ pub(super) struct Actor {
     next_log_read: u64,
     /// Output reads, nodes' data directories and job directory removals.
     files: job_files::JobFiles,
+    /// Batches committed, the syncer making them durable, and what waits for it.
+    pipeline: Pipeline,
 }
 
 impl Actor {
-    pub(super) fn new(core: Core, store: Store, heartbeat_interval: Duration, launch_budget: usize) -> Actor {
+    /// An actor on `core` and `store`, with the syncer started on the store's WAL.
+    pub(super) fn new(
+        core: Core,
+        store: Store,
+        heartbeat_interval: Duration,
+        launch_budget: usize,
+    ) -> Result<Actor, StoreError> {
         let (models_to_actor, models_built) = mpsc::unbounded_channel();
-        Actor {
+        let pipeline = Pipeline::start(&store)?;
+        Ok(Actor {
             core,
             store,
             clock: Clock::new(),
@@ -173,7 +187,8 @@ impl Actor {
             log_reads: BTreeMap::new(),
             next_log_read: 1,
             files: job_files::JobFiles::new(job_files::DEFAULT_RETAIN),
-        }
+            pipeline,
+        })
     }
 
     /// Sets how long an ended job's directories stay on the agents (`[cleanup] retain_s`).
@@ -188,6 +203,7 @@ impl Actor {
         let (accounts, ledger) = self.store.recover_accounts()?;
         let (rates, income) = self.store.recover_account_settings()?;
         let store = self.store.recover_store()?;
+        let first_job = store.next_job.0;
         let jobs = self.store.recover()?;
         let count = jobs.len();
         let now = self.clock.now();
@@ -208,6 +224,10 @@ impl Actor {
         let (persist, _) = split(commands);
         debug!(writes = persist.len(), "recovery settled stored jobs");
         self.store.apply(&persist)?;
+        // Before anything is launched: ids ahead of this lifetime's first jobs reserved,
+        // and both durable.
+        self.write_reservation(durable::reservation_for(first_job))?;
+        self.sync_now()?;
         Ok(count)
     }
 
@@ -234,6 +254,7 @@ impl Actor {
                     info!(job = %model.name, allocations = model.allocations.len(), "completion model built");
                     commands = self.core.handle(self.clock.now(), Event::CompletionModelBuilt(Box::new(model)));
                 }
+                Some(report) = self.pipeline.reports.recv() => self.on_durable(report)?,
                 () = sleep_until(wakeup) => commands = self.core.tick(self.clock.now()),
                 _ = cleanup.tick() => self.cleanup_round(self.clock.now()),
             }
@@ -552,17 +573,20 @@ impl Actor {
         Ok(())
     }
 
-    /// Carries out `commands`: first every store write, in one transaction, then the
-    /// rest in order. Committing early is always safe, and it means no reply, launch or
-    /// kill can get ahead of the state it announces. Returns, per agent, a `Failed`
-    /// report for every launch too large to send.
+    /// Carries out `commands`: first every store write, in one transaction committed
+    /// without waiting for the disk, then the rest in order. Launches and kills go out
+    /// at once (a crash of the process loses nothing committed; what a power cut loses
+    /// is handled on recovery: see the store's module header); replies and the watch
+    /// updates announcing a job's end wait until the syncer has made the batch durable.
+    /// Returns, per agent, a `Failed` report for every launch too large to send.
     fn execute_once(
         &mut self,
         commands: Vec<Command>,
     ) -> Result<Vec<(AgentId, Vec<ContainerReport>)>, ServerError> {
         let (persist, actions) = split(commands);
-        self.commit(&persist)?;
+        let batch = self.commit(&persist)?;
         log_outcomes(&persist);
+        let hold = self.agent_hold(&actions).then_some(batch);
         let mut launches: BTreeMap<AgentId, Vec<Launch>> = BTreeMap::new();
         let mut changed: BTreeSet<JobId> = BTreeSet::new();
         let mut unsent: BTreeMap<AgentId, Vec<ContainerReport>> = BTreeMap::new();
@@ -571,35 +595,37 @@ impl Actor {
                 Action::Launch { agent, launch } => launches.entry(agent).or_default().push(launch),
                 Action::Kill { agent, container, reason } => {
                     // Keep this agent's launches and kills in the order the core decided them.
-                    if let Some(batch) = launches.remove(&agent) {
-                        self.send_launches(agent, batch, &mut unsent);
+                    if let Some(list) = launches.remove(&agent) {
+                        self.send_launches(agent, list, &mut unsent, hold);
                     }
                     if matches!(reason, KillReason::AgentSilent { .. }) {
                         warn!(%agent, %container, %reason, "agent lost; its task runs again elsewhere");
                     }
-                    self.send(agent, MasterToAgent::Kill { container, reason: reason.to_string() });
+                    self.send_or_hold(
+                        agent,
+                        MasterToAgent::Kill { container, reason: reason.to_string() },
+                        hold,
+                    );
                 }
                 Action::Reply { request, response } => match self.replies.remove(&request) {
-                    Some(reply) => {
-                        let _ = reply.send(response);
-                    }
+                    Some(reply) => self.acknowledge(batch, Ack::Reply { reply, response }),
                     None => warn!(request = request.0, "reply for an unknown request"),
                 },
                 Action::JobChanged { job } => {
                     changed.insert(job);
                 }
                 Action::DropAgent { agent, reason } => {
-                    self.send(agent, MasterToAgent::Refused { reason });
+                    self.send_or_hold(agent, MasterToAgent::Refused { reason }, hold);
                     // Dropping the queue ends the session's writer, which closes the connection.
                     self.agents.remove(&agent);
                 }
                 Action::BuildModel(request) => self.build_model(*request),
             }
         }
-        for (agent, batch) in launches {
-            self.send_launches(agent, batch, &mut unsent);
+        for (agent, list) in launches {
+            self.send_launches(agent, list, &mut unsent, hold);
         }
-        self.notify_watchers(changed);
+        self.notify_watchers(changed, batch);
         self.log_ignored_reports();
         Ok(unsent.into_iter().collect())
     }
@@ -618,33 +644,23 @@ impl Actor {
         }
     }
 
-    fn commit(&mut self, persist: &[Persist]) -> Result<(), ServerError> {
-        if let Err(err) = self.store.apply(persist) {
-            error!(error = %err, "store write failed");
-            for (_, reply) in self.replies.drain() {
-                let message = "the master could not store the change and is stopping";
-                let _ = reply.send(Response::error(ErrorKind::Internal, message));
-            }
-            return Err(err.into());
-        }
-        Ok(())
-    }
-
     /// Sends launches in messages of at most `launch_budget` encoded bytes, so neither a
     /// large scheduling step nor a job with large launches makes a frame the agent
     /// refuses (which would cost the connection, and every task's reports with it). A
     /// launch over the budget on its own is never sent: a `Failed` report for it goes to
     /// `unsent`, so its attempt ends instead. Spec validation keeps valid jobs far
-    /// below that (`MAX_LAUNCH_BYTES`); this is the backstop.
+    /// below that (`MAX_LAUNCH_BYTES`); this is the backstop. With `hold`, the messages
+    /// wait for that batch to be durable.
     fn send_launches(
-        &self,
+        &mut self,
         agent: AgentId,
-        batch: Vec<Launch>,
+        list: Vec<Launch>,
         unsent: &mut BTreeMap<AgentId, Vec<ContainerReport>>,
+        hold: Option<u64>,
     ) {
-        for (chunk, oversized) in pack_launches(batch, self.launch_budget) {
+        for (chunk, oversized) in pack_launches(list, self.launch_budget) {
             if !chunk.is_empty() {
-                self.send(agent, MasterToAgent::Launch(chunk));
+                self.send_or_hold(agent, MasterToAgent::Launch(chunk), hold);
             }
             if let Some((launch, size)) = oversized {
                 warn!(%agent, container = %launch.container, size, "launch too large to send; failing the attempt");
@@ -673,25 +689,33 @@ impl Actor {
         }
     }
 
-    fn notify_watchers(&mut self, changed: BTreeSet<JobId>) {
+    /// Sends each watcher of a `changed` job its status as of now; the update that
+    /// announces the job's end waits for `batch` to be durable.
+    fn notify_watchers(&mut self, changed: BTreeSet<JobId>, batch: u64) {
         let watched = changed.iter().any(|job| self.watchers.contains_key(job));
         let predictions =
             if watched { self.core.predicted_finishes(self.clock.now()) } else { HashMap::new() };
+        let mut ends = Vec::new();
         for job in changed {
-            let Some(watchers) = self.watchers.get_mut(&job) else { continue };
+            let Some(watchers) = self.watchers.remove(&job) else { continue };
             let view = self.core.view();
-            watchers.retain(|w| match view.job_status(job, &w.caller) {
-                Ok(mut status) => {
-                    fill_predictions(&predictions, &mut status.summary);
-                    let ended = status.summary.state.is_terminal();
+            let mut open = Vec::with_capacity(watchers.len());
+            for w in watchers {
+                let Ok(mut status) = view.job_status(job, &w.caller) else { continue };
+                fill_predictions(&predictions, &mut status.summary);
+                if status.summary.state.is_terminal() {
+                    ends.push(Ack::WatchEnd { updates: w.updates, response: Response::Job(status) });
+                } else if w.updates.send(Some(Response::Job(status))).is_ok() {
                     // Replaces an update the reader has not taken yet: at most one per watcher.
-                    w.updates.send(Some(Response::Job(status))).is_ok() && !ended
+                    open.push(w);
                 }
-                Err(_) => false,
-            });
-            if watchers.is_empty() {
-                self.watchers.remove(&job);
             }
+            if !open.is_empty() {
+                self.watchers.insert(job, open);
+            }
+        }
+        for end in ends {
+            self.acknowledge(batch, end);
         }
     }
 }
@@ -790,3 +814,7 @@ mod mrm_tests;
 #[cfg(test)]
 #[path = "actor_durability_tests.rs"]
 mod durability_tests;
+
+#[cfg(test)]
+#[path = "actor_pipeline_tests.rs"]
+mod pipeline_tests;

@@ -1,7 +1,8 @@
-//! The store's durability rule seen from the actor: `Acquired` and `Running` reports are
-//! committed without an fsync, so a power cut may lose them. The master then restarts
-//! with the container still `Allocated`, and the agent's registration (which re-reports
-//! its live containers) must move it on without running the task again.
+//! The store's durability rule seen from the actor: commits do not wait for the disk, so
+//! a power cut may lose a suffix of them, e.g. the agent's `Acquired` and `Running`
+//! reports. The master then restarts with the container still `Allocated`, and the
+//! agent's registration (which re-reports its live containers) must move it on without
+//! running the task again.
 
 use std::path::Path;
 
@@ -23,7 +24,7 @@ const SPEC: &str =
 fn actor_on(dir: &Path) -> Actor {
     let store = Store::open(dir).unwrap();
     let core = Core::new(CoreConfig::default());
-    Actor::new(core, store, DEFAULT_HEARTBEAT_INTERVAL, launch_budget(DEFAULT_MAX_FRAME))
+    Actor::new(core, store, DEFAULT_HEARTBEAT_INTERVAL, launch_budget(DEFAULT_MAX_FRAME)).unwrap()
 }
 
 fn alice() -> Identity {
@@ -52,7 +53,7 @@ fn reported(actor: &mut Actor, agent: AgentId, launch: &Launch, state: Container
         message: None,
     };
     let commands = actor.on_input(Input::Agent(Event::ContainerReports { agent, reports: vec![report] }));
-    actor.execute(commands).unwrap();
+    actor.execute_settled(commands).unwrap();
 }
 
 #[test]
@@ -64,7 +65,7 @@ fn a_lost_running_commit_is_restored_by_the_agents_registration() {
     let (reply, mut reply_rx) = oneshot::channel();
     let request = Request::Submit { spec: JobSpec::from_toml(SPEC).unwrap() };
     let commands = first.on_input(Input::Request { caller: alice(), request, reply });
-    first.execute(commands).unwrap();
+    first.execute_settled(commands).unwrap();
     let Ok(Response::Submitted { job }) = reply_rx.try_recv() else { panic!("not submitted") };
     let Ok(MasterToAgent::Launch(launches)) = outbound.try_recv() else { panic!("no launch") };
     let launch = launches[0].clone();

@@ -25,6 +25,7 @@ fn actor_on(dir: &Path, mode: AdmissionMode) -> Actor {
     let config = CoreConfig { admission, predict_from_progress: true, ..CoreConfig::default() };
     let store = Store::open(dir).unwrap();
     Actor::new(Core::new(config), store, DEFAULT_HEARTBEAT_INTERVAL, launch_budget(DEFAULT_MAX_FRAME))
+        .unwrap()
 }
 
 fn who(role: Role, principal: &str) -> Identity {
@@ -34,7 +35,7 @@ fn who(role: Role, principal: &str) -> Identity {
 fn ask(actor: &mut Actor, caller: Identity, request: Request) -> Response {
     let (reply, mut reply_rx) = oneshot::channel();
     let commands = actor.on_input(Input::Request { caller, request, reply });
-    actor.execute(commands).unwrap();
+    actor.execute_settled(commands).unwrap();
     reply_rx.try_recv().unwrap()
 }
 

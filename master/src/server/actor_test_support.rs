@@ -23,6 +23,6 @@ pub(super) fn register_node(
         data_dir_id: String::new(),
     };
     let commands = actor.on_input(input);
-    actor.execute(commands).unwrap();
+    actor.execute_settled(commands).unwrap();
     (assigned_rx.try_recv().unwrap(), outbound_rx)
 }

@@ -21,6 +21,7 @@ const SPEC: &str =
 fn actor_on(dir: &Path, heartbeat_interval: Duration) -> Actor {
     let store = Store::open(dir).unwrap();
     Actor::new(Core::new(CoreConfig::default()), store, heartbeat_interval, launch_budget(DEFAULT_MAX_FRAME))
+        .unwrap()
 }
 
 #[test]
@@ -67,7 +68,7 @@ fn an_unsendable_launch_fails_its_attempt_instead_of_reaching_the_agent() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let core = Core::new(CoreConfig::default());
-    let mut actor = Actor::new(core, store, DEFAULT_HEARTBEAT_INTERVAL, 200);
+    let mut actor = Actor::new(core, store, DEFAULT_HEARTBEAT_INTERVAL, 200).unwrap();
     let (outbound, mut outbound_rx) = mpsc::unbounded_channel();
     let (assigned, _assigned_rx) = oneshot::channel();
     let join = Input::AgentRegistered {
@@ -81,7 +82,7 @@ fn an_unsendable_launch_fails_its_attempt_instead_of_reaching_the_agent() {
         data_dir_id: String::new(),
     };
     let commands = actor.on_input(join);
-    actor.execute(commands).unwrap();
+    actor.execute_settled(commands).unwrap();
     assert!(matches!(outbound_rx.try_recv(), Ok(MasterToAgent::Registered { .. })));
 
     let input = "i".repeat(400);
@@ -90,7 +91,7 @@ fn an_unsendable_launch_fails_its_attempt_instead_of_reaching_the_agent() {
     let caller = Identity { role: slotmarket_common::identity::Role::User, principal: "alice".into() };
     let (reply, mut reply_rx) = oneshot::channel();
     let commands = actor.on_input(Input::Request { caller, request: Request::Submit { spec }, reply });
-    actor.execute(commands).unwrap();
+    actor.execute_settled(commands).unwrap();
     let Ok(Response::Submitted { job }) = reply_rx.try_recv() else { panic!("not submitted") };
 
     // Nothing that would break the connection was sent; both attempts failed.
@@ -113,7 +114,7 @@ fn submit(actor: &mut Actor, spec: &str) -> Response {
     let (reply, mut reply_rx) = oneshot::channel();
     let commands =
         actor.on_input(Input::Request { caller: alice(), request: Request::Submit { spec }, reply });
-    actor.execute(commands).unwrap();
+    actor.execute_settled(commands).unwrap();
     reply_rx.try_recv().unwrap()
 }
 
@@ -127,7 +128,7 @@ fn a_watcher_that_never_reads_holds_only_the_latest_update() {
     let Response::Submitted { job } = submit(&mut actor, &many) else { panic!("not submitted") };
     let (updates, mut reader) = watch::channel(None);
     let commands = actor.on_input(Input::Watch { caller: alice(), job, updates });
-    actor.execute(commands).unwrap();
+    actor.execute_settled(commands).unwrap();
 
     // 99 tasks run one after another: about 300 changes the reader never takes.
     for _ in 0..99 {
@@ -145,7 +146,7 @@ fn a_watcher_that_never_reads_holds_only_the_latest_update() {
             };
             let commands =
                 actor.on_input(Input::Agent(Event::ContainerReports { agent, reports: vec![report] }));
-            actor.execute(commands).unwrap();
+            actor.execute_settled(commands).unwrap();
         }
     }
     assert!(reader.has_changed().unwrap(), "an update is waiting");
@@ -182,7 +183,7 @@ fn agents_are_told_the_servers_heartbeat_interval() {
 fn send(actor: &mut Actor, caller: Identity, request: Request) -> oneshot::Receiver<Response> {
     let (reply, reply_rx) = oneshot::channel();
     let commands = actor.on_input(Input::Request { caller, request, reply });
-    actor.execute(commands).unwrap();
+    actor.execute_settled(commands).unwrap();
     reply_rx
 }
 
@@ -226,7 +227,7 @@ fn a_log_read_goes_to_the_agent_that_ran_the_task_and_only_its_answer_counts() {
     let mut lost = send(&mut actor, alice(), Request::Logs(log_query(job)));
     assert!(matches!(outbound.try_recv(), Ok(MasterToAgent::ReadLog(_))));
     let commands = actor.on_input(Input::Agent(Event::AgentDisconnected { agent }));
-    actor.execute(commands).unwrap();
+    actor.execute_settled(commands).unwrap();
     let Ok(Response::Error(err)) = lost.try_recv() else { panic!("failed at once") };
     assert!(err.message.contains("disconnected"), "{err:?}");
 }

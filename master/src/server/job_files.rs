@@ -253,6 +253,15 @@ impl Actor {
             }
         }
         let mut sent = Vec::new();
+        if owed.is_empty() {
+            return sent;
+        }
+        // A removal lets the agent forget a job's files: the job's end must be durable
+        // first (a barrier, rare: removals go out at most once per job and node).
+        if let Err(err) = self.sync_now() {
+            error!(error = %err, "syncing the store before sending removals failed");
+            return sent;
+        }
         for (job, nodes) in owed {
             let names: Vec<String> = nodes.iter().map(|(n, _)| n.clone()).collect();
             let job_dirs = removes_job_dir(&names, &self.files.node_dirs);

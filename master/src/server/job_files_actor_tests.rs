@@ -71,7 +71,8 @@ fn actor_on(dir: &Path) -> Actor {
         store,
         DEFAULT_HEARTBEAT_INTERVAL,
         launch_budget(1 << 20),
-    );
+    )
+    .unwrap();
     actor.set_cleanup_retain(Duration::ZERO);
     actor
 }
@@ -92,7 +93,7 @@ fn join(actor: &mut Actor, node: &str, dir_id: &str) -> (AgentId, mpsc::Unbounde
         data_dir_id: dir_id.into(),
     };
     let commands = actor.on_input(input);
-    actor.execute(commands).unwrap();
+    actor.execute_settled(commands).unwrap();
     assert!(matches!(outbound_rx.try_recv(), Ok(MasterToAgent::Registered { .. })));
     (assigned_rx.try_recv().unwrap(), outbound_rx)
 }
@@ -100,7 +101,7 @@ fn join(actor: &mut Actor, node: &str, dir_id: &str) -> (AgentId, mpsc::Unbounde
 fn send(actor: &mut Actor, caller: Identity, request: Request) -> oneshot::Receiver<Response> {
     let (reply, reply_rx) = oneshot::channel();
     let commands = actor.on_input(Input::Request { caller, request, reply });
-    actor.execute(commands).unwrap();
+    actor.execute_settled(commands).unwrap();
     reply_rx
 }
 

@@ -5,7 +5,8 @@
 //! ```text
 //! quinn connections ──> agents.rs / clients.rs ──Input──> Actor ──> Core::handle/tick
 //!                                ▲                          │
-//!                                └──── outbound queues ◀────┴──> Store (before replies)
+//!                                └──── outbound queues ◀────┴──> Store ──> syncer thread
+//!                                       (replies wait for the syncer; launches do not)
 //! ```
 
 mod actor;
@@ -13,6 +14,7 @@ mod agents;
 mod clients;
 mod launches;
 mod reads;
+mod syncer;
 mod task_reads;
 
 use std::future::Future;
@@ -68,7 +70,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
     let budget = launches::launch_budget(options.max_frame);
-    let mut actor = actor::Actor::new(core, store, options.heartbeat_interval, budget);
+    let mut actor = actor::Actor::new(core, store, options.heartbeat_interval, budget)?;
     actor.set_cleanup_retain(options.cleanup_retain);
     let recovered = actor.recover().map_err(ServerError::Recover)?;
     info!(recovered, "recovered {recovered} jobs");

@@ -12,7 +12,7 @@ use slotmarket_common::protocol::{ContainerReport, JobState};
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
 
-use super::{Store, WalSync};
+use super::Store;
 use crate::core::Persist;
 
 const SPEC: &str =

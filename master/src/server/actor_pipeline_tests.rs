@@ -1,0 +1,149 @@
+//! The pipeline seen from the actor: launches go out before their batch is durable,
+//! replies and the watch update announcing a job's end only after the syncer reported
+//! it; after a power cut that lost a suffix, a task launched in it is killed, never
+//! adopted, and its job id is never issued again.
+
+use std::path::Path;
+
+use slotmarket_common::container::ContainerState;
+use slotmarket_common::identity::Role;
+use slotmarket_common::spec::JobSpec;
+
+use super::test_support::register_node;
+use super::*;
+use crate::core::CoreConfig;
+use crate::server::DEFAULT_HEARTBEAT_INTERVAL;
+use crate::server::launches::launch_budget;
+use crate::store::DATABASE_FILE;
+use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
+
+const SPEC: &str =
+    "name = \"one\"\n[[stage]]\nname = \"map\"\ntasks = 1\nslot = \"map\"\ncommand = \"true\"\n";
+
+fn actor_on(dir: &Path, container_epoch: u64) -> Actor {
+    let store = Store::open(dir).unwrap();
+    let core = Core::new(CoreConfig { container_epoch, ..CoreConfig::default() });
+    let mut actor =
+        Actor::new(core, store, DEFAULT_HEARTBEAT_INTERVAL, launch_budget(DEFAULT_MAX_FRAME)).unwrap();
+    actor.recover().unwrap();
+    actor
+}
+
+fn alice() -> Identity {
+    Identity { role: Role::User, principal: "alice".into() }
+}
+
+/// Submits one `true` task without waiting for durability; returns the reply's receiver.
+fn submit(actor: &mut Actor) -> oneshot::Receiver<Response> {
+    let (reply, reply_rx) = oneshot::channel();
+    let request = Request::Submit { spec: JobSpec::from_toml(SPEC).unwrap() };
+    let commands = actor.on_input(Input::Request { caller: alice(), request, reply });
+    actor.execute(commands).unwrap();
+    reply_rx
+}
+
+fn report(actor: &mut Actor, agent: AgentId, launch: &Launch, state: ContainerState) {
+    let report = ContainerReport {
+        container: launch.container,
+        task: launch.task,
+        attempt: launch.attempt,
+        state,
+        at: actor.clock.now(),
+        exit_code: (state == ContainerState::Completed).then_some(0),
+        message: None,
+    };
+    let commands = actor.on_input(Input::Agent(Event::ContainerReports { agent, reports: vec![report] }));
+    actor.execute(commands).unwrap();
+}
+
+fn launched(outbound: &mut mpsc::UnboundedReceiver<MasterToAgent>) -> Launch {
+    let next = outbound.try_recv();
+    let Ok(MasterToAgent::Launch(launches)) = next else { panic!("no launch: {next:?}") };
+    launches[0].clone()
+}
+
+fn state_of(update: &Option<Response>) -> Option<JobState> {
+    match update {
+        Some(Response::Job(status)) => Some(status.summary.state),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_submits_launch_goes_out_at_once_and_its_reply_and_the_jobs_end_wait_for_the_syncer() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut actor = actor_on(dir.path(), 0);
+    let (agent, mut outbound) = register_node(&mut actor, 1, Vec::new());
+    assert!(matches!(outbound.try_recv(), Ok(MasterToAgent::Registered { .. })));
+
+    let mut reply = submit(&mut actor);
+    let launch = launched(&mut outbound);
+    assert!(reply.try_recv().is_err(), "the reply waits for the batch's sync");
+    assert!(!actor.all_durable());
+    actor.await_syncer();
+    let Ok(Response::Submitted { job }) = reply.try_recv() else { panic!("not submitted") };
+    assert_eq!(job, launch.task.job);
+
+    let (updates, mut reader) = watch::channel(None);
+    let commands = actor.on_input(Input::Watch { caller: alice(), job, updates });
+    actor.execute(commands).unwrap();
+    report(&mut actor, agent, &launch, ContainerState::Acquired);
+    report(&mut actor, agent, &launch, ContainerState::Running);
+    assert_eq!(state_of(&reader.borrow_and_update()), Some(JobState::Running), "progress goes out at once");
+    report(&mut actor, agent, &launch, ContainerState::Completed);
+    assert_eq!(actor.core.view().job_state(job), Some(JobState::Completed));
+    assert!(!reader.has_changed().unwrap(), "the job's end waits for its batch's sync");
+    actor.await_syncer();
+    assert_eq!(state_of(&reader.borrow_and_update()), Some(JobState::Completed));
+    assert!(!actor.watchers.contains_key(&job), "the ended job's watcher is gone");
+}
+
+#[test]
+fn after_a_lost_suffix_its_launched_task_is_killed_and_its_job_id_is_never_issued_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = actor_on(dir.path(), 0);
+    let (agent, mut outbound) = register_node(&mut first, 1, Vec::new());
+    assert!(matches!(outbound.try_recv(), Ok(MasterToAgent::Registered { .. })));
+    let mut reply = submit(&mut first);
+    let done = launched(&mut outbound);
+    for state in [ContainerState::Acquired, ContainerState::Running, ContainerState::Completed] {
+        report(&mut first, agent, &done, state);
+    }
+    first.sync_now().unwrap();
+    assert!(matches!(reply.try_recv(), Ok(Response::Submitted { .. })));
+
+    // The disk as a power cut would leave it: everything up to here was synced.
+    let image = tempfile::tempdir().unwrap();
+    for name in [DATABASE_FILE.to_string(), format!("{DATABASE_FILE}-wal")] {
+        std::fs::copy(dir.path().join(&name), image.path().join(&name)).unwrap();
+    }
+    // A submit whose batch the power cut takes: its task was launched, its reply held.
+    let mut lost_reply = submit(&mut first);
+    let lost = launched(&mut outbound);
+    assert!(lost_reply.try_recv().is_err(), "never acknowledged");
+    assert!(lost.task.job > done.task.job);
+    std::mem::forget(first);
+
+    // The next lifetime (a later container epoch, as the start time gives) on that disk.
+    let mut second = actor_on(image.path(), 1);
+    assert_eq!(second.core.view().job_state(lost.task.job), None, "the lost job is not in the store");
+    let running = ContainerReport {
+        container: lost.container,
+        task: lost.task,
+        attempt: lost.attempt,
+        state: ContainerState::Running,
+        at: second.clock.now(),
+        exit_code: None,
+        message: None,
+    };
+    let (_, mut outbound) = register_node(&mut second, 1, vec![running]);
+    assert!(matches!(outbound.try_recv(), Ok(MasterToAgent::Registered { .. })));
+    let Ok(MasterToAgent::Kill { container, .. }) = outbound.try_recv() else { panic!("not killed") };
+    assert_eq!(container, lost.container, "the unknown container is killed, not adopted");
+
+    let mut reply = submit(&mut second);
+    second.await_syncer();
+    let Ok(Response::Submitted { job }) = reply.try_recv() else { panic!("not submitted") };
+    assert!(job.0 > durable::JOB_ID_BLOCK, "{job} is above every id the first lifetime reserved");
+    assert_ne!(job, lost.task.job);
+}
