@@ -238,6 +238,7 @@ impl Actor {
         cleanup.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let wakeup = self.core.next_wakeup().map(|at| self.clock.instant_of(at));
+            let lazy_sync = self.pipeline.lazy_at.map(tokio::time::Instant::from_std);
             let mut commands = Vec::new();
             tokio::select! {
                 input = inbox.recv() => {
@@ -255,6 +256,7 @@ impl Actor {
                     commands = self.core.handle(self.clock.now(), Event::CompletionModelBuilt(Box::new(model)));
                 }
                 Some(report) = self.pipeline.reports.recv() => self.on_durable(report)?,
+                () = sleep_until(lazy_sync) => self.request_sync(),
                 () = sleep_until(wakeup) => commands = self.core.tick(self.clock.now()),
                 _ = cleanup.tick() => self.cleanup_round(self.clock.now()),
             }
@@ -529,9 +531,11 @@ impl Actor {
         };
         match status {
             Ok(mut status) => {
-                let ended = status.summary.state.is_terminal();
                 fill_predictions(&self.core.predicted_finishes(self.clock.now()), &mut status.summary);
-                if updates.send(Some(Response::Job(status))).is_ok() && !ended {
+                if status.summary.state.is_terminal() {
+                    // The end may not be durable yet: it goes out with this step's replies.
+                    self.hold_for_this_step(Ack::WatchEnd { updates, response: Response::Job(status) });
+                } else if updates.send(Some(Response::Job(status))).is_ok() {
                     self.watchers.entry(job).or_default().push(Watcher { caller, updates });
                 }
             }
@@ -585,6 +589,7 @@ impl Actor {
     ) -> Result<Vec<(AgentId, Vec<ContainerReport>)>, ServerError> {
         let (persist, actions) = split(commands);
         let batch = self.commit(&persist)?;
+        self.acknowledge_this_step(batch);
         log_outcomes(&persist);
         let hold = self.agent_hold(&actions).then_some(batch);
         let mut launches: BTreeMap<AgentId, Vec<Launch>> = BTreeMap::new();
@@ -626,6 +631,7 @@ impl Actor {
             self.send_launches(agent, list, &mut unsent, hold);
         }
         self.notify_watchers(changed, batch);
+        self.after_step();
         self.log_ignored_reports();
         Ok(unsent.into_iter().collect())
     }

@@ -5,6 +5,8 @@
 //! launches and kills go out at once. Job ids are reserved durably ahead of the jobs
 //! that run, so no id whose tasks may have run is issued again after a power cut.
 
+use std::time::{Duration, Instant};
+
 use slotmarket_common::ids::AgentId;
 use slotmarket_common::protocol::{ErrorKind, MasterToAgent, Response};
 use tokio::sync::{mpsc, oneshot};
@@ -15,6 +17,12 @@ use crate::core::Persist;
 use crate::server::ServerError;
 use crate::server::syncer::{Durable, Held, Syncer};
 use crate::store::{Store, StoreError};
+
+/// How long a committed batch that acknowledges nothing may wait before the syncer is
+/// asked for it: such batches ride along with the next acknowledging one's sync, so a
+/// completion nobody watches costs no sync of its own and cannot make an acknowledgement
+/// behind it wait for a sync it started. This bounds what a power cut can take of them.
+pub(super) const LAZY_SYNC: Duration = Duration::from_millis(50);
 
 /// Job ids are reserved up to the end of the next block of this many above the newest
 /// job, and again once a job comes within a block of the reservation's end: the durable
@@ -57,9 +65,16 @@ pub(super) struct Pipeline {
     pub(super) reports: mpsc::UnboundedReceiver<Durable>,
     /// The number of the last batch committed (batches count from 1).
     committed: u64,
+    /// The highest batch the syncer was asked for.
+    requested: u64,
+    /// When to ask for committed batches that acknowledge nothing (see [`LAZY_SYNC`]).
+    pub(super) lazy_at: Option<Instant>,
     /// Every batch up to this one is durable.
     durable: u64,
     held: Held<Ack>,
+    /// Acknowledgements made while the current step's inputs are decided, before its
+    /// batch exists: they wait for that batch (see [`Actor::hold_for_this_step`]).
+    this_step: Vec<Ack>,
     job_ids: JobIds,
 }
 
@@ -73,8 +88,11 @@ impl Pipeline {
             syncer,
             reports,
             committed: 0,
+            requested: 0,
+            lazy_at: None,
             durable: 0,
             held: Held::new(),
+            this_step: Vec::new(),
             job_ids: JobIds::default(),
         })
     }
@@ -90,8 +108,8 @@ impl Pipeline {
 
 impl Actor {
     /// Commits `persist` (with a new job id reservation first if an admitted job comes
-    /// near the end of the written one) without waiting for the disk, and asks the
-    /// syncer to make it durable. Returns the batch whose durability this step's
+    /// near the end of the written one) without waiting for the disk (the syncer is asked
+    /// for it by [`after_step`](Actor::after_step)). Returns the batch whose durability this step's
     /// acknowledgements wait for: this one, or the last one if nothing was written.
     pub(super) fn commit(&mut self, persist: &[Persist]) -> Result<u64, ServerError> {
         if persist.is_empty() {
@@ -104,8 +122,29 @@ impl Actor {
             return Err(err.into());
         }
         self.pipeline.committed += 1;
-        self.pipeline.syncer.request(self.pipeline.committed);
         Ok(self.pipeline.committed)
+    }
+
+    /// Once a step's commands are out: if an acknowledgement waits for a batch the
+    /// syncer was not asked for yet, asks for every committed batch now; otherwise
+    /// committed batches are asked for within [`LAZY_SYNC`].
+    pub(super) fn after_step(&mut self) {
+        let pipeline = &mut self.pipeline;
+        if pipeline.held.last_batch().is_some_and(|batch| batch > pipeline.requested) {
+            self.request_sync();
+        } else if pipeline.committed > pipeline.requested && pipeline.lazy_at.is_none() {
+            pipeline.lazy_at = Some(Instant::now() + LAZY_SYNC);
+        }
+    }
+
+    /// Asks the syncer for every committed batch.
+    pub(super) fn request_sync(&mut self) {
+        let pipeline = &mut self.pipeline;
+        pipeline.lazy_at = None;
+        if pipeline.committed > pipeline.requested {
+            pipeline.requested = pipeline.committed;
+            pipeline.syncer.request(pipeline.committed);
+        }
     }
 
     /// Writes a larger job id reservation if a job in `persist` comes within a block of
@@ -140,6 +179,8 @@ impl Actor {
         if through > self.pipeline.durable {
             self.store.sync()?;
             self.pipeline.committed = through;
+            self.pipeline.requested = self.pipeline.requested.max(through);
+            self.pipeline.lazy_at = None;
             self.mark_durable(through);
         }
         Ok(())
@@ -170,6 +211,20 @@ impl Actor {
         let released = pipeline.held.release(batch);
         for ack in released {
             self.deliver(ack);
+        }
+    }
+
+    /// Holds `ack`, made while this step's inputs are decided (e.g. a new watch on a job
+    /// whose end this step or an unsynced one decided), until the step's batch is durable.
+    pub(super) fn hold_for_this_step(&mut self, ack: Ack) {
+        self.pipeline.this_step.push(ack);
+    }
+
+    /// Passes what [`hold_for_this_step`](Actor::hold_for_this_step) kept to `batch`,
+    /// the step's batch once it is committed.
+    pub(super) fn acknowledge_this_step(&mut self, batch: u64) {
+        for ack in std::mem::take(&mut self.pipeline.this_step) {
+            self.acknowledge(batch, ack);
         }
     }
 
@@ -227,6 +282,7 @@ impl Actor {
     /// durable, taking its reports as the actor's loop would (tests).
     #[cfg(test)]
     pub(super) fn await_syncer(&mut self) {
+        self.request_sync();
         for _ in 0..500 {
             while let Ok(report) = self.pipeline.reports.try_recv() {
                 self.on_durable(report).unwrap();
@@ -234,7 +290,7 @@ impl Actor {
             if self.all_durable() {
                 return;
             }
-            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::thread::sleep(Duration::from_millis(10));
         }
         panic!("the syncer did not report batch {} within 5 s", self.pipeline.committed);
     }

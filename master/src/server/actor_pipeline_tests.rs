@@ -80,6 +80,7 @@ fn a_submits_launch_goes_out_at_once_and_its_reply_and_the_jobs_end_wait_for_the
     let launch = launched(&mut outbound);
     assert!(reply.try_recv().is_err(), "the reply waits for the batch's sync");
     assert!(!actor.all_durable());
+    assert!(actor.pipeline.lazy_at.is_none(), "a held reply asks the syncer at once");
     actor.await_syncer();
     let Ok(Response::Submitted { job }) = reply.try_recv() else { panic!("not submitted") };
     assert_eq!(job, launch.task.job);
@@ -88,13 +89,20 @@ fn a_submits_launch_goes_out_at_once_and_its_reply_and_the_jobs_end_wait_for_the
     let commands = actor.on_input(Input::Watch { caller: alice(), job, updates });
     actor.execute(commands).unwrap();
     report(&mut actor, agent, &launch, ContainerState::Acquired);
+    assert!(actor.pipeline.lazy_at.is_some(), "a step acknowledging nothing is synced later");
     report(&mut actor, agent, &launch, ContainerState::Running);
     assert_eq!(state_of(&reader.borrow_and_update()), Some(JobState::Running), "progress goes out at once");
     report(&mut actor, agent, &launch, ContainerState::Completed);
     assert_eq!(actor.core.view().job_state(job), Some(JobState::Completed));
     assert!(!reader.has_changed().unwrap(), "the job's end waits for its batch's sync");
+    // A watch opened now sees the ended job: that, too, waits for the sync.
+    let (updates, mut late) = watch::channel(None);
+    let commands = actor.on_input(Input::Watch { caller: alice(), job, updates });
+    actor.execute(commands).unwrap();
+    assert!(!late.has_changed().unwrap(), "a new watch's first update announces the end: held");
     actor.await_syncer();
     assert_eq!(state_of(&reader.borrow_and_update()), Some(JobState::Completed));
+    assert_eq!(state_of(&late.borrow_and_update()), Some(JobState::Completed));
     assert!(!actor.watchers.contains_key(&job), "the ended job's watcher is gone");
 }
 

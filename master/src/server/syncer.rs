@@ -135,6 +135,11 @@ impl<T> Held<T> {
         self.queue.is_empty()
     }
 
+    /// The batch the newest held item waits for.
+    pub(super) fn last_batch(&self) -> Option<u64> {
+        self.queue.back().map(|(batch, _)| *batch)
+    }
+
     /// Whether any held item matches `test`.
     pub(super) fn any(&self, test: impl Fn(&T) -> bool) -> bool {
         self.queue.iter().any(|(_, item)| test(item))
