@@ -94,6 +94,7 @@ fn a_submits_launch_goes_out_at_once_and_its_reply_and_the_jobs_end_wait_for_the
     assert_eq!(state_of(&reader.borrow_and_update()), Some(JobState::Running), "progress goes out at once");
     report(&mut actor, agent, &launch, ContainerState::Completed);
     assert_eq!(actor.core.view().job_state(job), Some(JobState::Completed));
+    assert!(actor.pipeline.lazy_at.is_none(), "a job's end is synced at once");
     assert!(!reader.has_changed().unwrap(), "the job's end waits for its batch's sync");
     // A watch opened now sees the ended job: that, too, waits for the sync.
     let (updates, mut late) = watch::channel(None);
