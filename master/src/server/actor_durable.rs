@@ -311,3 +311,7 @@ impl Actor {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "actor_durable_tests.rs"]
+mod tests;
