@@ -142,6 +142,14 @@ pub enum PolicySettings {
         /// the slowdown, as a task of at least that time (default false).
         #[serde(default)]
         count_running: bool,
+        /// Share of the gap closed per step when lowering the allocation, in (0, 1]
+        /// (default: `hysteresis`, the same both ways).
+        #[serde(default)]
+        hysteresis_down: Option<f64>,
+        /// Guarantee no more than the tasks a deadline job has running and ready
+        /// (default false): slots it has no task for go to other work.
+        #[serde(default)]
+        demand_cap: bool,
     },
 }
 
@@ -328,6 +336,8 @@ impl PolicySettings {
             spare,
             pooled_tail,
             count_running,
+            hysteresis_down,
+            demand_cap,
         } = self
         else {
             return Ok(JockeyConfig::default());
@@ -338,6 +348,9 @@ impl PolicySettings {
         within("interval_s", "above 0", *interval_s, *interval_s > 0.0)?;
         within("slack", "at least 0.1", *slack, *slack >= 0.1)?;
         within("hysteresis", "in (0, 1]", *hysteresis, *hysteresis > 0.0 && *hysteresis <= 1.0)?;
+        if let Some(down) = hysteresis_down {
+            within("hysteresis_down", "in (0, 1]", *down, *down > 0.0 && *down <= 1.0)?;
+        }
         within("dead_zone_s", "at least 0", *dead_zone_s, *dead_zone_s >= 0.0)?;
         within("model_runs", "at least 1", f64::from(*model_runs), *model_runs >= 1)?;
         within("quantile", "in [0, 1]", *quantile, (0.0..=1.0).contains(quantile))?;
@@ -356,6 +369,7 @@ impl PolicySettings {
                 hysteresis: *hysteresis,
                 dead_zone_ms: (dead_zone_s * 1000.0).round() as i64,
                 utility,
+                hysteresis_down: *hysteresis_down,
             },
             indicator: *indicator,
             predictor: *predictor,
@@ -367,6 +381,7 @@ impl PolicySettings {
             spare: *spare,
             pooled_tail: *pooled_tail,
             count_running: *count_running,
+            demand_cap: *demand_cap,
         })
     }
 }
@@ -502,6 +517,11 @@ mod tests {
         assert_eq!(config.control.utility.points, vec![(0, 2.0), (60_000, -1.0)]);
         let both = parse("spare = true\npooled_tail = true\ncount_running = true").jockey_config().unwrap();
         assert_eq!((both.spare, both.pooled_tail, both.count_running), (true, true, true));
+        let later = parse("hysteresis_down = 0.6\ndemand_cap = true").jockey_config().unwrap();
+        assert_eq!((later.control.hysteresis_down, later.demand_cap), (Some(0.6), true));
+        assert_eq!((config.control.hysteresis_down, config.demand_cap), (None, false));
+        let err = parse("hysteresis_down = 1.5").check().unwrap_err();
+        assert_eq!(err.to_string(), "hysteresis_down: must be in (0, 1], got 1.5");
         let err = parse("hysteresis = 0").check().unwrap_err();
         assert_eq!(err.to_string(), "hysteresis: must be in (0, 1], got 0");
         let err = parse("utility = [[5, 1.0], [1, 0.0]]").check().unwrap_err();
