@@ -90,11 +90,17 @@ impl Outcome {
         longest as f64 / 1000.0
     }
 
-    /// When the run first fell behind: the first control sample whose predicted finish
-    /// (with slack) lies past the deadline, with the tasks running and ready then.
+    /// When the run fell behind for good: the first control sample from which on every
+    /// predicted finish (with slack) lies past the deadline; `None` when the last one
+    /// was still on time (the run was late without the controller seeing it).
     pub fn fell_behind(&self) -> Option<&SloSample> {
         let deadline_ms = (self.deadline_s * 1000.0) as u64;
-        self.timeline.iter().find(|s| s.predicted_finish_ms.is_some_and(|f| f > deadline_ms))
+        let late = |s: &SloSample| s.predicted_finish_ms.is_some_and(|f| f > deadline_ms);
+        let on_time_to = self.timeline.iter().rposition(|s| !late(s));
+        match on_time_to {
+            Some(i) => self.timeline.get(i + 1),
+            None => self.timeline.first(),
+        }
     }
 
     /// Seconds at the end of the run over which it ran at most `width` tasks with none
@@ -414,5 +420,42 @@ mod tests {
         // Never above the oracle: nothing.
         assert_eq!(share_above(&timeline, 181_000, 40.0), 0.0);
         assert_eq!(share_above(&[], 181_000, 10.0), 0.0);
+    }
+
+    #[test]
+    fn a_missed_run_is_late_from_the_step_after_its_last_on_time_prediction() {
+        // Deadline 1000 s: predicted late at 60 s, on time at 120 s, late from 180 s on.
+        let at = |t_s: u64, finish_s: u64, running: u32, ready: u32| SloSample {
+            predicted_finish_ms: Some(finish_s * 1000),
+            running,
+            ready,
+            ..sample(t_s * 1000, 10)
+        };
+        let mut outcome = Outcome {
+            met: false,
+            completion_vs_deadline: 1.1,
+            above_oracle: 0.0,
+            share_above_oracle: 0.0,
+            peak: 10,
+            mean_guarantee: 10.0,
+            oracle: 10.0,
+            deadline_s: 1000.0,
+            timeline: vec![
+                at(60, 1100, 10, 50),
+                at(120, 900, 10, 40),
+                at(180, 1050, 3, 0),
+                at(240, 1100, 1, 0),
+            ],
+            spare_share: 0.0,
+            target_above_oracle: 0.0,
+            split: GuaranteeSplit::default(),
+        };
+        assert_eq!(outcome.fell_behind().map(|s| s.at_ms), Some(180_000));
+        // Its tail: from 180 s it ran at most 3 tasks with none ready; at most 1 only at 240 s.
+        assert_eq!(outcome.tail_s(3), 60.0);
+        assert_eq!(outcome.tail_s(1), 0.0);
+        // On time at its last step: the controller never saw it coming.
+        outcome.timeline[3].predicted_finish_ms = Some(990_000);
+        assert!(outcome.fell_behind().is_none());
     }
 }

@@ -171,10 +171,10 @@ pub(crate) fn run(args: JockeyArgs) -> Result<()> {
 /// A missed run: when it fell behind and what it ran then, and how long its tail was.
 fn print_miss(deadline_slots: u32, seed: u64, label: &str, outcome: &Outcome) {
     let behind = outcome.fell_behind().map_or_else(
-        || "never predicted late".to_string(),
+        || "predicted on time to its last step".to_string(),
         |s| {
             format!(
-                "fell behind at {:.0} s of {:.0} (progress {:.3}, guarantee {}, running {}, ready {})",
+                "predicted late from {:.0} s of {:.0} on (progress {:.3}, guarantee {}, running {}, ready {})",
                 s.at_ms as f64 / 1000.0,
                 outcome.deadline_s,
                 s.progress,
