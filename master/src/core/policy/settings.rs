@@ -150,6 +150,10 @@ pub enum PolicySettings {
         /// (default false): slots it has no task for go to other work.
         #[serde(default)]
         demand_cap: bool,
+        /// Model the stages with fewer profiled task times than this with the spread of
+        /// all the job's stages, as `pooled_tail` models every stage (default 0: none).
+        #[serde(default)]
+        pooled_below: u32,
     },
 }
 
@@ -338,6 +342,7 @@ impl PolicySettings {
             count_running,
             hysteresis_down,
             demand_cap,
+            pooled_below,
         } = self
         else {
             return Ok(JockeyConfig::default());
@@ -382,6 +387,7 @@ impl PolicySettings {
             pooled_tail: *pooled_tail,
             count_running: *count_running,
             demand_cap: *demand_cap,
+            pooled_below: *pooled_below,
         })
     }
 }
@@ -517,8 +523,12 @@ mod tests {
         assert_eq!(config.control.utility.points, vec![(0, 2.0), (60_000, -1.0)]);
         let both = parse("spare = true\npooled_tail = true\ncount_running = true").jockey_config().unwrap();
         assert_eq!((both.spare, both.pooled_tail, both.count_running), (true, true, true));
-        let later = parse("hysteresis_down = 0.6\ndemand_cap = true").jockey_config().unwrap();
-        assert_eq!((later.control.hysteresis_down, later.demand_cap), (Some(0.6), true));
+        let later =
+            parse("hysteresis_down = 0.6\ndemand_cap = true\npooled_below = 30").jockey_config().unwrap();
+        assert_eq!(
+            (later.control.hysteresis_down, later.demand_cap, later.pooled_below),
+            (Some(0.6), true, 30)
+        );
         assert_eq!((config.control.hysteresis_down, config.demand_cap), (None, false));
         let err = parse("hysteresis_down = 1.5").check().unwrap_err();
         assert_eq!(err.to_string(), "hysteresis_down: must be in (0, 1], got 1.5");

@@ -79,6 +79,9 @@ pub struct JockeyConfig {
     /// capped at the tasks running and ready, recomputed whenever the scheduler runs
     /// (the target itself, and the smoothing, are the control step's).
     pub demand_cap: bool,
+    /// Stages with fewer profiled task times than this are modelled with the job's
+    /// pooled spread ([`ModelRequest::pooled_below`]); 0: none.
+    pub pooled_below: u32,
 }
 
 impl Default for JockeyConfig {
@@ -97,6 +100,7 @@ impl Default for JockeyConfig {
             pooled_tail: false,
             count_running: false,
             demand_cap: false,
+            pooled_below: 0,
         }
     }
 }
@@ -368,6 +372,7 @@ impl Jockey {
                 quantile: self.config.quantile,
                 seed: profile.newest_run,
                 pooled_tail: self.config.pooled_tail,
+                pooled_below: self.config.pooled_below,
             });
         }
         // A stale model still beats none while the new one is built.
