@@ -136,7 +136,7 @@ fn a_moved_deadline_is_stored_answered_and_followed() {
     assert_eq!(env.take_persists()[0], Persist::Deadline { job: etl, deadline: Some(due) });
     assert_eq!(env.status(etl).summary.deadline, Some(due));
     // Now behind: Amdahl's 1.2 × (60 + 1140/a) s by 5 minutes needs 6 slots, and a moved
-    // deadline is followed at once, not by hysteresis's fifth of the gap a minute.
+    // deadline is followed at once, not by hysteresis's share of the gap a minute.
     assert_eq!(env.take_launches(5).len(), 5);
     assert_eq!(env.jockey_state(etl).guarantee, 6);
     env.advance(5);
@@ -187,10 +187,10 @@ fn a_run_slower_than_its_profile_is_given_more_slots_at_once() {
     assert_eq!((trusting.guarantee, trusting.slowdown), (4, 1.0));
     // Its tasks took three times their profiled 60 s: (4 × 180 + 10 × 60) / (4 × 60 +
     // 10 × 60) = 1.57 times the profile, which puts the finish past the deadline; the
-    // raw allocation is the whole agent (10) and hysteresis moves a fifth of the way.
+    // raw allocation is the whole agent (10) and hysteresis (α = 0.5) moves half the way.
     let rescaled = three_times_slower(true);
     assert!((rescaled.slowdown - 1320.0 / 840.0).abs() < 1e-9, "{}", rescaled.slowdown);
-    assert_eq!(rescaled.guarantee, 6);
+    assert_eq!(rescaled.guarantee, 7);
 }
 
 #[test]

@@ -99,7 +99,7 @@ impl Default for JockeyConfig {
             spare: true,
             pooled_tail: false,
             count_running: false,
-            demand_cap: false,
+            demand_cap: true,
             pooled_below: 0,
         }
     }
