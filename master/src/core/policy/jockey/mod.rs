@@ -6,7 +6,9 @@
 //! back by preemption when they are held by others); every slot a guarantee leaves
 //! unused goes to the other jobs in admission order, and what they leave free to deadline
 //! jobs' ready tasks beyond their guarantee (spare tokens, §2.1: the lowest priority, the
-//! first preempted), so the cluster stays work-conserving.
+//! first preempted), so the cluster stays work-conserving. With `demand_cap` the
+//! guarantee a job requests is the control step's target capped at the tasks it has
+//! running and ready, recomputed at every scheduling call.
 //!
 //! Variants for the paper's comparison: without adaptation (the first model-based
 //! allocation, kept), without the simulator (Amdahl's model) and max allocation.
@@ -238,9 +240,10 @@ impl Jockey {
             slo.ready = SlotKind::ALL.iter().map(|&k| job.ready(k)).sum();
             slo.waiting = slo.ready;
             if self.config.demand_cap {
-                // Slots the job has no task for go to other work rather than being held
-                // idle through a barrier or the tail; the target is kept, so the
-                // guarantee comes back as soon as tasks are released.
+                // The job requests no slot it has no task for (a barrier, the tail):
+                // such slots were lent to other work anyway, so nothing that runs
+                // changes. The target is kept, so the guarantee is back as soon as
+                // tasks are released.
                 slo.guarantee = slo.target.min(slo.running + slo.ready);
             }
             slo.peak_guarantee = slo.peak_guarantee.max(slo.guarantee);
