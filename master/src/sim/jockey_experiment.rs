@@ -52,6 +52,25 @@ pub struct Outcome {
     /// Share of the slot time the run used that it ran above its guarantee (on spare
     /// slots).
     pub spare_share: f64,
+    /// The guarantee the control steps sized, before any demand cap, averaged over the
+    /// run, over the oracle, less one: `above_oracle` when nothing caps it.
+    pub target_above_oracle: f64,
+    /// Where the guaranteed slot time went, each over the oracle's slot time (oracle ×
+    /// run time), so that the three add up to `above_oracle + 1`.
+    pub split: GuaranteeSplit,
+}
+
+/// The guaranteed slot time of one run, each part over the oracle's slot time.
+#[derive(Clone, Copy, PartialEq, Debug, Default)]
+pub struct GuaranteeSplit {
+    /// Used by the job's running tasks.
+    pub used: f64,
+    /// Held above what ran while the job had no task waiting for a slot (barriers, the
+    /// tail).
+    pub idle: f64,
+    /// Held above what ran while tasks waited (slots being taken back, assignments in
+    /// flight).
+    pub rest: f64,
 }
 
 impl Outcome {
@@ -69,6 +88,33 @@ impl Outcome {
             }
         }
         longest as f64 / 1000.0
+    }
+
+    /// When the run fell behind for good: the first control sample from which on every
+    /// predicted finish (with slack) lies past the deadline; `None` when the last one
+    /// was still on time (the run was late without the controller seeing it).
+    pub fn fell_behind(&self) -> Option<&SloSample> {
+        let deadline_ms = (self.deadline_s * 1000.0) as u64;
+        let late = |s: &SloSample| s.predicted_finish_ms.is_some_and(|f| f > deadline_ms);
+        let on_time_to = self.timeline.iter().rposition(|s| !late(s));
+        match on_time_to {
+            Some(i) => self.timeline.get(i + 1),
+            None => self.timeline.first(),
+        }
+    }
+
+    /// Seconds at the end of the run over which it ran at most `width` tasks with none
+    /// ready: its tail.
+    pub fn tail_s(&self, width: u32) -> f64 {
+        let end = self.timeline.last().map_or(0, |s| s.at_ms);
+        let start = self
+            .timeline
+            .iter()
+            .rev()
+            .take_while(|s| s.running <= width && s.ready == 0)
+            .last()
+            .map_or(end, |s| s.at_ms);
+        end.saturating_sub(start) as f64 / 1000.0
     }
 
     /// Table 10's second metric: the mean change, in seconds, of the predicted finish
@@ -132,6 +178,14 @@ pub fn run_one(trace: &Trace, cluster: &SimConfig, variant: &Variant) -> Result<
     let (guaranteed_ms, peak) = result.guaranteed.unwrap_or((0, 0));
     let share_above_oracle = share_above(&result.slo_timeline, ended.0, oracle);
     let spare_share = result.spare_ms.unwrap_or(0) as f64 / result.slot_ms.max(1) as f64;
+    let oracle_ms = oracle * ran_ms as f64;
+    let final_state = result.slo_final.unwrap_or_default();
+    let split = GuaranteeSplit {
+        used: final_state.used_slot_ms as f64 / oracle_ms,
+        idle: final_state.idle_slot_ms as f64 / oracle_ms,
+        rest: guaranteed_ms.saturating_sub(final_state.used_slot_ms + final_state.idle_slot_ms) as f64
+            / oracle_ms,
+    };
     Ok(Outcome {
         met: ended <= deadline,
         completion_vs_deadline: ran_ms as f64 / deadline_after_ms.max(1) as f64,
@@ -151,6 +205,8 @@ pub fn run_one(trace: &Trace, cluster: &SimConfig, variant: &Variant) -> Result<
             })
             .collect(),
         spare_share: spare_share.min(1.0),
+        target_above_oracle: final_state.target_slot_ms as f64 / oracle_ms - 1.0,
+        split,
     })
 }
 
@@ -201,6 +257,19 @@ impl Row {
         self.outcomes.iter().map(|o| o.spare_share).sum::<f64>() / self.outcomes.len().max(1) as f64
     }
 
+    /// The guaranteed slot time's split over the oracle, averaged over the runs.
+    pub fn mean_split(&self) -> GuaranteeSplit {
+        let n = self.outcomes.len().max(1) as f64;
+        let sum =
+            |part: fn(&GuaranteeSplit) -> f64| self.outcomes.iter().map(|o| part(&o.split)).sum::<f64>() / n;
+        GuaranteeSplit { used: sum(|s| s.used), idle: sum(|s| s.idle), rest: sum(|s| s.rest) }
+    }
+
+    /// Mean of the sized target above the oracle (the measure before any demand cap).
+    pub fn mean_target_above_oracle(&self) -> f64 {
+        self.outcomes.iter().map(|o| o.target_above_oracle).sum::<f64>() / self.outcomes.len().max(1) as f64
+    }
+
     /// The `q` quantile of completion relative to the deadline.
     pub fn completion_quantile(&self, q: f64) -> f64 {
         let mut values: Vec<f64> = self.outcomes.iter().map(|o| o.completion_vs_deadline).collect();
@@ -228,6 +297,30 @@ pub fn markdown(rows: &[Row]) -> String {
             row.completion_quantile(0.9),
             row.completion_quantile(1.0),
             100.0 * row.mean_spare_share(),
+        );
+    }
+    out
+}
+
+/// Where each row's guarantee went, in Markdown: the mean guaranteed slot time over the
+/// oracle's, split into what running tasks used, what was held while no task waited and
+/// the rest, beside the allocation above the oracle and the sized target's.
+pub fn split_markdown(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| policy | runs | allocation above oracle (guarantee) | (target, before any demand cap) | used by running tasks | held, no task waiting | held, tasks waiting |\n|---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for row in rows {
+        let split = row.mean_split();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:+.1} % | {:+.1} % | {:.1} % | {:.1} % | {:.1} % |",
+            row.label,
+            row.outcomes.len(),
+            100.0 * row.mean_above_oracle(),
+            100.0 * row.mean_target_above_oracle(),
+            100.0 * split.used,
+            100.0 * split.idle,
+            100.0 * split.rest,
         );
     }
     out
@@ -327,5 +420,42 @@ mod tests {
         // Never above the oracle: nothing.
         assert_eq!(share_above(&timeline, 181_000, 40.0), 0.0);
         assert_eq!(share_above(&[], 181_000, 10.0), 0.0);
+    }
+
+    #[test]
+    fn a_missed_run_is_late_from_the_step_after_its_last_on_time_prediction() {
+        // Deadline 1000 s: predicted late at 60 s, on time at 120 s, late from 180 s on.
+        let at = |t_s: u64, finish_s: u64, running: u32, ready: u32| SloSample {
+            predicted_finish_ms: Some(finish_s * 1000),
+            running,
+            ready,
+            ..sample(t_s * 1000, 10)
+        };
+        let mut outcome = Outcome {
+            met: false,
+            completion_vs_deadline: 1.1,
+            above_oracle: 0.0,
+            share_above_oracle: 0.0,
+            peak: 10,
+            mean_guarantee: 10.0,
+            oracle: 10.0,
+            deadline_s: 1000.0,
+            timeline: vec![
+                at(60, 1100, 10, 50),
+                at(120, 900, 10, 40),
+                at(180, 1050, 3, 0),
+                at(240, 1100, 1, 0),
+            ],
+            spare_share: 0.0,
+            target_above_oracle: 0.0,
+            split: GuaranteeSplit::default(),
+        };
+        assert_eq!(outcome.fell_behind().map(|s| s.at_ms), Some(180_000));
+        // Its tail: from 180 s it ran at most 3 tasks with none ready; at most 1 only at 240 s.
+        assert_eq!(outcome.tail_s(3), 60.0);
+        assert_eq!(outcome.tail_s(1), 0.0);
+        // On time at its last step: the controller never saw it coming.
+        outcome.timeline[3].predicted_finish_ms = Some(990_000);
+        assert!(outcome.fell_behind().is_none());
     }
 }

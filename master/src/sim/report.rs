@@ -53,6 +53,9 @@ pub struct JobResult {
     /// Under `jockey`, for a deadline job: the controller's state after every tick
     /// while it ran (Fig. 6's allocation over time).
     pub slo_timeline: Vec<SloSample>,
+    /// Under `jockey`, for a deadline job: the controller's state at its end, its slot
+    /// time accounts brought up to then.
+    pub slo_final: Option<crate::core::policy::jockey::SloState>,
 }
 
 /// The SLO controller's view of a deadline job at one tick of a simulated run.
@@ -92,6 +95,7 @@ impl JobResult {
             guaranteed: None,
             spare_ms: None,
             slo_timeline: Vec::new(),
+            slo_final: None,
         }
     }
 }

@@ -11,7 +11,8 @@ use std::path::Path;
 
 use slotmarket_master::core::policy::jockey::Indicator;
 use slotmarket_master::sim::jockey_experiment::{
-    Outcome, Row, Variant, allocation_plot, completion_plot, indicator_markdown, markdown, run_one, trace_of,
+    GuaranteeSplit, Outcome, Row, Variant, allocation_plot, completion_plot, indicator_markdown, markdown,
+    run_one, split_markdown, trace_of,
 };
 use slotmarket_master::sim::jockey_gen::JockeyMix;
 use slotmarket_master::sim::report::SloSample;
@@ -136,6 +137,9 @@ pub(crate) fn run(args: JockeyArgs) -> Result<()> {
                         outcome.peak,
                         outcome.spare_share
                     );
+                    if !outcome.met {
+                        print_miss(deadline_slots, seed, &rows[i].label, &outcome);
+                    }
                 }
                 rows[i].seeds.push(seed);
                 rows[i].outcomes.push(outcome);
@@ -149,6 +153,12 @@ pub(crate) fn run(args: JockeyArgs) -> Result<()> {
             if let Some(feasible) = feasible_rows(&rows) {
                 println!("the runs max allocation meets (a deadline no allocation can meet is left out):\n");
                 println!("{}", markdown(&feasible));
+                if args.runs {
+                    println!(
+                        "where the guaranteed slot time went, over the oracle's (the runs max allocation meets):\n"
+                    );
+                    println!("{}", split_markdown(&feasible));
+                }
             }
         }
         if let Some(dir) = &args.plots {
@@ -156,6 +166,30 @@ pub(crate) fn run(args: JockeyArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A missed run: when it fell behind and what it ran then, and how long its tail was.
+fn print_miss(deadline_slots: u32, seed: u64, label: &str, outcome: &Outcome) {
+    let behind = outcome.fell_behind().map_or_else(
+        || "predicted on time to its last step".to_string(),
+        |s| {
+            format!(
+                "predicted late from {:.0} s of {:.0} on (progress {:.3}, guarantee {}, running {}, ready {})",
+                s.at_ms as f64 / 1000.0,
+                outcome.deadline_s,
+                s.progress,
+                s.guarantee,
+                s.running,
+                s.ready
+            )
+        },
+    );
+    let GuaranteeSplit { used, idle, rest } = outcome.split;
+    eprintln!(
+        "{deadline_slots} seed {seed} {label}: missed at {:.3}: {behind}; last {:.0} s at most 2 tasks, none ready; split used {used:.2} idle {idle:.2} rest {rest:.2}",
+        outcome.completion_vs_deadline,
+        outcome.tail_s(2),
+    );
 }
 
 /// Every row cut down to the seeds the `max` variant met, when there is a `max` row: a
@@ -294,6 +328,8 @@ pub(crate) fn plot_allocation(args: PlotAllocationArgs) -> Result<()> {
         deadline_s: 0.0,
         timeline: Vec::new(),
         spare_share: 0.0,
+        target_above_oracle: 0.0,
+        split: GuaranteeSplit::default(),
     };
     for (n, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let cells: Vec<&str> = line.split(',').collect();

@@ -136,7 +136,7 @@ fn a_moved_deadline_is_stored_answered_and_followed() {
     assert_eq!(env.take_persists()[0], Persist::Deadline { job: etl, deadline: Some(due) });
     assert_eq!(env.status(etl).summary.deadline, Some(due));
     // Now behind: Amdahl's 1.2 × (60 + 1140/a) s by 5 minutes needs 6 slots, and a moved
-    // deadline is followed at once, not by hysteresis's fifth of the gap a minute.
+    // deadline is followed at once, not by hysteresis's share of the gap a minute.
     assert_eq!(env.take_launches(5).len(), 5);
     assert_eq!(env.jockey_state(etl).guarantee, 6);
     env.advance(5);
@@ -187,10 +187,10 @@ fn a_run_slower_than_its_profile_is_given_more_slots_at_once() {
     assert_eq!((trusting.guarantee, trusting.slowdown), (4, 1.0));
     // Its tasks took three times their profiled 60 s: (4 × 180 + 10 × 60) / (4 × 60 +
     // 10 × 60) = 1.57 times the profile, which puts the finish past the deadline; the
-    // raw allocation is the whole agent (10) and hysteresis moves a fifth of the way.
+    // raw allocation is the whole agent (10) and hysteresis (α = 0.5) moves half the way.
     let rescaled = three_times_slower(true);
     assert!((rescaled.slowdown - 1320.0 / 840.0).abs() < 1e-9, "{}", rescaled.slowdown);
-    assert_eq!(rescaled.guarantee, 6);
+    assert_eq!(rescaled.guarantee, 7);
 }
 
 #[test]
@@ -282,4 +282,57 @@ fn a_guarantee_owed_to_another_deadline_job_preempts_spare_tasks_first() {
     }
     let launches = env.take_launches(4);
     assert!(launches.iter().all(|l| l.task.job == second), "{launches:?}");
+}
+
+/// etl (20 maps, guaranteed 4 of 10 slots, no spare tokens) beside a 30-task filler, run
+/// until two of its tasks are left running and none ready; then a minute passes. Answers
+/// the controller's state and every launch after the first ten, in order.
+fn etl_tail(demand_cap: bool) -> (crate::core::policy::jockey::SloState, Vec<JobId>) {
+    let toml = format!(
+        "name = \"jockey\"\npredictor = \"amdahl\"\ninterval_s = 60\nspare = false\ndemand_cap = {demand_cap}\n"
+    );
+    let mut env = recovered_env(toml::from_str(&toml).expect("jockey settings parse"), vec![etl_run(7)], 10);
+    let etl = env.submit(etl_due_in(10));
+    let mut running: std::collections::VecDeque<ContainerId> =
+        env.take_launches(4).iter().map(|l| l.container).collect();
+    env.submit(JobBuilder::maps(30).name("filler").build());
+    assert_eq!(env.take_launches(6).len(), 6);
+    let mut later = Vec::new();
+    // 18 of etl's tasks finish one by one: each freed slot is its own until it has no
+    // task left to start, then the filler's.
+    for _ in 0..18 {
+        let Some(done) = running.pop_front() else { break };
+        env.finish(done);
+        for launch in env.take_all_launches() {
+            if launch.task.job == etl {
+                running.push_back(launch.container);
+            }
+            later.push(launch.task.job);
+        }
+    }
+    assert_eq!(running.len(), 2);
+    let before = env.jockey_state(etl);
+    env.advance(60);
+    env.heartbeat("n1");
+    let after = env.jockey_state(etl);
+    assert_eq!(after.idle_slot_ms - before.idle_slot_ms, if demand_cap { 0 } else { 2 * 60_000 });
+    assert_eq!(after.used_slot_ms - before.used_slot_ms, 2 * 60_000);
+    (after, later)
+}
+
+#[test]
+fn a_demand_capped_guarantee_follows_what_the_job_can_run_and_changes_no_launch() {
+    let (held, held_launches) = etl_tail(false);
+    let (capped, capped_launches) = etl_tail(true);
+    // Both run the same tasks in the same order: unused guaranteed slots were already
+    // lent to other work; the cap changes what the job requests, not what runs.
+    assert_eq!(held_launches, capped_launches);
+    assert_eq!(held_launches.iter().filter(|&&j| j == held_launches[0]).count(), 16);
+    // Two tasks running, none ready: the capped guarantee is 2, the target stays 4.
+    assert_eq!((held.guarantee, held.target), (4, 4));
+    assert_eq!((capped.guarantee, capped.target), (2, 4));
+    // The sized target is accounted alike; the requested guarantee is 2 slots lower in
+    // the last minute.
+    assert_eq!(held.target_slot_ms, capped.target_slot_ms);
+    assert_eq!(held.guaranteed_slot_ms - capped.guaranteed_slot_ms, 2 * 60_000);
 }

@@ -6,7 +6,9 @@
 //! back by preemption when they are held by others); every slot a guarantee leaves
 //! unused goes to the other jobs in admission order, and what they leave free to deadline
 //! jobs' ready tasks beyond their guarantee (spare tokens, §2.1: the lowest priority, the
-//! first preempted), so the cluster stays work-conserving.
+//! first preempted), so the cluster stays work-conserving. With `demand_cap` the
+//! guarantee a job requests is the control step's target capped at the tasks it has
+//! running and ready, recomputed at every scheduling call.
 //!
 //! Variants for the paper's comparison: without adaptation (the first model-based
 //! allocation, kept), without the simulator (Amdahl's model) and max allocation.
@@ -75,6 +77,13 @@ pub struct JockeyConfig {
     /// Count running tasks longer than any profiled in their stage in the slowdown
     /// ([`JobProfile::observed_slowdown_with_running`]).
     pub count_running: bool,
+    /// Request no more than the job can run: the guarantee is the control step's target
+    /// capped at the tasks running and ready, recomputed whenever the scheduler runs
+    /// (the target itself, and the smoothing, are the control step's).
+    pub demand_cap: bool,
+    /// Stages with fewer profiled task times than this are modelled with the job's
+    /// pooled spread ([`ModelRequest::pooled_below`]); 0: none.
+    pub pooled_below: u32,
 }
 
 impl Default for JockeyConfig {
@@ -92,6 +101,8 @@ impl Default for JockeyConfig {
             spare: true,
             pooled_tail: false,
             count_running: false,
+            demand_cap: true,
+            pooled_below: 0,
         }
     }
 }
@@ -131,6 +142,20 @@ pub struct SloState {
     pub ready: u32,
     /// Slot-milliseconds it ran above its guarantee (on spare slots) so far.
     pub spare_slot_ms: u64,
+    /// The guarantee the last control step sized (the smoothed allocation, rounded up),
+    /// before [`JockeyConfig::demand_cap`] caps it at what the job can run.
+    pub target: u32,
+    /// The target integrated over time, in slot-milliseconds: without the demand cap the
+    /// same as `guaranteed_slot_ms`, with it the guarantee the step sized.
+    pub target_slot_ms: u64,
+    /// Guaranteed slot-milliseconds the job's running tasks used (`min(guarantee,
+    /// running)` integrated).
+    pub used_slot_ms: u64,
+    /// Guaranteed slot-milliseconds held above what ran while the job had no task
+    /// waiting for a slot (a barrier, the tail): a guarantee the job could not use.
+    pub idle_slot_ms: u64,
+    /// Tasks still waiting for a slot after the last scheduling call's assignments.
+    pub waiting: u32,
 }
 
 impl SloState {
@@ -140,9 +165,21 @@ impl SloState {
             let held = now.0.saturating_sub(since.0);
             self.guaranteed_slot_ms += u64::from(self.guarantee) * held;
             self.spare_slot_ms += u64::from(self.running.saturating_sub(self.guarantee)) * held;
+            self.target_slot_ms += u64::from(self.target) * held;
+            self.used_slot_ms += u64::from(self.running.min(self.guarantee)) * held;
+            if self.waiting == 0 {
+                self.idle_slot_ms += u64::from(self.guarantee.saturating_sub(self.running)) * held;
+            }
         }
         self.accounted_to = Some(now);
         self.peak_guarantee = self.peak_guarantee.max(self.guarantee);
+    }
+
+    /// This state with the guarantee held since the last account added up to `now`
+    /// (for reports at a job's end).
+    pub fn accounted_until(mut self, now: Timestamp) -> SloState {
+        self.account(now);
+        self
     }
 }
 
@@ -197,10 +234,19 @@ impl Jockey {
             }
             if (all || slo.smoothed.is_none()) && !slo.frozen {
                 self.step(now, view, job, deadline, total, &mut slo);
+                slo.target = slo.guarantee;
             }
-            slo.peak_guarantee = slo.peak_guarantee.max(slo.guarantee);
             slo.running = SlotKind::ALL.iter().map(|&k| job.running(k)).sum();
             slo.ready = SlotKind::ALL.iter().map(|&k| job.ready(k)).sum();
+            slo.waiting = slo.ready;
+            if self.config.demand_cap {
+                // The job requests no slot it has no task for (a barrier, the tail):
+                // such slots were lent to other work anyway, so nothing that runs
+                // changes. The target is kept, so the guarantee is back as soon as
+                // tasks are released.
+                slo.guarantee = slo.target.min(slo.running + slo.ready);
+            }
+            slo.peak_guarantee = slo.peak_guarantee.max(slo.guarantee);
             live.insert(job.id(), slo);
         }
         // What is left ended (or lost its deadline): keep its final state for reports.
@@ -329,6 +375,7 @@ impl Jockey {
                 quantile: self.config.quantile,
                 seed: profile.newest_run,
                 pooled_tail: self.config.pooled_tail,
+                pooled_below: self.config.pooled_below,
             });
         }
         // A stale model still beats none while the new one is built.
@@ -465,6 +512,7 @@ impl Policy for Jockey {
         for (job, n) in given {
             if let Some(slo) = self.jobs.get_mut(&job) {
                 slo.running += n;
+                slo.waiting = slo.waiting.saturating_sub(n);
             }
         }
         decisions

@@ -40,6 +40,9 @@ pub struct ModelRequest {
     /// over its own mean) scaled by the stage's mean, rather than from the stage's own
     /// times only: a heavier tail than one stage's few samples show.
     pub pooled_tail: bool,
+    /// Stages with fewer profiled task times than this draw from the pooled spread too
+    /// (as `pooled_tail` draws every stage): a few samples cannot show a stage's tail.
+    pub pooled_below: u32,
 }
 
 /// A built C(p, a): for each modelled allocation, the quantile of the remaining time per
@@ -118,7 +121,10 @@ pub fn build_completion_model(request: &ModelRequest) -> CompletionModel {
     let mut profile = request.profile.clone();
     let middle = request.allocations.get(request.allocations.len() / 2).copied().unwrap_or(1);
     let mut rng = SplitMix64::for_stream(request.seed, profile.newest_run);
-    let shape = if request.pooled_tail { pooled_shape(&profile) } else { Vec::new() };
+    let pooled =
+        |stage: &StageProfile| request.pooled_tail || stage.run_ms.len() < request.pooled_below as usize;
+    let shape = if profile.stages.iter().any(pooled) { pooled_shape(&profile) } else { Vec::new() };
+    let shape = Shape { pooled: profile.stages.iter().map(pooled).collect(), spread: shape };
     let queue_ms = simulate(&profile, &shape, middle, &mut rng, &mut |_, _| {}).1;
     for (stage, &q) in profile.stages.iter_mut().zip(&queue_ms) {
         stage.queue_ms = q;
@@ -154,6 +160,15 @@ pub fn build_completion_model(request: &ModelRequest) -> CompletionModel {
         queue_ms,
         interval_ms,
     }
+}
+
+/// Where a simulated run draws task times: from `spread` (times the stage's mean) for
+/// the stages marked `pooled`, from the stage's own samples for the others.
+struct Shape {
+    /// Per stage, whether it draws from `spread`.
+    pooled: Vec<bool>,
+    /// The job's pooled spread ([`pooled_shape`]); empty when no stage draws from it.
+    spread: Vec<f64>,
 }
 
 /// Every task time of the profile over its stage's mean, ascending: the job's spread,
@@ -197,13 +212,13 @@ fn quantiles(buckets: &[Vec<f64>], q: f64) -> Vec<f64> {
 
 /// One simulated run of `profile` on `slots` slots (of any kind: Jockey's tokens): ready
 /// tasks start in stage order as slots free up, each draws its run time from its stage's
-/// samples (or, when `shape` is not empty, its mean times a draw from `shape`) and fails
+/// samples (or, for a stage `shape` pools, its mean times a draw from the pooled spread) and fails
 /// (and runs again) with the stage's failure probability. Calls
 /// `step(done, at)` at the start and after every task completion with each stage's
 /// completed fraction. Returns the finish time and each stage's total queueing.
 fn simulate(
     profile: &JobProfile,
-    shape: &[f64],
+    shape: &Shape,
     slots: u32,
     rng: &mut SplitMix64,
     step: &mut dyn FnMut(&[f64], u64),
@@ -224,10 +239,11 @@ fn simulate(
             let Some((s, since)) = ready.pop_front() else { break };
             queue_ms[s] += (now - since) as f64;
             let stage = &profile.stages[s];
-            let ms = if shape.is_empty() {
+            let spread = &shape.spread;
+            let ms = if spread.is_empty() || !shape.pooled.get(s).copied().unwrap_or(false) {
                 stage.run_ms[rng.below(stage.run_ms.len() as u64) as usize]
             } else {
-                (means[s] * shape[rng.below(shape.len() as u64) as usize]).round() as u64
+                (means[s] * spread[rng.below(spread.len() as u64) as usize]).round() as u64
             };
             running.push(Reverse((now + ms.max(1), s)));
         }
@@ -313,6 +329,7 @@ mod tests {
             quantile: 0.9,
             seed: 1,
             pooled_tail: false,
+            pooled_below: 0,
         }
     }
 
@@ -367,12 +384,22 @@ mod tests {
             quantile: 1.0,
             seed: 1,
             pooled_tail: false,
+            pooled_below: 0,
         };
         // Maps done is progress 16/19 (0.84): only the reduce is left.
         assert_eq!(build_completion_model(&slowest).remaining(0.85, 1), 3_000.0);
         // Pooled, the reduce may straggle like the maps: 3 s × 3.75 at worst.
         slowest.pooled_tail = true;
         assert_eq!(build_completion_model(&slowest).remaining(0.85, 1), 11_250.0);
+        // Pooling only the stages of fewer than 12 samples: the reduce (1 sample) borrows
+        // the maps' straggler.
+        slowest.pooled_tail = false;
+        slowest.pooled_below = 12;
+        let small = build_completion_model(&slowest);
+        assert_eq!(small.remaining(0.85, 1), 11_250.0);
+        // A stage of 1 sample is not below 1: nothing is pooled.
+        slowest.pooled_below = 1;
+        assert_eq!(build_completion_model(&slowest).remaining(0.85, 1), 3_000.0);
     }
 
     #[test]
