@@ -37,7 +37,7 @@ fn check_agents(state: &State) -> Result<(), String> {
             held.insert(c);
         }
     }
-    for (&id, agent) in &state.agents {
+    for (id, agent) in state.agents.iter() {
         let (mut used, held) = holdings.remove(&id).unwrap_or_default();
         for &kind in agent.strays.values().flatten() {
             used[kind_ix(kind)] += 1;
@@ -64,7 +64,7 @@ fn check_agents(state: &State) -> Result<(), String> {
             .agents
             .iter()
             .filter(|(_, a)| a.takes_work() && a.free(kind) > 0)
-            .map(|(&id, _)| id)
+            .map(|(id, _)| id)
             .collect();
         if expected != state.free_agents[kind_ix(kind)] {
             let have = &state.free_agents[kind_ix(kind)];
@@ -96,8 +96,8 @@ fn check_reservations(state: &State) -> Result<(), String> {
 
 /// The quarantined index names exactly the agents in quarantine.
 fn check_quarantine_index(state: &State) -> Result<(), String> {
-    for (id, agent) in &state.agents {
-        if agent.quarantine.is_some() != state.quarantined.contains(id) {
+    for (id, agent) in state.agents.iter() {
+        if agent.quarantine.is_some() != state.quarantined.contains(&id) {
             return Err(format!(
                 "{id}: quarantine {:?} but quarantined index {:?}",
                 agent.quarantine, state.quarantined

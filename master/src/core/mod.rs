@@ -29,6 +29,7 @@ pub mod estimate;
 pub mod estimate_eval;
 pub mod event;
 mod history;
+mod id_table;
 pub mod invariants;
 mod kept;
 mod locate;

@@ -15,6 +15,7 @@ use slotmarket_common::time::Timestamp;
 
 use super::accounting::Accounts;
 use super::history::{History, HistoryLimits};
+use super::id_table::IdTable;
 use super::reactor::reserve::HeldSlots;
 use super::reactor::waits::JobWaits;
 
@@ -34,7 +35,7 @@ pub(crate) fn kind_ix(kind: SlotKind) -> usize {
 pub(crate) struct State {
     /// Every job, running or ended, by id (= admission order). Ended jobs are dropped
     /// after `CoreConfig::ended_job_retention`.
-    pub(crate) jobs: BTreeMap<JobId, Job>,
+    pub(crate) jobs: IdTable<JobId, Job>,
     /// Jobs that have not ended, in admission order; lets policies that weigh every
     /// active job skip the ended ones.
     pub(crate) active: BTreeSet<JobId>,
@@ -47,7 +48,7 @@ pub(crate) struct State {
     /// the containers it picks from, see `SchedView::live_unordered`).
     pub(crate) containers: HashMap<ContainerId, ContainerRec, BuildHasherDefault<IdHasher>>,
     /// Registrations, connected or not.
-    pub(crate) agents: BTreeMap<AgentId, Agent>,
+    pub(crate) agents: IdTable<AgentId, Agent>,
     /// The current registration of each node name.
     pub(crate) nodes: BTreeMap<String, AgentId>,
     /// Recovered live containers per node, waiting for that node's agent to adopt them.
@@ -97,11 +98,11 @@ impl State {
     /// An empty state keeping job history within `limits`.
     pub(crate) fn new(limits: HistoryLimits) -> State {
         State {
-            jobs: BTreeMap::new(),
+            jobs: IdTable::new(),
             active: BTreeSet::new(),
             active_tasks: BTreeMap::new(),
             containers: HashMap::default(),
-            agents: BTreeMap::new(),
+            agents: IdTable::new(),
             nodes: BTreeMap::new(),
             orphans: BTreeMap::new(),
             ready_jobs: Default::default(),
