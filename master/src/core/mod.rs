@@ -40,6 +40,7 @@ mod purchase;
 mod queue;
 pub mod quote;
 mod reactor;
+mod sorted_set;
 mod state;
 mod view;
 

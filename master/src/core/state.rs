@@ -18,6 +18,7 @@ use super::history::{History, HistoryLimits};
 use super::id_table::IdTable;
 use super::reactor::reserve::HeldSlots;
 use super::reactor::waits::JobWaits;
+use super::sorted_set::SortedSet;
 
 /// Number of slot kinds; arrays indexed by [`kind_ix`].
 pub(crate) const KINDS: usize = 2;
@@ -55,10 +56,10 @@ pub(crate) struct State {
     pub(crate) orphans: BTreeMap<String, BTreeSet<ContainerId>>,
     /// Jobs with at least one ready task of each kind, in admission order; lets a
     /// policy find work without scanning every job.
-    pub(crate) ready_jobs: [BTreeSet<JobId>; KINDS],
+    pub(crate) ready_jobs: [SortedSet<JobId>; KINDS],
     /// Connected agents with at least one free slot of each kind; lets a policy find
     /// room without scanning every agent on every report.
-    pub(crate) free_agents: [BTreeSet<AgentId>; KINDS],
+    pub(crate) free_agents: [SortedSet<AgentId>; KINDS],
     /// Agents in quarantine (see `reactor::health`), so their deadlines are found
     /// without walking every agent.
     pub(crate) quarantined: BTreeSet<AgentId>,
@@ -148,7 +149,7 @@ pub(crate) struct Job {
     pub(crate) stage_tasks: Arc<BTreeMap<String, u32>>,
     /// Pending tasks whose barrier has passed, per slot kind, as (stage, index): the
     /// lowest stage and index go first, so a retried task is not starved by later ones.
-    pub(crate) ready: [BTreeSet<(u32, u32)>; KINDS],
+    pub(crate) ready: [SortedSet<(u32, u32)>; KINDS],
     /// Tasks completed, over all stages.
     pub(crate) completed: u64,
     /// Tasks with a live container, per slot kind.
@@ -277,7 +278,7 @@ pub(crate) struct Agent {
     pub(crate) last_seen: Timestamp,
     pub(crate) offered: [u32; KINDS],
     pub(crate) used: [u32; KINDS],
-    pub(crate) containers: BTreeSet<ContainerId>,
+    pub(crate) containers: SortedSet<ContainerId>,
     /// Containers the agent still runs that the master killed as unknown when it
     /// registered: each holds its slot (counted in `used`) until the agent reports it ended,
     /// so nothing is launched into a slot the agent cannot give.
@@ -328,7 +329,7 @@ impl Agent {
             last_seen: now,
             offered: [map_slots, reduce_slots],
             used: [0; KINDS],
-            containers: BTreeSet::new(),
+            containers: SortedSet::default(),
             strays: BTreeMap::new(),
             drain: None,
             quarantine: None,
@@ -516,18 +517,12 @@ impl State {
                 continue;
             }
             let k = kind_ix(stage.kind);
-            // Collected into a set of its own, which builds its tree at once from the
-            // sorted keys, then merged: inserting a stage's tasks one at a time was most of
-            // a submit's cost in the simulator.
-            let mut pending: BTreeSet<(u32, u32)> = (0..stage.tasks.len() as u32)
+            // Added as one ascending run: appended at once when no later stage is queued
+            // (inserting a stage's tasks one at a time was most of a submit's cost).
+            let pending = (0..stage.tasks.len() as u32)
                 .filter(|&i| stage.tasks[i as usize].phase == TaskPhase::Pending)
-                .map(|i| (ix as u32, i))
-                .collect();
-            if j.ready[k].is_empty() {
-                j.ready[k] = pending;
-            } else {
-                j.ready[k].append(&mut pending);
-            }
+                .map(|i| (ix as u32, i));
+            j.ready[k].extend_sorted(pending);
             j.stages[ix].released = true;
         }
         self.sync_ready_index(job);
