@@ -50,8 +50,8 @@ mod tests;
 use std::time::Duration;
 
 use slotmarket_common::identity::Identity;
-use slotmarket_common::ids::JobId;
-use slotmarket_common::protocol::ReservationView;
+use slotmarket_common::ids::{AgentId, JobId};
+use slotmarket_common::protocol::{ContainerReport, ReservationView};
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
 
@@ -238,6 +238,23 @@ impl Core {
             }
             event => reactor::dispatch(&mut self.state, &mut cx, event),
         }
+        self.schedule(&mut cx, Trigger::Event);
+        *out = self.finish(cx);
+    }
+
+    /// [`handle_into`](Core::handle_into) of `Event::ContainerReports { agent, reports }`
+    /// with the reports taken out of a buffer the driver keeps (left empty, its room
+    /// kept): the simulator feeds millions of report batches, and building each one's
+    /// vector and event was an allocation and two copies of an `Event` per batch.
+    pub fn reports_into(
+        &mut self,
+        now: Timestamp,
+        agent: AgentId,
+        reports: &mut Vec<ContainerReport>,
+        out: &mut Vec<Command>,
+    ) {
+        let mut cx = self.begin(now, std::mem::take(out));
+        reactor::on_container_reports(&mut self.state, &mut cx, agent, reports.drain(..));
         self.schedule(&mut cx, Trigger::Event);
         *out = self.finish(cx);
     }

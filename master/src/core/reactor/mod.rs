@@ -28,6 +28,8 @@ mod reports;
 pub(crate) mod reserve;
 pub(crate) mod waits;
 
+pub(crate) use reports::on_container_reports;
+
 use std::time::Duration;
 
 use slotmarket_common::ids::JobId;
@@ -189,7 +191,7 @@ pub(crate) fn dispatch(state: &mut State, cx: &mut Ctx, event: Event) {
         Event::AgentHeartbeat { agent } => agents::on_agent_heartbeat(state, cx, agent),
         Event::AgentDisconnected { agent } => agents::on_agent_disconnected(state, cx, agent),
         Event::ContainerReports { agent, reports } => {
-            reports::on_container_reports(state, cx, agent, reports);
+            on_container_reports(state, cx, agent, reports.into_iter());
         }
         Event::JobSubmitted { request, caller, spec } => {
             jobs::on_job_submitted(state, cx, request, &caller, spec);
