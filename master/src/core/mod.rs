@@ -239,7 +239,7 @@ impl Core {
             event => reactor::dispatch(&mut self.state, &mut cx, event),
         }
         self.schedule(&mut cx, Trigger::Event);
-        *out = self.finish(cx);
+        *out = self.finish(&mut cx);
     }
 
     /// [`handle_into`](Core::handle_into) of `Event::ContainerReports { agent, reports }`
@@ -256,7 +256,7 @@ impl Core {
         let mut cx = self.begin(now, std::mem::take(out));
         reactor::on_container_reports(&mut self.state, &mut cx, agent, reports.drain(..));
         self.schedule(&mut cx, Trigger::Event);
-        *out = self.finish(cx);
+        *out = self.finish(&mut cx);
     }
 
     /// Periodic work: loses agents and orphaned containers whose silence passed the
@@ -274,14 +274,14 @@ impl Core {
         let mut cx = self.begin(now, std::mem::take(out));
         reactor::on_tick(&mut self.state, &mut cx);
         self.schedule(&mut cx, Trigger::Tick);
-        *out = self.finish(cx);
+        *out = self.finish(&mut cx);
     }
 
     /// Ends a step: under MRM admission stores the cluster's capacity when it changed
     /// (a restarted master quotes against it until agents reconnect), tells the kept
     /// admission schedule which jobs the step touched (see `quote::Market::note_changed`),
     /// then hands back the step's commands.
-    fn finish(&mut self, mut cx: Ctx) -> Vec<Command> {
+    fn finish(&mut self, cx: &mut Ctx) -> Vec<Command> {
         if self.config.admission.mode == AdmissionMode::Mrm
             && let Some([map_slots, reduce_slots]) = self.market.note_capacity(&self.state)
         {

@@ -142,8 +142,9 @@ impl Ctx {
 
     /// The commands of this step, with one `JobChanged` per changed job at the end (after
     /// every `Persist`, so a watcher never sees state the store does not have). The
-    /// emptied `changed` buffer is handed back for the next step.
-    pub(crate) fn finish(mut self, state: &State, changed: &mut Vec<JobId>) -> Vec<Command> {
+    /// emptied `changed` buffer is handed back for the next step. Takes the context by
+    /// reference (leaving it empty): moving it whole into this call was a copy per step.
+    pub(crate) fn finish(&mut self, state: &State, changed: &mut Vec<JobId>) -> Vec<Command> {
         self.changed.sort_unstable();
         self.changed.dedup();
         for &job in &self.changed {
@@ -152,8 +153,8 @@ impl Ctx {
             }
         }
         self.changed.clear();
-        *changed = self.changed;
-        self.out
+        *changed = std::mem::take(&mut self.changed);
+        std::mem::take(&mut self.out)
     }
 }
 
