@@ -6,7 +6,8 @@
 //!
 //! - `event`, `command`: what comes in and what goes out; `reactor/`: the only code that
 //!   changes state, one handler per event; `state`: jobs, tasks, containers, agents and the
-//!   indexes over them; `view`: read-only answers for clients; `invariants`: cross-checks.
+//!   indexes over them, kept in `id_table` (records by sequential id) and `sorted_set`
+//!   (small ordered sets); `view`: read-only answers for clients; `invariants`: cross-checks.
 //! - `policy/`: allocation. One file per policy behind the `Policy` trait; a policy sees the
 //!   state only through `SchedView` (jobs with deadlines, accounts and per-kind progress;
 //!   containers with their times) and answers with `Decisions` the reactor checks.
@@ -167,6 +168,8 @@ impl Default for CoreConfig {
 /// the same calls appending to a buffer the driver owns and reuses (the simulator makes
 /// millions of calls; a fresh vector per call was a measurable share of its time); the
 /// commands appended are exactly those `handle`/`tick` would return.
+/// [`reports_into`](Core::reports_into) is `handle_into` of an
+/// `Event::ContainerReports` whose reports the driver lends from a buffer it keeps.
 /// [`CoreConfig::persists`] says which `Persist` commands the driver wants built; the
 /// master wants them all. A `Persist` must be durable before any later command runs; that is how a
 /// submit is acknowledged only once stored (`Persist(JobAdmitted)` precedes
