@@ -11,6 +11,7 @@ use slotmarket_common::protocol::JobState;
 use slotmarket_common::spec::SlotKind;
 
 use super::Core;
+use super::sorted_set::SortedSet;
 use super::state::{Holder, Job, KINDS, State, TaskPhase, kind_ix};
 
 /// Checks every invariant; the error names the first one broken.
@@ -37,7 +38,7 @@ fn check_agents(state: &State) -> Result<(), String> {
             held.insert(c);
         }
     }
-    for (&id, agent) in &state.agents {
+    for (id, agent) in state.agents.iter() {
         let (mut used, held) = holdings.remove(&id).unwrap_or_default();
         for &kind in agent.strays.values().flatten() {
             used[kind_ix(kind)] += 1;
@@ -48,7 +49,7 @@ fn check_agents(state: &State) -> Result<(), String> {
         if (0..KINDS).any(|k| agent.used[k] > agent.offered[k]) {
             return Err(format!("{id}: uses {:?} slots but offers {:?}", agent.used, agent.offered));
         }
-        if held != agent.containers {
+        if !held.iter().eq(agent.containers.iter()) {
             return Err(format!("{id}: container list {:?} differs from holders {held:?}", agent.containers));
         }
         if state.nodes.get(&*agent.node) != Some(&id) {
@@ -60,11 +61,11 @@ fn check_agents(state: &State) -> Result<(), String> {
         }
     }
     for kind in SlotKind::ALL {
-        let expected: BTreeSet<AgentId> = state
+        let expected: SortedSet<AgentId> = state
             .agents
             .iter()
             .filter(|(_, a)| a.takes_work() && a.free(kind) > 0)
-            .map(|(&id, _)| id)
+            .map(|(id, _)| id)
             .collect();
         if expected != state.free_agents[kind_ix(kind)] {
             let have = &state.free_agents[kind_ix(kind)];
@@ -96,8 +97,8 @@ fn check_reservations(state: &State) -> Result<(), String> {
 
 /// The quarantined index names exactly the agents in quarantine.
 fn check_quarantine_index(state: &State) -> Result<(), String> {
-    for (id, agent) in &state.agents {
-        if agent.quarantine.is_some() != state.quarantined.contains(id) {
+    for (id, agent) in state.agents.iter() {
+        if agent.quarantine.is_some() != state.quarantined.contains(&id) {
             return Err(format!(
                 "{id}: quarantine {:?} but quarantined index {:?}",
                 agent.quarantine, state.quarantined
@@ -261,7 +262,7 @@ fn check_ready_index(state: &State) -> Result<(), String> {
         return Err(format!("active tasks per account are {:?}, jobs say {tasks:?}", state.active_tasks));
     }
     for k in 0..KINDS {
-        let expected: BTreeSet<JobId> =
+        let expected: SortedSet<JobId> =
             state.jobs.values().filter(|j| !j.ready[k].is_empty()).map(|j| j.id).collect();
         if expected != state.ready_jobs[k] {
             return Err(format!("ready index {k} is {:?}, jobs say {expected:?}", state.ready_jobs[k]));

@@ -6,7 +6,8 @@
 //!
 //! - `event`, `command`: what comes in and what goes out; `reactor/`: the only code that
 //!   changes state, one handler per event; `state`: jobs, tasks, containers, agents and the
-//!   indexes over them; `view`: read-only answers for clients; `invariants`: cross-checks.
+//!   indexes over them, kept in `id_table` (records by sequential id) and `sorted_set`
+//!   (small ordered sets); `view`: read-only answers for clients; `invariants`: cross-checks.
 //! - `policy/`: allocation. One file per policy behind the `Policy` trait; a policy sees the
 //!   state only through `SchedView` (jobs with deadlines, accounts and per-kind progress;
 //!   containers with their times) and answers with `Decisions` the reactor checks.
@@ -29,6 +30,7 @@ pub mod estimate;
 pub mod estimate_eval;
 pub mod event;
 mod history;
+mod id_table;
 pub mod invariants;
 mod kept;
 mod locate;
@@ -39,6 +41,7 @@ mod purchase;
 mod queue;
 pub mod quote;
 mod reactor;
+mod sorted_set;
 mod state;
 mod view;
 
@@ -48,8 +51,8 @@ mod tests;
 use std::time::Duration;
 
 use slotmarket_common::identity::Identity;
-use slotmarket_common::ids::JobId;
-use slotmarket_common::protocol::ReservationView;
+use slotmarket_common::ids::{AgentId, JobId};
+use slotmarket_common::protocol::{ContainerReport, ReservationView};
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
 
@@ -165,6 +168,8 @@ impl Default for CoreConfig {
 /// the same calls appending to a buffer the driver owns and reuses (the simulator makes
 /// millions of calls; a fresh vector per call was a measurable share of its time); the
 /// commands appended are exactly those `handle`/`tick` would return.
+/// [`reports_into`](Core::reports_into) is `handle_into` of an
+/// `Event::ContainerReports` whose reports the driver lends from a buffer it keeps.
 /// [`CoreConfig::persists`] says which `Persist` commands the driver wants built; the
 /// master wants them all. A `Persist` must be durable before any later command runs; that is how a
 /// submit is acknowledged only once stored (`Persist(JobAdmitted)` precedes
@@ -237,7 +242,24 @@ impl Core {
             event => reactor::dispatch(&mut self.state, &mut cx, event),
         }
         self.schedule(&mut cx, Trigger::Event);
-        *out = self.finish(cx);
+        *out = self.finish(&mut cx);
+    }
+
+    /// [`handle_into`](Core::handle_into) of `Event::ContainerReports { agent, reports }`
+    /// with the reports taken out of a buffer the driver keeps (left empty, its room
+    /// kept): the simulator feeds millions of report batches, and building each one's
+    /// vector and event was an allocation and two copies of an `Event` per batch.
+    pub fn reports_into(
+        &mut self,
+        now: Timestamp,
+        agent: AgentId,
+        reports: &mut Vec<ContainerReport>,
+        out: &mut Vec<Command>,
+    ) {
+        let mut cx = self.begin(now, std::mem::take(out));
+        reactor::on_container_reports(&mut self.state, &mut cx, agent, reports.drain(..));
+        self.schedule(&mut cx, Trigger::Event);
+        *out = self.finish(&mut cx);
     }
 
     /// Periodic work: loses agents and orphaned containers whose silence passed the
@@ -255,14 +277,14 @@ impl Core {
         let mut cx = self.begin(now, std::mem::take(out));
         reactor::on_tick(&mut self.state, &mut cx);
         self.schedule(&mut cx, Trigger::Tick);
-        *out = self.finish(cx);
+        *out = self.finish(&mut cx);
     }
 
     /// Ends a step: under MRM admission stores the cluster's capacity when it changed
     /// (a restarted master quotes against it until agents reconnect), tells the kept
     /// admission schedule which jobs the step touched (see `quote::Market::note_changed`),
     /// then hands back the step's commands.
-    fn finish(&mut self, mut cx: Ctx) -> Vec<Command> {
+    fn finish(&mut self, cx: &mut Ctx) -> Vec<Command> {
         if self.config.admission.mode == AdmissionMode::Mrm
             && let Some([map_slots, reduce_slots]) = self.market.note_capacity(&self.state)
         {

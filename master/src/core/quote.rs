@@ -315,8 +315,8 @@ fn left_of(job: &Job) -> [u32; 2] {
 fn active_deadline_jobs(state: &State) -> impl Iterator<Item = (&Job, Timestamp)> {
     let mut jobs = state.jobs.iter().peekable();
     state.active.iter().filter_map(move |id| {
-        while jobs.next_if(|(k, _)| *k < id).is_some() {}
-        let (_, job) = jobs.next_if(|(k, _)| *k == id)?;
+        while jobs.next_if(|(k, _)| k < id).is_some() {}
+        let (_, job) = jobs.next_if(|(k, _)| k == id)?;
         job.deadline.map(|deadline| (job, deadline))
     })
 }

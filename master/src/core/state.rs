@@ -15,8 +15,10 @@ use slotmarket_common::time::Timestamp;
 
 use super::accounting::Accounts;
 use super::history::{History, HistoryLimits};
+use super::id_table::IdTable;
 use super::reactor::reserve::HeldSlots;
 use super::reactor::waits::JobWaits;
+use super::sorted_set::SortedSet;
 
 /// Number of slot kinds; arrays indexed by [`kind_ix`].
 pub(crate) const KINDS: usize = 2;
@@ -34,7 +36,7 @@ pub(crate) fn kind_ix(kind: SlotKind) -> usize {
 pub(crate) struct State {
     /// Every job, running or ended, by id (= admission order). Ended jobs are dropped
     /// after `CoreConfig::ended_job_retention`.
-    pub(crate) jobs: BTreeMap<JobId, Job>,
+    pub(crate) jobs: IdTable<JobId, Job>,
     /// Jobs that have not ended, in admission order; lets policies that weigh every
     /// active job skip the ended ones.
     pub(crate) active: BTreeSet<JobId>,
@@ -47,17 +49,17 @@ pub(crate) struct State {
     /// the containers it picks from, see `SchedView::live_unordered`).
     pub(crate) containers: HashMap<ContainerId, ContainerRec, BuildHasherDefault<IdHasher>>,
     /// Registrations, connected or not.
-    pub(crate) agents: BTreeMap<AgentId, Agent>,
+    pub(crate) agents: IdTable<AgentId, Agent>,
     /// The current registration of each node name.
     pub(crate) nodes: BTreeMap<String, AgentId>,
     /// Recovered live containers per node, waiting for that node's agent to adopt them.
     pub(crate) orphans: BTreeMap<String, BTreeSet<ContainerId>>,
     /// Jobs with at least one ready task of each kind, in admission order; lets a
     /// policy find work without scanning every job.
-    pub(crate) ready_jobs: [BTreeSet<JobId>; KINDS],
+    pub(crate) ready_jobs: [SortedSet<JobId>; KINDS],
     /// Connected agents with at least one free slot of each kind; lets a policy find
     /// room without scanning every agent on every report.
-    pub(crate) free_agents: [BTreeSet<AgentId>; KINDS],
+    pub(crate) free_agents: [SortedSet<AgentId>; KINDS],
     /// Agents in quarantine (see `reactor::health`), so their deadlines are found
     /// without walking every agent.
     pub(crate) quarantined: BTreeSet<AgentId>,
@@ -97,11 +99,11 @@ impl State {
     /// An empty state keeping job history within `limits`.
     pub(crate) fn new(limits: HistoryLimits) -> State {
         State {
-            jobs: BTreeMap::new(),
+            jobs: IdTable::new(),
             active: BTreeSet::new(),
             active_tasks: BTreeMap::new(),
             containers: HashMap::default(),
-            agents: BTreeMap::new(),
+            agents: IdTable::new(),
             nodes: BTreeMap::new(),
             orphans: BTreeMap::new(),
             ready_jobs: Default::default(),
@@ -147,7 +149,7 @@ pub(crate) struct Job {
     pub(crate) stage_tasks: Arc<BTreeMap<String, u32>>,
     /// Pending tasks whose barrier has passed, per slot kind, as (stage, index): the
     /// lowest stage and index go first, so a retried task is not starved by later ones.
-    pub(crate) ready: [BTreeSet<(u32, u32)>; KINDS],
+    pub(crate) ready: [SortedSet<(u32, u32)>; KINDS],
     /// Tasks completed, over all stages.
     pub(crate) completed: u64,
     /// Tasks with a live container, per slot kind.
@@ -276,7 +278,7 @@ pub(crate) struct Agent {
     pub(crate) last_seen: Timestamp,
     pub(crate) offered: [u32; KINDS],
     pub(crate) used: [u32; KINDS],
-    pub(crate) containers: BTreeSet<ContainerId>,
+    pub(crate) containers: SortedSet<ContainerId>,
     /// Containers the agent still runs that the master killed as unknown when it
     /// registered: each holds its slot (counted in `used`) until the agent reports it ended,
     /// so nothing is launched into a slot the agent cannot give.
@@ -327,7 +329,7 @@ impl Agent {
             last_seen: now,
             offered: [map_slots, reduce_slots],
             used: [0; KINDS],
-            containers: BTreeSet::new(),
+            containers: SortedSet::default(),
             strays: BTreeMap::new(),
             drain: None,
             quarantine: None,
@@ -515,18 +517,12 @@ impl State {
                 continue;
             }
             let k = kind_ix(stage.kind);
-            // Collected into a set of its own, which builds its tree at once from the
-            // sorted keys, then merged: inserting a stage's tasks one at a time was most of
-            // a submit's cost in the simulator.
-            let mut pending: BTreeSet<(u32, u32)> = (0..stage.tasks.len() as u32)
+            // Added as one ascending run: appended at once when no later stage is queued
+            // (inserting a stage's tasks one at a time was most of a submit's cost).
+            let pending = (0..stage.tasks.len() as u32)
                 .filter(|&i| stage.tasks[i as usize].phase == TaskPhase::Pending)
-                .map(|i| (ix as u32, i))
-                .collect();
-            if j.ready[k].is_empty() {
-                j.ready[k] = pending;
-            } else {
-                j.ready[k].append(&mut pending);
-            }
+                .map(|i| (ix as u32, i));
+            j.ready[k].extend_sorted(pending);
             j.stages[ix].released = true;
         }
         self.sync_ready_index(job);

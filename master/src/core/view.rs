@@ -153,7 +153,7 @@ impl<'a> CoreView<'a> {
 
     /// Every agent registration, by id.
     pub fn nodes(&self) -> Vec<NodeSummary> {
-        self.state.agents.iter().map(|(&agent, a)| node_summary(agent, a)).collect()
+        self.state.agents.iter().map(|(agent, a)| node_summary(agent, a)).collect()
     }
 
     /// Every job in memory the caller may see, oldest first.

@@ -146,9 +146,13 @@ impl Agents {
     }
 
     /// Moves the reports owed into `batches`, one batch per agent (agents in id order,
-    /// reports in the order they happened). Buffers are reused: this runs after every
-    /// call into the core.
-    pub(super) fn take_reports(&mut self, batches: &mut Vec<(AgentId, Vec<ContainerReport>)>) {
+    /// reports in the order they happened), each batch in a buffer from `spare` when it
+    /// has one. Buffers are reused: this runs after every call into the core.
+    pub(super) fn take_reports(
+        &mut self,
+        batches: &mut Vec<(AgentId, Vec<ContainerReport>)>,
+        spare: &mut Vec<Vec<ContainerReport>>,
+    ) {
         // Stable, so each agent's reports keep their order. Usually one launch's two
         // reports: already sorted.
         if !self.reports.is_sorted_by_key(|(agent, _)| *agent) {
@@ -158,7 +162,7 @@ impl Agents {
             match batches.last_mut() {
                 Some((a, batch)) if *a == agent => batch.push(report),
                 _ => {
-                    let mut batch = Vec::with_capacity(2);
+                    let mut batch = spare.pop().unwrap_or_else(|| Vec::with_capacity(2));
                     batch.push(report);
                     batches.push((agent, batch));
                 }

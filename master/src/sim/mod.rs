@@ -249,6 +249,9 @@ struct Simulation<'t> {
     /// allocate no command buffer of their own.
     spare: Vec<Vec<Command>>,
     batches: Vec<(AgentId, Vec<ContainerReport>)>,
+    /// Emptied report buffers, refilled for the next batch (`Core::reports_into` drains
+    /// a batch and leaves its room).
+    spare_reports: Vec<Vec<ContainerReport>>,
     /// Completion models built for the core this step, handed back as events.
     models: Vec<CompletionModel>,
     stats: RunStats,
@@ -315,6 +318,7 @@ impl<'t> Simulation<'t> {
             work: VecDeque::new(),
             spare: Vec::new(),
             batches: Vec::new(),
+            spare_reports: Vec::new(),
             models: Vec::new(),
             stats: RunStats::default(),
             purchases: vec![None; if config.market.is_some() { trace.len() } else { 0 }],
@@ -374,7 +378,9 @@ impl<'t> Simulation<'t> {
         match event {
             SimEvent::End(container) => match self.agents.end(container, self.now) {
                 Some((agent, report)) => {
-                    let out = self.call(Event::ContainerReports { agent, reports: vec![report] })?;
+                    let mut reports = self.spare_reports.pop().unwrap_or_default();
+                    reports.push(report);
+                    let out = self.call_reports(agent, reports)?;
                     self.carry_out(out)
                 }
                 // Killed before it could end.
@@ -515,6 +521,19 @@ impl<'t> Simulation<'t> {
         self.after_call(out)
     }
 
+    /// Feeds one agent's report batch to the core (as `Event::ContainerReports` would),
+    /// keeping the emptied buffer for the next batch.
+    fn call_reports(
+        &mut self,
+        agent: AgentId,
+        mut reports: Vec<ContainerReport>,
+    ) -> Result<Vec<Command>, SimError> {
+        let mut out = self.spare.pop().unwrap_or_default();
+        self.core.reports_into(self.now, agent, &mut reports, &mut out);
+        self.spare_reports.push(reports);
+        self.after_call(out)
+    }
+
     /// Bookkeeping after every core call: invariants, the next wakeup.
     fn after_call(&mut self, out: Vec<Command>) -> Result<Vec<Command>, SimError> {
         self.stats.core_calls += 1;
@@ -556,9 +575,9 @@ impl<'t> Simulation<'t> {
             }
             out.clear();
             self.spare.push(out);
-            self.agents.take_reports(batches);
+            self.agents.take_reports(batches, &mut self.spare_reports);
             for (agent, reports) in batches.drain(..) {
-                work.push_back(self.call(Event::ContainerReports { agent, reports })?);
+                work.push_back(self.call_reports(agent, reports)?);
             }
             for model in std::mem::take(&mut self.models) {
                 work.push_back(self.call(Event::CompletionModelBuilt(Box::new(model)))?);

@@ -10,9 +10,12 @@ use super::fifo::fill_in_order;
 use super::slots::SlotTable;
 use super::{Decisions, JobInfo, Policy, PolicyName, SchedView, Trigger};
 
-/// The earliest-deadline-first policy. Stateless.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Edf;
+/// The earliest-deadline-first policy. Keeps nothing between steps but the room for its
+/// free-slot table.
+#[derive(Clone, Debug, Default)]
+pub struct Edf {
+    table: SlotTable,
+}
 
 impl Policy for Edf {
     fn name(&self) -> PolicyName {
@@ -25,9 +28,7 @@ impl Policy for Edf {
             if !view.has_free(kind) {
                 continue;
             }
-            // A table of its own each step, as before (only fifo and priority, the
-            // simulator's scale runs, keep one).
-            let table = &mut SlotTable::default();
+            let table = &mut self.table;
             fill_in_order(view, kind, edf_order(view, kind).into_iter(), table, &mut decisions.assignments);
         }
         decisions

@@ -12,19 +12,21 @@ use slotmarket_common::spec::SlotKind;
 use slotmarket_common::time::Timestamp;
 
 use super::preempt::{deficit, excess, kills_in_flight, max_min_shares, newest_of};
-use super::slots::FreeSlots;
+use super::slots::{FreeSlots, SlotTable};
 use super::{Assignment, Decisions, KillReason, Policy, PolicyName, Preemption, SchedView, Trigger};
 
-/// The equal-share policy.
-#[derive(Clone, Copy, Debug, Default)]
+/// The equal-share policy. Keeps nothing between steps but the room for its free-slot
+/// table.
+#[derive(Clone, Debug, Default)]
 pub struct Fair {
     preemption: bool,
+    table: SlotTable,
 }
 
 impl Fair {
     /// A fair policy that kills over-share tasks when `preemption` is set.
     pub fn new(preemption: bool) -> Fair {
-        Fair { preemption }
+        Fair { preemption, table: SlotTable::default() }
     }
 }
 
@@ -37,7 +39,7 @@ impl Policy for Fair {
         let mut decisions = Decisions::default();
         for kind in SlotKind::ALL {
             if view.has_free(kind) {
-                fill_fewest_running_first(view, kind, &mut decisions.assignments);
+                fill_fewest_running_first(view, kind, &mut self.table, &mut decisions.assignments);
             } else if self.preemption {
                 // Only when nothing was free at the start of the step: the running counts
                 // in the view then include everything this step decided.
@@ -48,24 +50,31 @@ impl Policy for Fair {
     }
 }
 
-/// Gives each free slot of `kind` to the ready job running the fewest tasks of it.
-/// Costs O(jobs with ready tasks + assignments × log of that).
-fn fill_fewest_running_first(view: &SchedView<'_>, kind: SlotKind, out: &mut Vec<Assignment>) {
+/// Gives each free slot of `kind` to the ready job running the fewest tasks of it,
+/// building the free-slot table in `table`'s room. Costs O(jobs with ready tasks +
+/// assignments × log of that).
+fn fill_fewest_running_first(
+    view: &SchedView<'_>,
+    kind: SlotKind,
+    table: &mut SlotTable,
+    out: &mut Vec<Assignment>,
+) {
     // Work before room: most steps have free slots but nothing waiting for them.
     let mut heap: BinaryHeap<Reverse<(u32, JobId, u32)>> =
         view.jobs_with_ready(kind).map(|j| Reverse((j.running(kind), j.id(), j.ready(kind)))).collect();
     if heap.is_empty() {
         return;
     }
-    let mut free = FreeSlots::new(view.agents_with_free(kind), kind);
+    let mut free = FreeSlots::in_table(std::mem::take(table), view.agents_with_free(kind), kind);
     while free.remaining() > 0 {
-        let Some(Reverse((running, job, ready))) = heap.pop() else { return };
-        let Some(agent) = free.take() else { return };
+        let Some(Reverse((running, job, ready))) = heap.pop() else { break };
+        let Some(agent) = free.take() else { break };
         out.push(Assignment { agent, job, kind });
         if ready > 1 {
             heap.push(Reverse((running + 1, job, ready - 1)));
         }
     }
+    *table = free.into_table();
 }
 
 /// Kills enough tasks of over-share jobs to give starved jobs their max-min share of

@@ -323,7 +323,7 @@ impl<'a> SchedView<'a> {
     /// Agents that take work (connected, neither draining nor quarantined: the only ones
     /// that can take launches), by id.
     pub fn agents(&self) -> impl Iterator<Item = AgentSlots> + use<'a> {
-        self.state.agents.iter().filter(|(_, a)| a.takes_work()).map(|(&id, a)| AgentSlots::of(id, a))
+        self.state.agents.iter().filter(|(_, a)| a.takes_work()).map(|(id, a)| AgentSlots::of(id, a))
     }
 
     /// Agents that take work with at least one free slot of `kind`, by id. Walks an index, so
@@ -337,7 +337,7 @@ impl<'a> SchedView<'a> {
             agents
                 .iter()
                 .filter(move |(_, a)| a.takes_work() && a.free(kind) > 0)
-                .map(|(&id, a)| AgentSlots::of(id, a))
+                .map(|(id, a)| AgentSlots::of(id, a))
         });
         let by_index = (!scan)
             .then(|| index.iter().filter_map(move |id| agents.get(id).map(|a| AgentSlots::of(*id, a))));

@@ -318,7 +318,7 @@ impl PolicySettings {
                     gang: *gang,
                 }))
             }
-            PolicySettings::Edf {} => Box::new(Edf),
+            PolicySettings::Edf {} => Box::new(Edf::default()),
             PolicySettings::Proportional(dp) => Box::new(Proportional::new(dp)),
             PolicySettings::Jockey { .. } => Box::new(Jockey::new(self.jockey_config().unwrap_or_default())),
         }

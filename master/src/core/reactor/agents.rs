@@ -201,7 +201,7 @@ pub(super) fn on_tick(state: &mut State, cx: &mut Ctx) {
         .agents
         .iter()
         .filter(|(_, a)| timeout != Duration::MAX && cx.now >= silence_deadline(a.last_seen, timeout))
-        .map(|(&id, _)| id)
+        .map(|(id, _)| id)
         .collect();
     for agent in silent {
         let reason = KillReason::AgentSilent { agent, timeout };

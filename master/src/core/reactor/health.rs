@@ -82,7 +82,7 @@ pub(super) fn on_task_failed(
         return;
     }
     // Walked only when a streak is complete, which is rare.
-    if !state.agents.iter().any(|(&id, other)| id != agent && other.takes_work()) {
+    if !state.agents.iter().any(|(id, other)| id != agent && other.takes_work()) {
         return;
     }
     let Some(a) = state.agents.get_mut(&agent) else { return };

@@ -28,6 +28,8 @@ mod reports;
 pub(crate) mod reserve;
 pub(crate) mod waits;
 
+pub(crate) use reports::on_container_reports;
+
 use std::time::Duration;
 
 use slotmarket_common::ids::JobId;
@@ -140,8 +142,9 @@ impl Ctx {
 
     /// The commands of this step, with one `JobChanged` per changed job at the end (after
     /// every `Persist`, so a watcher never sees state the store does not have). The
-    /// emptied `changed` buffer is handed back for the next step.
-    pub(crate) fn finish(mut self, state: &State, changed: &mut Vec<JobId>) -> Vec<Command> {
+    /// emptied `changed` buffer is handed back for the next step. Takes the context by
+    /// reference (leaving it empty): moving it whole into this call was a copy per step.
+    pub(crate) fn finish(&mut self, state: &State, changed: &mut Vec<JobId>) -> Vec<Command> {
         self.changed.sort_unstable();
         self.changed.dedup();
         for &job in &self.changed {
@@ -150,8 +153,8 @@ impl Ctx {
             }
         }
         self.changed.clear();
-        *changed = self.changed;
-        self.out
+        *changed = std::mem::take(&mut self.changed);
+        std::mem::take(&mut self.out)
     }
 }
 
@@ -189,7 +192,7 @@ pub(crate) fn dispatch(state: &mut State, cx: &mut Ctx, event: Event) {
         Event::AgentHeartbeat { agent } => agents::on_agent_heartbeat(state, cx, agent),
         Event::AgentDisconnected { agent } => agents::on_agent_disconnected(state, cx, agent),
         Event::ContainerReports { agent, reports } => {
-            reports::on_container_reports(state, cx, agent, reports);
+            on_container_reports(state, cx, agent, reports.into_iter());
         }
         Event::JobSubmitted { request, caller, spec } => {
             jobs::on_job_submitted(state, cx, request, &caller, spec);

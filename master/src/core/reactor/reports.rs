@@ -13,11 +13,11 @@ use crate::core::command::{Command, KillReason, Persist};
 use crate::core::state::{ContainerRec, Holder, Job, State, TaskPhase, kind_ix};
 
 /// Applies the reports an agent sent, oldest first, ignoring any that fail the fence.
-pub(super) fn on_container_reports(
+pub(crate) fn on_container_reports(
     state: &mut State,
     cx: &mut Ctx,
     agent: AgentId,
-    reports: Vec<ContainerReport>,
+    reports: impl ExactSizeIterator<Item = ContainerReport>,
 ) {
     let Some(a) = state.agents.get_mut(&agent) else {
         state.ignored_reports += reports.len() as u64;

@@ -17,7 +17,7 @@ fn due_in(minutes: u64, tasks: u32) -> JobSpec {
 
 #[test]
 fn edf_runs_the_earliest_deadline_first_and_best_effort_after() {
-    let mut env = TestEnv::with_policy(Box::new(Edf));
+    let mut env = TestEnv::with_policy(Box::new(Edf::default()));
     env.join_agent("n1", 1, 0);
     let best_effort = env.submit(JobBuilder::maps(2).build());
     let first = env.take_launches(1);

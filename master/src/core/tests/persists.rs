@@ -1,7 +1,8 @@
 //! The lighter driving interface changes nothing but what it says it changes: a core
 //! told to build only some `Persist`s (the simulator's `Persists::JobStates`) emits
 //! exactly the master's command stream with the other writes left out, and
-//! `handle_into`/`tick_into` append exactly what `handle`/`tick` return.
+//! `handle_into`/`tick_into` append exactly what `handle`/`tick` return (and
+//! `reports_into` exactly what `handle` returns for the same `Event::ContainerReports`).
 
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AgentId, ContainerId, JobId};
@@ -14,7 +15,8 @@ use super::env::{START, alice, bob};
 use crate::core::{Command, Core, CoreConfig, Event, Persist, Persists, RequestId};
 
 /// Two cores fed the same events: `full` as the master runs it (every write, `handle`),
-/// `light` with `persists` through `handle_into`/`tick_into` on one reused buffer.
+/// `light` with `persists` through `handle_into`/`tick_into` (reports through
+/// `reports_into`) on one reused buffer.
 struct Pair {
     full: Core,
     light: Core,
@@ -47,6 +49,15 @@ impl Pair {
         self.buffer.clear();
         self.buffer.push(EARLIER);
         let full = match event {
+            Some(Event::ContainerReports { agent, reports }) => {
+                // The simulator's way in for reports: a buffer it keeps, left empty.
+                let full =
+                    self.full.handle(self.now, Event::ContainerReports { agent, reports: reports.clone() });
+                let mut kept = reports;
+                self.light.reports_into(self.now, agent, &mut kept, &mut self.buffer);
+                assert!(kept.is_empty(), "reports_into left {kept:?}");
+                full
+            }
             Some(event) => {
                 let full = self.full.handle(self.now, event.clone());
                 self.light.handle_into(self.now, event, &mut self.buffer);

@@ -55,7 +55,7 @@ fn each_pending_job_says_why_it_waits_in_fifo_order() {
 
 #[test]
 fn edf_lists_deadline_jobs_first_by_deadline() {
-    let mut env = TestEnv::with_policy(Box::new(Edf));
+    let mut env = TestEnv::with_policy(Box::new(Edf::default()));
     env.join_agent("n1", 1, 0);
     env.submit(JobBuilder::maps(1).build());
     env.take_launches(1);
