@@ -8,6 +8,11 @@
 //! the exec, so that wait also held one of the agent's async workers. A process born in
 //! the cgroup is never moved.
 //!
+//! On x86-64 the clone also shares the agent's memory until the exec (`CLONE_VM |
+//! CLONE_VFORK` on a stack of the child's own, as `posix_spawn` does; see `spawn_vfork.rs`), so
+//! the agent's page tables are not copied for every task; the child keeps the rules that
+//! sharing needs (see `child`). Elsewhere the clone copies the memory, as fork does.
+//!
 //! Only for cgroup containment (which needs Linux 5.14, so `clone3` and
 //! `CLONE_INTO_CGROUP`, both older, exist); where a seccomp filter refuses `clone3`
 //! (`ENOSYS`), [`spawn`] says so and the caller falls back to `tokio::process`.
@@ -18,6 +23,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
+
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
@@ -123,58 +130,140 @@ pub enum SpawnFailure {
 pub fn spawn(command: &TaskCommand) -> Result<TaskProcess, SpawnFailure> {
     let failed = |err| SpawnFailure::Failed(err);
     let devnull = std::fs::File::open("/dev/null").map_err(failed)?;
-    let (errors_in, errors_out) = pipe().map_err(failed)?;
     let mut argv: Vec<*const libc::c_char> = command.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = command.envp.iter().map(|e| e.as_ptr()).collect();
     envp.push(std::ptr::null());
-    let agent = std::process::id();
-    let mut pidfd: libc::c_int = -1;
-    let mut args = CloneArgs {
-        flags: libc::CLONE_PIDFD as u64 | CLONE_INTO_CGROUP,
-        pidfd: std::ptr::addr_of_mut!(pidfd) as u64,
-        exit_signal: libc::SIGCHLD as u64,
-        cgroup: command.cgroup.as_raw_fd() as u64,
-        ..CloneArgs::default()
+    let context = ChildContext {
+        command,
+        argv: argv.as_ptr(),
+        envp: envp.as_ptr(),
+        devnull: devnull.as_raw_fd(),
+        agent: std::process::id(),
+        error: AtomicI32::new(0),
+        error_pipe: -1,
     };
+    let started = clone_child(context)?;
+    let pid = started.pid;
+    if let Some(err) = started.error {
+        // The child exits at once (127) after reporting; reap it.
+        let _ = reap(pid, 0);
+        return Err(SpawnFailure::Failed(err));
+    }
+    // SAFETY: an `OwnedFd` keeps its descriptor open and unchanged while the `AsyncFd`
+    // owns it. If registering fails the child runs on unsupervised; the caller sweeps its
+    // cgroup on the error.
+    let pidfd = unsafe { AsyncFd::register_with_interest(started.pidfd, Interest::READABLE) }
+        .map_err(|err| failed(err.into_parts().1))?;
+    Ok(TaskProcess { pid, pidfd, status: None })
+}
+
+/// What the child reads, all prepared before the clone (the child may not allocate).
+struct ChildContext<'a> {
+    command: &'a TaskCommand,
+    /// `argv` and `envp` for `execve`, NULL-terminated.
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    devnull: RawFd,
+    /// The agent's pid, to check the parent-death signal was set in time.
+    agent: u32,
+    /// The child's errno if its set-up or exec failed, 0 if it exec'd. A child sharing
+    /// the agent's memory (`CLONE_VM`) writes it here, read once the parent wakes up.
+    error: AtomicI32,
+    /// Where a child with a copy of the memory writes its errno instead (-1: none).
+    error_pipe: RawFd,
+}
+
+/// A child just cloned: its pid and pidfd, and why it failed if it did (it has then
+/// exited, or is about to, with 127).
+struct Started {
+    pid: u32,
+    pidfd: OwnedFd,
+    error: Option<io::Error>,
+}
+
+/// The child's entry point on its own stack (see `spawn_vfork.rs`).
+///
+/// # Safety
+/// `context` points at a live [`ChildContext`]; only in the child of a clone.
+#[cfg(target_arch = "x86_64")]
+unsafe extern "C" fn child_entry(context: *mut std::ffi::c_void) -> ! {
+    // SAFETY: the parent sleeps (CLONE_VFORK) with the context alive in its frame.
+    unsafe { child(&*context.cast::<ChildContext>()) }
+}
+
+/// Clones the child with `CLONE_VM | CLONE_VFORK` on a stack of its own: nothing of the
+/// agent's memory is copied, and this thread sleeps until the child has exec'd or exited.
+#[cfg(target_arch = "x86_64")]
+fn clone_child(context: ChildContext<'_>) -> Result<Started, SpawnFailure> {
+    let mut pidfd: libc::c_int = -1;
+    let mut args = clone_args(&context, &mut pidfd);
+    args.flags |= (libc::CLONE_VM | libc::CLONE_VFORK) as u64;
+    let context_ptr = std::ptr::from_ref(&context).cast_mut().cast();
+    // SAFETY: `args` has CLONE_VM | CLONE_VFORK; `child_entry` follows the child's rules
+    // (see `child`) and `context` outlives the call, which returns only once the child no
+    // longer uses it (exec'd or exited).
+    let ret = unsafe { vfork::clone_on_child_stack(&mut args, child_entry, context_ptr) };
+    let pid = cloned_pid(ret)?;
+    // SAFETY: the kernel wrote a new pidfd that nothing else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    // The parent woke up after the child's exec or exit, so whatever it wrote is here.
+    let error = match context.error.load(Ordering::Acquire) {
+        0 => None,
+        errno => Some(io::Error::from_raw_os_error(errno)),
+    };
+    Ok(Started { pid, pidfd, error })
+}
+
+/// Clones the child with a copy of the agent's memory (fork semantics), where the
+/// assembly for a child stack of its own is not written; the child reports its errno
+/// through a close-on-exec pipe.
+#[cfg(not(target_arch = "x86_64"))]
+fn clone_child(mut context: ChildContext<'_>) -> Result<Started, SpawnFailure> {
+    let (errors_in, errors_out) = pipe().map_err(SpawnFailure::Failed)?;
+    context.error_pipe = errors_out.as_raw_fd();
+    let mut pidfd: libc::c_int = -1;
+    let mut args = clone_args(&context, &mut pidfd);
     // SAFETY: `args` is a valid clone_args of the size given. Without CLONE_VM the child
-    // gets a copy of this address space (fork semantics) and runs `child`, which only
-    // makes async-signal-safe calls on data prepared above and never returns.
+    // gets a copy of this address space and runs `child`, which never returns.
     let ret =
         unsafe { libc::syscall(libc::SYS_clone3, std::ptr::addr_of_mut!(args), size_of::<CloneArgs>()) };
     if ret == 0 {
         // SAFETY: in the child, see above.
-        unsafe { child(command, &argv, &envp, devnull.as_raw_fd(), errors_out.as_raw_fd(), agent) }
+        unsafe { child(&context) }
     }
-    if ret < 0 {
-        let err = io::Error::last_os_error();
-        return Err(match err.raw_os_error() {
-            Some(libc::ENOSYS) => SpawnFailure::Unsupported,
-            _ => SpawnFailure::Failed(err),
-        });
-    }
-    let pid = u32::try_from(ret).map_err(|_| failed(io::Error::other("clone3 returned a bad pid")))?;
+    let ret = if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(ret) };
+    let pid = cloned_pid(ret)?;
     // SAFETY: the kernel wrote a new pidfd that nothing else owns.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     drop(errors_out);
-    // SAFETY: an `OwnedFd` keeps its descriptor open and unchanged while the `AsyncFd`
-    // owns it. If registering fails the child runs on unsupervised; the caller sweeps its
-    // cgroup on the error.
-    let pidfd = unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) }
-        .map_err(|err| failed(err.into_parts().1))?;
-    let mut process = TaskProcess { pid, pidfd, status: None };
-    match read_child_error(&errors_in) {
-        Ok(None) => Ok(process),
-        Ok(Some(err)) | Err(err) => {
-            // The child exits at once (127) after reporting; reap it.
-            process.kill();
-            process.reap_blocking();
-            Err(SpawnFailure::Failed(err))
-        }
+    let error = read_child_error(&errors_in).unwrap_or_else(Some);
+    Ok(Started { pid, pidfd, error })
+}
+
+/// The clone's arguments common to both ways: a pidfd, SIGCHLD at exit, the cgroup.
+fn clone_args(context: &ChildContext<'_>, pidfd: &mut libc::c_int) -> CloneArgs {
+    CloneArgs {
+        flags: libc::CLONE_PIDFD as u64 | CLONE_INTO_CGROUP,
+        pidfd: std::ptr::from_mut(pidfd) as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        cgroup: context.command.cgroup.as_raw_fd() as u64,
+        ..CloneArgs::default()
+    }
+}
+
+/// The child's pid from what `clone3` returned; `ENOSYS` (seccomp) is `Unsupported`.
+fn cloned_pid(ret: io::Result<libc::c_long>) -> Result<u32, SpawnFailure> {
+    match ret {
+        Ok(pid) => u32::try_from(pid)
+            .map_err(|_| SpawnFailure::Failed(io::Error::other("clone3 returned a bad pid"))),
+        Err(err) if err.raw_os_error() == Some(libc::ENOSYS) => Err(SpawnFailure::Unsupported),
+        Err(err) => Err(SpawnFailure::Failed(err)),
     }
 }
 
 /// A close-on-exec pipe: (read end, write end).
+#[cfg(not(target_arch = "x86_64"))]
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: `fds` has room for the two descriptors.
@@ -187,6 +276,7 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// Waits for the exec: end of file means it happened (the pipe closed on exec); four
 /// bytes are the child's errno.
+#[cfg(not(target_arch = "x86_64"))]
 fn read_child_error(errors: &OwnedFd) -> io::Result<Option<io::Error>> {
     let mut buf = [0u8; 4];
     loop {
@@ -202,36 +292,39 @@ fn read_child_error(errors: &OwnedFd) -> io::Result<Option<io::Error>> {
     }
 }
 
-/// The child between clone and exec: standard streams, working directory, own process
-/// group, default signals, the account's user, the parent-death signal, exec. On any
-/// failure it writes its errno to `errors` and exits with 127.
+/// The child between clone and exec: signal handlers and mask, standard streams, working
+/// directory, own process group, the account's user, the parent-death signal, exec. On
+/// any failure it reports its errno (see [`ChildContext`]) and exits with 127.
+///
+/// The rules it keeps, since with `CLONE_VM` it runs in the agent's memory while the
+/// agent's other threads go on: it only reads what was prepared before the clone, writes
+/// nothing but `context.error` and this thread's `errno` (the thread that cloned sleeps
+/// until the exec, so nobody reads that errno meanwhile), allocates nothing and takes no
+/// lock. Each call is a system call through a thin libc wrapper (no locks, no allocation,
+/// async-signal-safe); the user switch is made with raw system calls (see
+/// [`become_user_raw`]).
 ///
 /// # Safety
-/// Only in the child of a fork-like clone; makes async-signal-safe calls only.
-unsafe fn child(
-    command: &TaskCommand,
-    argv: &[*const libc::c_char],
-    envp: &[*const libc::c_char],
-    devnull: RawFd,
-    errors: RawFd,
-    agent: u32,
-) -> ! {
-    // SAFETY: every call is async-signal-safe and takes pointers to live data.
+/// Only in the child of a clone, with `context` and what it points at alive.
+unsafe fn child(context: &ChildContext<'_>) -> ! {
+    let command = context.command;
+    // SAFETY: every call is an async-signal-safe system call taking pointers to live data.
     unsafe {
         let fail = || -> ! {
-            let errno = (*libc::__errno_location()).to_ne_bytes();
-            libc::write(errors, errno.as_ptr().cast(), errno.len());
+            let errno = *libc::__errno_location();
+            context.error.store(errno, Ordering::Release);
+            if context.error_pipe >= 0 {
+                libc::write(context.error_pipe, errno.to_ne_bytes().as_ptr().cast(), 4);
+            }
             libc::_exit(127)
         };
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        // Rust ignores SIGPIPE and tokio may block signals; a task starts with defaults.
-        if libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0
-            || libc::signal(libc::SIGPIPE, libc::SIG_DFL) == libc::SIG_ERR
-        {
+        // Before any signal is unblocked: no handler of the agent's may run here.
+        reset_signal_handlers();
+        let empty: libc::sigset_t = std::mem::zeroed();
+        if libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
             fail();
         }
-        if redirect(devnull, 0) < 0
+        if redirect(context.devnull, 0) < 0
             || redirect(command.stdout.as_raw_fd(), 1) < 0
             || redirect(command.stderr.as_raw_fd(), 2) < 0
             || libc::chdir(command.cwd.as_ptr()) != 0
@@ -240,15 +333,64 @@ unsafe fn child(
             fail();
         }
         if let Some(user) = &command.user {
-            if crate::process::become_user(user).is_err() {
+            if become_user_raw(user) != 0 {
                 fail();
             }
         }
-        if crate::process::die_with_parent(agent).is_err() {
+        if crate::process::die_with_parent(context.agent).is_err() {
             fail();
         }
-        libc::execve(command.program.as_ptr(), argv.as_ptr(), envp.as_ptr());
+        libc::execve(command.program.as_ptr(), context.argv, context.envp);
         fail()
+    }
+}
+
+/// Every signal the agent handles back to its default action, and SIGPIPE too (Rust
+/// ignores it; a task starts with it on). A handler of the agent's (tokio's, Rust's)
+/// running in a `CLONE_VM` child would act on the agent's memory; exec would reset the
+/// handlers anyway, but only after the child has unblocked signals. Other ignored signals
+/// stay ignored, as across an exec. Runs in the child.
+///
+/// # Safety
+/// Only in the child; sigaction is a system call that reads and writes the structs given.
+unsafe fn reset_signal_handlers() {
+    // SAFETY: zeroed sigaction structs are valid (SIG_DFL, no flags, empty mask).
+    unsafe {
+        let default: libc::sigaction = std::mem::zeroed();
+        // 1..=64: every signal Linux has; glibc refuses its two internal ones (EINVAL),
+        // whose handlers ignore signals that are not glibc's own.
+        for signal in 1..=64 {
+            let mut current: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(signal, std::ptr::null(), &mut current) != 0 {
+                continue;
+            }
+            let handled = current.sa_sigaction != libc::SIG_DFL && current.sa_sigaction != libc::SIG_IGN;
+            if handled || signal == libc::SIGPIPE {
+                libc::sigaction(signal, &default, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
+/// Drops to `user` (supplementary groups, group, user) with raw system calls: glibc's
+/// `setuid` and friends apply the change to every thread of the process, signalling the
+/// others and taking a lock, which a child sharing the agent's memory must not do (it
+/// would signal the agent's threads). Returns 0 or -1 with `errno` set. Runs in the child.
+///
+/// # Safety
+/// Only in the child; `user.groups` is a live slice.
+unsafe fn become_user_raw(user: &UnixUser) -> libc::c_long {
+    // SAFETY: `groups` is a live slice of `len` gids; the calls take no other pointers.
+    unsafe {
+        let groups = libc::syscall(libc::SYS_setgroups, user.groups.len(), user.groups.as_ptr());
+        if groups != 0 {
+            return groups;
+        }
+        let gid = libc::syscall(libc::SYS_setgid, user.gid);
+        if gid != 0 {
+            return gid;
+        }
+        libc::syscall(libc::SYS_setuid, user.uid)
     }
 }
 
@@ -302,13 +444,6 @@ impl TaskProcess {
             }
         }
     }
-
-    /// Reaps it, waiting for the exit (only right after a failed exec, which is quick).
-    fn reap_blocking(&mut self) {
-        if let Ok(Some(status)) = reap(self.pid, 0) {
-            self.status = Some(status);
-        }
-    }
 }
 
 /// Reaps the child `pid` if it has exited (with `WNOHANG`; else waits for it).
@@ -336,6 +471,10 @@ impl Drop for TaskProcess {
         self.kill();
     }
 }
+
+#[cfg(target_arch = "x86_64")]
+#[path = "spawn_vfork.rs"]
+mod vfork;
 
 #[cfg(test)]
 #[path = "spawn_tests.rs"]

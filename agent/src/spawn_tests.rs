@@ -9,11 +9,29 @@ use slotmarket_common::ids::ContainerId;
 
 use super::{SpawnFailure, TaskCommand, TaskProcess, spawn};
 use crate::containment::{Containment, ContainmentMode};
+use crate::run_as::{UnixUser, lookup_user};
 
 const WAIT: Duration = Duration::from_secs(10);
 
 /// Starts `sh -c script` in `container`'s new cgroup with output in `dir`.
 fn start(containment: &Containment, container: ContainerId, dir: &Path, script: &str) -> TaskProcess {
+    let command = task(containment, container, dir, dir, script, None);
+    match spawn(&command) {
+        Ok(process) => process,
+        Err(SpawnFailure::Unsupported) => panic!("clone3 refused"),
+        Err(SpawnFailure::Failed(err)) => panic!("spawn failed: {err}"),
+    }
+}
+
+/// `sh -c script` for `container`'s new cgroup, run in `cwd` as `user`, output in `dir`.
+fn task(
+    containment: &Containment,
+    container: ContainerId,
+    dir: &Path,
+    cwd: &Path,
+    script: &str,
+    user: Option<UnixUser>,
+) -> TaskCommand {
     containment.prepare(container).unwrap();
     let cgroup = containment.cgroup_dir(container).unwrap().unwrap();
     let outputs = (
@@ -22,12 +40,7 @@ fn start(containment: &Containment, container: ContainerId, dir: &Path, script: 
     );
     let env = [(OsString::from("SPAWN_TEST"), OsString::from("seen"))];
     let args = [OsStr::new("-c"), OsStr::new(script)];
-    let command = TaskCommand::new(OsStr::new("/bin/sh"), &args, &env, dir, outputs, cgroup, None).unwrap();
-    match spawn(&command) {
-        Ok(process) => process,
-        Err(SpawnFailure::Unsupported) => panic!("clone3 refused"),
-        Err(SpawnFailure::Failed(err)) => panic!("spawn failed: {err}"),
-    }
+    TaskCommand::new(OsStr::new("/bin/sh"), &args, &env, cwd, outputs, cgroup, user).unwrap()
 }
 
 fn cgroups(dir: &Path) -> Option<Containment> {
@@ -76,5 +89,122 @@ async fn a_killed_task_reports_the_signal_and_a_bad_program_fails_the_spawn() {
         Ok(_) => panic!("a missing program started"),
     }
     containment.kill_container(ContainerId(23));
+    containment.release();
+}
+
+/// The mask of `name:` (`SigBlk`, `SigIgn`) in a `/proc/PID/status` text.
+fn signal_mask(status: &str, name: &str) -> u64 {
+    let line = status.lines().find(|line| line.starts_with(name)).unwrap();
+    u64::from_str_radix(line[name.len()..].trim(), 16).unwrap()
+}
+
+#[tokio::test]
+async fn a_task_reads_an_empty_stdin_and_starts_with_signals_unblocked_and_sigpipe_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(containment) = cgroups(&dir.path().join("work")) else { return };
+    // This process ignores SIGPIPE (Rust does) and blocks every signal while it clones.
+    // `cat` itself, not a shell (dash clears its signal mask), prints stdin, then its status.
+    let mut command = task(&containment, ContainerId(24), dir.path(), dir.path(), "", None);
+    command.program = c"/bin/cat".to_owned();
+    command.argv = [c"cat", c"-", c"/proc/self/status"].map(|arg| arg.to_owned()).to_vec();
+    let mut process = match spawn(&command) {
+        Ok(process) => process,
+        Err(SpawnFailure::Unsupported) => return,
+        Err(SpawnFailure::Failed(err)) => panic!("spawn failed: {err}"),
+    };
+    let status = tokio::time::timeout(WAIT, process.wait()).await.unwrap().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let out = std::fs::read_to_string(dir.path().join("stdout")).unwrap();
+    assert!(out.starts_with("Name:\tcat\n"), "stdin is empty: {out}");
+    assert_eq!(signal_mask(&out, "SigBlk:"), 0, "{out}");
+    assert_eq!(signal_mask(&out, "SigIgn:") & (1 << (libc::SIGPIPE - 1)), 0, "{out}");
+    containment.kill_container(ContainerId(24));
+    containment.release();
+}
+
+#[tokio::test]
+async fn a_task_of_a_mapped_account_runs_as_its_user_and_groups() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return; // Only root may switch users.
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(containment) = cgroups(&dir.path().join("work")) else { return };
+    let Some(nobody) = lookup_user("nobody") else { return };
+    let command = task(
+        &containment,
+        ContainerId(25),
+        dir.path(),
+        dir.path(),
+        "id -u; id -g; id -G",
+        Some(nobody.clone()),
+    );
+    let mut process = match spawn(&command) {
+        Ok(process) => process,
+        Err(SpawnFailure::Unsupported) => return,
+        Err(SpawnFailure::Failed(err)) => panic!("spawn failed: {err}"),
+    };
+    let status = tokio::time::timeout(WAIT, process.wait()).await.unwrap().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let out = std::fs::read_to_string(dir.path().join("stdout")).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], nobody.uid.to_string(), "{out}");
+    assert_eq!(lines[1], nobody.gid.to_string(), "{out}");
+    let mut groups: Vec<u32> = lines[2].split(' ').map(|group| group.parse().unwrap()).collect();
+    let mut expected = nobody.groups.clone();
+    groups.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(groups, expected, "{out}");
+    // The agent itself is still root: the switch happened in the child alone.
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0);
+    containment.kill_container(ContainerId(25));
+    containment.release();
+}
+
+#[tokio::test]
+async fn a_missing_working_directory_fails_the_spawn_with_its_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(containment) = cgroups(&dir.path().join("work")) else { return };
+    let missing = dir.path().join("no-such-dir");
+    let command = task(&containment, ContainerId(26), dir.path(), &missing, "exit 0", None);
+    match spawn(&command) {
+        Err(SpawnFailure::Failed(err)) => assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}"),
+        Err(SpawnFailure::Unsupported) => {}
+        Ok(_) => panic!("a task started in a missing directory"),
+    }
+    containment.kill_container(ContainerId(26));
+    containment.release();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tasks_spawned_at_once_from_several_threads_each_run_with_their_own_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(containment) = cgroups(&dir.path().join("work")) else { return };
+    let containment = std::sync::Arc::new(containment);
+    let mut spawners = Vec::new();
+    for thread in 0..4u64 {
+        let containment = std::sync::Arc::clone(&containment);
+        let dir = dir.path().join(format!("t{thread}"));
+        std::fs::create_dir(&dir).unwrap();
+        spawners.push(tokio::spawn(async move {
+            for i in 0..25u64 {
+                let container = ContainerId(100 + thread * 25 + i);
+                let code = (thread * 25 + i) % 7;
+                let command = task(&containment, container, &dir, &dir, &format!("exit {code}"), None);
+                let mut process = match spawn(&command) {
+                    Ok(process) => process,
+                    Err(SpawnFailure::Unsupported) => return,
+                    Err(SpawnFailure::Failed(err)) => panic!("spawn failed: {err}"),
+                };
+                let status = tokio::time::timeout(WAIT, process.wait()).await.unwrap().unwrap();
+                assert_eq!(status.code(), Some(code as i32), "container {container}");
+                containment.kill_container(container);
+            }
+        }));
+    }
+    for spawner in spawners {
+        spawner.await.unwrap();
+    }
     containment.release();
 }
