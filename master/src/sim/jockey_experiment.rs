@@ -179,7 +179,7 @@ pub fn run_one(trace: &Trace, cluster: &SimConfig, variant: &Variant) -> Result<
     let share_above_oracle = share_above(&result.slo_timeline, ended.0, oracle);
     let spare_share = result.spare_ms.unwrap_or(0) as f64 / result.slot_ms.max(1) as f64;
     let oracle_ms = oracle * ran_ms as f64;
-    let final_state = result.slo_final.unwrap_or_default();
+    let final_state = result.slo_final.as_deref().copied().unwrap_or_default();
     let split = GuaranteeSplit {
         used: final_state.used_slot_ms as f64 / oracle_ms,
         idle: final_state.idle_slot_ms as f64 / oracle_ms,

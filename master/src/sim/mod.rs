@@ -676,7 +676,7 @@ impl<'t> Simulation<'t> {
                     let since = s.accounted_to.map_or(0, |t| at.0.saturating_sub(t.0));
                     s.spare_slot_ms + u64::from(s.running.saturating_sub(s.guarantee)) * since
                 });
-                result.slo_final = self.core.slo_state(job).map(|s| s.accounted_until(at));
+                result.slo_final = self.core.slo_state(job).map(|s| Box::new(s.accounted_until(at)));
                 self.end(ix, at);
             }
         }

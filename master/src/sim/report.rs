@@ -54,8 +54,9 @@ pub struct JobResult {
     /// while it ran (Fig. 6's allocation over time).
     pub slo_timeline: Vec<SloSample>,
     /// Under `jockey`, for a deadline job: the controller's state at its end, its slot
-    /// time accounts brought up to then.
-    pub slo_final: Option<crate::core::policy::jockey::SloState>,
+    /// time accounts brought up to then. Boxed: every job's result carries the field,
+    /// and only deadline jobs under `jockey` fill it.
+    pub slo_final: Option<Box<crate::core::policy::jockey::SloState>>,
 }
 
 /// The SLO controller's view of a deadline job at one tick of a simulated run.
