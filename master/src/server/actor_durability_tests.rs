@@ -11,7 +11,7 @@ use slotmarket_common::identity::Role;
 use slotmarket_common::ids::AttemptId;
 use slotmarket_common::spec::JobSpec;
 
-use super::test_support::register_node;
+use super::test_support::{register_node, report_input};
 use super::*;
 use crate::core::CoreConfig;
 use crate::server::DEFAULT_HEARTBEAT_INTERVAL;
@@ -43,16 +43,7 @@ fn register(
 }
 
 fn reported(actor: &mut Actor, agent: AgentId, launch: &Launch, state: ContainerState) {
-    let report = ContainerReport {
-        container: launch.container,
-        task: launch.task,
-        attempt: launch.attempt,
-        state,
-        at: actor.clock.now(),
-        exit_code: (state == ContainerState::Completed).then_some(0),
-        message: None,
-    };
-    let commands = actor.on_input(Input::Agent(Event::ContainerReports { agent, reports: vec![report] }));
+    let commands = actor.on_input(report_input(actor, agent, launch, state));
     actor.execute_settled(commands).unwrap();
 }
 

@@ -26,3 +26,18 @@ pub(super) fn register_node(
     actor.execute_settled(commands).unwrap();
     (assigned_rx.try_recv().unwrap(), outbound_rx)
 }
+
+/// `agent`'s report that `launch`'s container reached `state` now (exit code 0 if it
+/// completed), as the input its session would hand the actor.
+pub(super) fn report_input(actor: &Actor, agent: AgentId, launch: &Launch, state: ContainerState) -> Input {
+    let report = ContainerReport {
+        container: launch.container,
+        task: launch.task,
+        attempt: launch.attempt,
+        state,
+        at: actor.clock.now(),
+        exit_code: (state == ContainerState::Completed).then_some(0),
+        message: None,
+    };
+    Input::Agent(Event::ContainerReports { agent, reports: vec![report] })
+}
