@@ -283,6 +283,7 @@ mod tests {
             peak_guaranteed: 4,
             finish_interval: None,
             slowdown_permille: 1000,
+            utility_from_spec: false,
         });
         assert!(render_live(&job, Timestamp(3_000), 200)[0].ends_with("; predicted finish +30.0s"));
         job.summary.predicted_finish = Some(Timestamp(41_000));

@@ -93,6 +93,7 @@ pub(crate) fn job_spec(args: &RunArgs) -> JobSpec {
         estimate: None,
         time_limit: args.time_limit,
         after: args.after.clone(),
+        utility: None,
     }
 }
 

@@ -98,7 +98,9 @@ fn render(status: &JobStatus) -> String {
                 "{} guaranteed (peak {}), {} running",
                 slo.guaranteed, slo.peak_guaranteed, job.tasks_running
             ),
-        ));
+        )); // Which curve the control loop maximises: the submitter's, or the master's.
+        let utility = if slo.utility_from_spec { "own (the job spec's)" } else { "policy default" };
+        head.push(("utility", utility.to_string()));
     }
     if let Some(message) = &status.message {
         head.push(("message", message.clone()));
@@ -268,6 +270,7 @@ mod tests {
             peak_guaranteed: 20,
             finish_interval: Some((Timestamp(1_799_999_400_000), Timestamp(1_800_000_300_000))),
             slowdown_permille: 1_250,
+            utility_from_spec: false,
         });
         let text = render(&status);
         assert!(text.contains("progress   42.5 %\n"), "{text}");
@@ -278,7 +281,12 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("slowdown   1.25 × profiled task times\n"), "{text}");
+        assert!(text.contains("utility    policy default\n"), "{text}");
         assert!(!text.contains("class"), "no class outside dress: {text}");
+        if let Some(slo) = status.slo.as_mut() {
+            slo.utility_from_spec = true;
+        }
+        assert!(render(&status).contains("utility    own (the job spec's)\n"));
     }
 
     #[test]

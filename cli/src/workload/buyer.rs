@@ -233,6 +233,7 @@ mod tests {
             estimate: None,
             time_limit: None,
             after: Vec::new(),
+            utility: None,
         };
         let seconds = TaskSeconds { gen_s: 0.2, map_s: 0.6, reduce_s: 0.3 };
         let bought = buyer_spec(spec, seconds);

@@ -124,6 +124,7 @@ fn plan_job(file: &WorkloadFile, bins: &[Bin], seed: u64, index: u32, arrival_s:
         estimate: None,
         time_limit: None,
         after: Vec::new(),
+        utility: None,
     };
     PlannedJob {
         index,

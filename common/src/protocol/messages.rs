@@ -628,6 +628,10 @@ pub struct SloStatus {
     /// as profiled).
     #[serde(default)]
     pub slowdown_permille: u32,
+    /// The control loop maximises the job spec's own utility curve (false: the
+    /// policy's `utility` setting).
+    #[serde(default)]
+    pub utility_from_spec: bool,
 }
 
 /// A stage's task counts.

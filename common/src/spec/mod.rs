@@ -10,6 +10,7 @@
 //! input_bytes = 1073741824      # optional: input size, recorded in history for estimates
 //! time_limit = "10m"            # optional: tasks killed and the job failed this long after it started
 //! after = [3, 4]                # optional: stays pending until jobs j3 and j4 completed; fails if one does not
+//! utility = [[0, 1], [10, -1]]  # optional, with a deadline: [minutes after it, utility] for `jockey`
 //!
 //! [[stage]]
 //! name = "map"
@@ -29,11 +30,13 @@ mod deadline;
 mod limits;
 mod shell;
 mod template;
+mod utility;
 mod validate;
 
 pub use deadline::{DeadlineSpec, format_duration, format_rfc3339, parse_duration};
 pub use limits::{MAX_TIME_LIMIT, TimeLimit};
 pub use template::{PLACEHOLDERS, TaskVars, TemplateError, render};
+pub use utility::{MAX_UTILITY_MINUTES, MAX_UTILITY_POINTS, MAX_UTILITY_VALUE, UtilityCurve};
 pub use validate::{
     MAX_INPUT_LEN, MAX_JOB_DEPENDENCIES, MAX_STAGE_NAME_LEN, MAX_STAGES, MAX_TASKS_PER_STAGE, MAX_TEXT_LEN,
     SpecError, validate,
@@ -89,6 +92,11 @@ pub struct JobSpec {
     /// `--dependency=afterok`); it fails if one of them fails or is cancelled.
     #[serde(default)]
     pub after: Vec<JobId>,
+    /// The job's own utility curve for the `jockey` policy, `[minutes after the
+    /// deadline, utility]` points; the policy's `utility` setting when unset. Needs a
+    /// deadline.
+    #[serde(default)]
+    pub utility: Option<UtilityCurve>,
 }
 
 /// A submitter's runtime estimate (`[estimate]` in a spec): the mean time of one task of

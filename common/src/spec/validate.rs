@@ -117,6 +117,9 @@ pub fn validate(spec: &JobSpec) -> Result<(), SpecError> {
         check_estimate(estimate)?;
     }
     check_job_after(&spec.after)?;
+    if let Some(problem) = spec.utility.as_ref().and_then(|u| u.problem(spec.deadline.is_some())) {
+        return Err(field_error("utility", problem));
+    }
     if spec.stages.is_empty() {
         return Err(field_error("stage", "a job needs at least one [[stage]] table"));
     }

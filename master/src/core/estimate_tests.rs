@@ -32,6 +32,7 @@ fn spec(maps: u32, reduces: u32, input_bytes: Option<u64>) -> JobSpec {
         estimate: None,
         time_limit: None,
         after: Vec::new(),
+        utility: None,
     }
 }
 

@@ -51,6 +51,7 @@ fn spec_of_run(run: &JobHistory) -> JobSpec {
         estimate: None,
         time_limit: None,
         after: Vec::new(),
+        utility: None,
     }
 }
 
@@ -71,6 +72,7 @@ impl<'a> CoreView<'a> {
     /// not act for its owner.
     pub fn job_status(&self, job: JobId, caller: &Caller) -> Result<JobStatus, ErrorReply> {
         let j = self.state.jobs.get(&job).filter(|j| may_see(caller, j));
+        let utility_from_spec = j.is_some_and(|j| j.spec.utility.is_some());
         let mut status = j.map(status).ok_or_else(|| no_such_job(job))?;
         status.summary.demand_class = self.demand_class(job);
         status.slo = self.policy.and_then(|p| p.slo_state(job)).map(|s| SloStatus {
@@ -80,6 +82,7 @@ impl<'a> CoreView<'a> {
             peak_guaranteed: s.peak_guarantee,
             finish_interval: s.finish_interval,
             slowdown_permille: (s.slowdown * 1000.0).round() as u32,
+            utility_from_spec,
         });
         Ok(status)
     }

@@ -24,13 +24,14 @@
 //! | `follows`, `think_s` | submit `think_s` (default 0) after job `follows` (an earlier line) ends: a user's closed-loop stream (DP §4) |
 //! | `max_attempts` | attempts per task (default 4) |
 //! | `stages[].name`, `slot`, `tasks`, `after` | as in a job spec |
+//! | `utility` | the job's own utility curve for `jockey`, as a job spec's: `[[minutes after the deadline, utility], ...]`; needs `deadline_s` |
 //! | `stages[].duration_s` | a number (every task), a list (one per task), or `{"uniform":{"min":..,"max":..}}`, `{"normal":{"mean":..,"sd":..}}`, `{"exp":{"mean":..}}` drawn per task from the run's seed |
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 
 use serde::{Deserialize, Serialize};
-use slotmarket_common::spec::{DeadlineSpec, JobClass, JobSpec, SlotKind, StageSpec, validate};
+use slotmarket_common::spec::{DeadlineSpec, JobClass, JobSpec, SlotKind, StageSpec, UtilityCurve, validate};
 use slotmarket_common::time::Timestamp;
 use thiserror::Error;
 
@@ -95,6 +96,9 @@ pub struct TraceJob {
     /// Deadline changes while the job runs, as a client would ask for them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deadline_moves: Vec<DeadlineMove>,
+    /// The job's own utility curve (a job spec's `utility`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utility: Option<UtilityCurve>,
 }
 
 /// A deadline change in a trace: `after_s` after the job's submission, its deadline
@@ -369,6 +373,7 @@ impl TraceJob {
             stages,
             name: None,
             deadline_moves: Vec::new(),
+            utility: None,
         }
     }
 
@@ -397,6 +402,7 @@ impl TraceJob {
             estimate: None,
             time_limit: None,
             after: Vec::new(),
+            utility: self.utility.clone(),
         }
     }
 
@@ -553,6 +559,24 @@ mod tests {
         assert!(err.contains("stage[1].after"), "{err}");
         let err = Trace::read("{\"id\":1}".as_bytes()).unwrap_err().to_string();
         assert!(err.starts_with("line 1: invalid type"), "{err}");
+    }
+
+    #[test]
+    fn a_trace_job_carries_its_own_utility_curve_into_its_spec() {
+        let own = LINE.replace("\"deadline_s\":60", "\"deadline_s\":60,\"utility\":[[0,1],[30,-1]]");
+        let trace = Trace::read(own.as_bytes()).unwrap();
+        let curve = UtilityCurve(vec![(0.0, 1.0), (30.0, -1.0)]);
+        assert_eq!(trace.jobs[0].spec().utility, Some(curve));
+        let mut out = Vec::new();
+        trace.write(&mut out).unwrap();
+        assert_eq!(Trace::read(out.as_slice()).unwrap().jobs, trace.jobs);
+        // Without it, the line is written as before.
+        let mut plain = Vec::new();
+        Trace::read(LINE.as_bytes()).unwrap().write(&mut plain).unwrap();
+        assert!(!String::from_utf8_lossy(&plain).contains("utility"));
+        let undated = own.replace("\"deadline_s\":60,", "");
+        let err = Trace::read(undated.as_bytes()).unwrap_err().to_string();
+        assert!(err.starts_with("line 1: utility: is measured from the deadline"), "{err}");
     }
 
     #[test]

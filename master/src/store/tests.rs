@@ -337,3 +337,43 @@ fn a_reopened_store_recovers_the_last_capacity_stored() {
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(store.recover_store().unwrap().capacity, Some([6, 3]));
 }
+
+#[test]
+fn a_job_specs_utility_curve_is_stored_and_a_spec_stored_without_one_still_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let own =
+        JobSpec::from_toml(&format!("deadline = \"+30m\"\nutility = [[0, 1], [10, -1.5]]\n{SPEC}")).unwrap();
+    let plain = JobSpec::from_toml(SPEC).unwrap();
+    {
+        let mut store = Store::open(dir.path()).unwrap();
+        let admitted = |job, spec: &JobSpec| Persist::JobAdmitted {
+            job: JobId(job),
+            account: AccountId("alice".into()),
+            owner: AccountId("alice".into()),
+            spec: spec.clone(),
+            submitted: Timestamp(100),
+            deadline: None,
+        };
+        store.apply(&[admitted(1, &own), admitted(2, &plain)]).unwrap();
+    }
+    {
+        // Job 2's row as a master from before the field wrote it: no `utility` key.
+        let conn = rusqlite::Connection::open(dir.path().join(super::DATABASE_FILE)).unwrap();
+        let stored: String =
+            conn.query_row("SELECT spec_json FROM jobs WHERE id = 1", [], |r| r.get(0)).unwrap();
+        assert!(stored.contains(r#""utility":[[0.0,1.0],[10.0,-1.5]]"#), "{stored}");
+        let mut old: serde_json::Value = serde_json::from_str(
+            &conn
+                .query_row("SELECT spec_json FROM jobs WHERE id = 2", [], |r| r.get::<_, String>(0))
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(old.as_object_mut().unwrap().remove("utility").is_some());
+        conn.execute("UPDATE jobs SET spec_json = ?1 WHERE id = 2", [old.to_string()]).unwrap();
+    }
+    let jobs = Store::open(dir.path()).unwrap().recover().unwrap();
+    let specs: Vec<&JobSpec> = jobs.iter().map(|j| &j.spec).collect();
+    assert_eq!(specs, vec![&own, &plain]);
+    assert_eq!(own.utility.as_ref().map(|u| u.0.len()), Some(2));
+    assert_eq!(plain.utility, None);
+}

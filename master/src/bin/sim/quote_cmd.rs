@@ -59,6 +59,7 @@ fn job(name: String, deadline: Option<Timestamp>) -> JobSpec {
         }),
         time_limit: None,
         after: Vec::new(),
+        utility: None,
     }
 }
 

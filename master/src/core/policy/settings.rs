@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use slotmarket_common::spec::UtilityCurve;
 use thiserror::Error;
 
 use super::jockey::{Control, Indicator, Jockey, JockeyConfig, Predictor, Utility};
@@ -368,7 +369,7 @@ impl PolicySettings {
         let utility = if utility.is_empty() {
             Utility::default()
         } else {
-            Utility { points: utility.iter().map(|&(min, u)| ((min * 60_000.0).round() as i64, u)).collect() }
+            Utility::from(&UtilityCurve(utility.clone()))
         };
         Ok(JockeyConfig {
             interval_ms: (interval_s * 1000.0).round() as u64,

@@ -55,6 +55,7 @@ fn spec(stages: Vec<StageSpec>) -> JobSpec {
         estimate: None,
         time_limit: None,
         after: Vec::new(),
+        utility: None,
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{ContainerId, JobId};
 use slotmarket_common::protocol::{JobHistory, Response, StageHistory};
-use slotmarket_common::spec::{DeadlineSpec, SlotKind};
+use slotmarket_common::spec::{DeadlineSpec, SlotKind, UtilityCurve};
 use slotmarket_common::time::Timestamp;
 
 use super::builders::JobBuilder;
@@ -335,4 +335,33 @@ fn a_demand_capped_guarantee_follows_what_the_job_can_run_and_changes_no_launch(
     // the last minute.
     assert_eq!(held.target_slot_ms, capped.target_slot_ms);
     assert_eq!(held.guaranteed_slot_ms - capped.guaranteed_slot_ms, 2 * 60_000);
+}
+
+#[test]
+fn a_jobs_own_utility_curve_sizes_it_instead_of_the_policys() {
+    let mut env = env_with_history("amdahl");
+    let strict = env.submit(etl_due_in(10));
+    env.take_launches(4);
+    // The same job, due at the same time and at the same progress, but to its
+    // submitter finishing up to ten hours late is worth as much as on time.
+    let mut spec = etl_due_in(10);
+    spec.utility = Some(UtilityCurve(vec![(0.0, 1.0), (600.0, 1.0), (610.0, -1.0)]));
+    let relaxed = env.submit(spec);
+    env.take_launches(1);
+    // The policy's curve: 1.2 × (60 + 1140/a) s by 7 minutes needs 4 slots. Its own:
+    // one slot's 1.2 × 1200 s = 24 minutes is still worth 1, so one slot is enough.
+    let (strict_slo, relaxed_slo) = (env.jockey_state(strict), env.jockey_state(relaxed));
+    assert_eq!((strict_slo.progress, relaxed_slo.progress), (0.0, 0.0));
+    assert_eq!((strict_slo.raw, strict_slo.guarantee), (4, 4));
+    assert_eq!((relaxed_slo.raw, relaxed_slo.guarantee), (1, 1));
+    // `status` says which curve is in force.
+    let shown = |env: &TestEnv, job| env.status(job).slo.expect("a deadline job under jockey");
+    assert!(!shown(&env, strict).utility_from_spec);
+    assert!(shown(&env, relaxed).utility_from_spec);
+    // A minute on, nothing done: the policy's curve now needs 5 slots (1.2 × (60 +
+    // 1140/5) s = 5.8 minutes by 6), the job's own still one.
+    env.advance(60);
+    env.heartbeat("n1");
+    env.tick();
+    assert_eq!((env.jockey_state(strict).raw, env.jockey_state(relaxed).raw), (5, 1));
 }

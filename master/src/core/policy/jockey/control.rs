@@ -4,6 +4,7 @@
 //! allocation from chasing noise.
 
 use serde::{Deserialize, Serialize};
+use slotmarket_common::spec::UtilityCurve;
 
 /// Milliseconds in a minute, for the default utility.
 const MINUTE_MS: i64 = 60_000;
@@ -40,6 +41,13 @@ impl Utility {
             }
         }
         self.points.last().map_or(0.0, |p| p.1)
+    }
+}
+
+impl From<&UtilityCurve> for Utility {
+    /// A job spec's curve (minutes after the deadline) in milliseconds.
+    fn from(curve: &UtilityCurve) -> Utility {
+        Utility { points: curve.points_ms().collect() }
     }
 }
 
@@ -141,6 +149,15 @@ mod tests {
         assert_eq!(step.at(-1), 10.0);
         assert_eq!(step.at(1), 0.0);
         assert_eq!(Utility { points: vec![] }.at(0), 0.0);
+    }
+
+    #[test]
+    fn a_job_specs_curve_is_read_in_minutes_after_the_deadline() {
+        let curve = UtilityCurve(vec![(0.0, 1.0), (10.0, -1.0), (1_000.0, -1_000.0)]);
+        assert_eq!(Utility::from(&curve), Utility::default());
+        let own = Utility::from(&UtilityCurve(vec![(-1.0, 5.0), (0.5, 0.0)]));
+        assert_eq!(own.points, vec![(-60_000, 5.0), (30_000, 0.0)]);
+        assert_eq!(own.at(-15_000), 2.5);
     }
 
     /// A job of 100 slot-minutes: remaining = 100 min / a.

@@ -2,7 +2,8 @@
 //! with a deadline gets a guaranteed number of slots: its progress (an indicator over its
 //! profile from history) indexes a completion-time model C(p, a), the raw allocation is
 //! the smallest that maximises the utility of the predicted finish (with slack, less the
-//! dead zone), and hysteresis smooths it. Guaranteed slots go first to their jobs (taken
+//! dead zone; the job spec's own utility curve, or the policy's), and hysteresis smooths
+//! it. Guaranteed slots go first to their jobs (taken
 //! back by preemption when they are held by others); every slot a guarantee leaves
 //! unused goes to the other jobs in admission order, and what they leave free to deadline
 //! jobs' ready tasks beyond their guarantee (spare tokens, §2.1: the lowest priority, the
@@ -307,7 +308,15 @@ impl Jockey {
         // Every allocation is a candidate, not only the modelled ones: picking from a
         // grid of 15 % steps would round each raw allocation up by up to 15 %.
         let grid: Vec<u32> = (1..=cap).collect();
-        let control = &self.config.control;
+        // The job's own utility curve, when its spec gives one, else the policy's.
+        let own;
+        let control = match &job.spec().utility {
+            Some(curve) => {
+                own = Control { utility: Utility::from(curve), ..self.config.control.clone() };
+                &own
+            }
+            None => &self.config.control,
+        };
         let raw = control.raw_allocation(now.0 as i64, deadline.0 as i64, &grid, remaining).unwrap_or(cap);
         let previous = slo.smoothed.map(|s| s.ceil().max(1.0) as u32).unwrap_or(raw);
         let finish_previous = now.0 as f64 + control.slack * remaining(previous);

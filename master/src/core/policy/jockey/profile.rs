@@ -292,6 +292,7 @@ pub(crate) mod tests {
             estimate: None,
             time_limit: None,
             after: Vec::new(),
+            utility: None,
         }
     }
 
