@@ -8,10 +8,14 @@
 # the cluster full. Every second the script records the deadline job's guaranteed slots,
 # running tasks and progress from `slotmarket status --json` into OUT/timeline.csv, then
 # draws OUT/allocation.svg (Fig. 6) with `slotmarket-sim plot-allocation` and prints
-# whether the deadline was met.
+# whether the deadline was met. SPARE=false caps the deadline job at its guarantee (no
+# spare tokens); UTILITY gives the deadline run its own utility curve (the job spec's
+# `utility`, points of minutes after the deadline and utility) instead of the policy's.
 #
 #   scripts/jockey-live.sh                          # debug build, results in $TMPDIR/slotmarket-jockey-live
-#   OUT=docs/experiments/jockey/live scripts/jockey-live.sh
+#   OUT=docs/experiments/jockey/live SPARE=false scripts/jockey-live.sh
+#   OUT=docs/experiments/jockey/live-spare scripts/jockey-live.sh
+#   OUT=docs/experiments/jockey/live-utility UTILITY='[[0, 1], [0.5, 1], [1.5, -1]]' scripts/jockey-live.sh
 #   KEEP=1 scripts/jockey-live.sh                   # keep the work directory (logs) afterwards
 #
 # Needs bash, coreutils and jq. Every process it starts leads its own process group and
@@ -27,6 +31,8 @@ MAPS=${MAPS:-24}
 DEADLINE=${DEADLINE:-45}
 SPACING=${SPACING:-4}
 BACKGROUND=${BACKGROUND:-12}
+SPARE=${SPARE:-true}
+UTILITY=${UTILITY:-}
 OUT=${OUT:-${TMPDIR:-/tmp}/slotmarket-jockey-live}
 AGENTS=2
 
@@ -74,7 +80,8 @@ wait_done() {
 cluster_start "$WORK" "[policy]
 name = \"jockey\"
 interval_s = $INTERVAL
-dead_zone_s = $INTERVAL"
+dead_zone_s = $INTERVAL
+spare = $SPARE"
 
 # The profiling run, alone.
 job_spec slo-wordcount "$MAPS" "" >"$WORK/jobs/profile.toml"
@@ -93,7 +100,9 @@ submit_background() {
 submit_background &
 GROUP[background]=$!
 sleep "$SPACING"
-job_spec slo-wordcount "$MAPS" "deadline = \"+${DEADLINE}s\"" "$SLOW_PAUSE" >"$WORK/jobs/slo.toml"
+slo_lines="deadline = \"+${DEADLINE}s\""
+[ -n "$UTILITY" ] && slo_lines+=$'\n'"utility = $UTILITY"
+job_spec slo-wordcount "$MAPS" "$slo_lines" "$SLOW_PAUSE" >"$WORK/jobs/slo.toml"
 slo=$("$BIN/slotmarket" submit "$WORK/jobs/slo.toml")
 start=$(date +%s%N)
 echo "t_s,guarantee,running,progress,predicted_finish_s,deadline_s" >"$OUT/timeline.csv"
@@ -111,6 +120,21 @@ done
 took=$("$BIN/slotmarket" status "$slo" --json | jq '(.finished_ms - .submitted_ms) / 1000')
 met=$(awk -v t="$took" -v d="$DEADLINE" 'BEGIN { print (t <= d) ? 1 : 0 }')
 echo "deadline run $slo: $state in ${took}s against a deadline of ${DEADLINE}s ($([ "$met" = 1 ] && echo met || echo missed))"
+if [ -n "$UTILITY" ]; then
+    # The finish's utility under the job's own curve (flat before the first point and
+    # after the last), as the policy's Utility::at computes it.
+    late_min=$(awk -v t="$took" -v d="$DEADLINE" 'BEGIN { print (t - d) / 60 }')
+    worth=$(jq -r '.[] | "\(.[0]) \(.[1])"' <<<"$UTILITY" | awk -v x="$late_min" '
+        { t[NR] = $1; u[NR] = $2 }
+        END {
+            if (x <= t[1]) { print u[1]; exit }
+            for (i = 2; i <= NR; i++) if (x <= t[i]) {
+                print (t[i] == t[i-1]) ? u[i] : u[i-1] + (u[i] - u[i-1]) * (x - t[i-1]) / (t[i] - t[i-1]); exit
+            }
+            print u[NR]
+        }')
+    echo "its own utility curve $UTILITY (minutes after the deadline): $worth at ${late_min} min"
+fi
 "$BIN/slotmarket-sim" plot-allocation "$OUT/timeline.csv" -o "$OUT/allocation.svg" \
-    --title "live: slo-wordcount, $MAPS maps, deadline ${DEADLINE}s, beside best-effort jobs"
+    --title "live: slo-wordcount, $MAPS maps, deadline ${DEADLINE}s${UTILITY:+, own utility}, beside best-effort jobs$([ "$SPARE" = true ] || echo ', no spare tokens')"
 echo "timeline: $OUT/timeline.csv, plot: $OUT/allocation.svg"
