@@ -5,7 +5,7 @@
 //! what the job's past run says.
 
 use slotmarket_common::protocol::JobState;
-use slotmarket_common::spec::JobSpec;
+use slotmarket_common::spec::{JobSpec, UtilityCurve};
 use slotmarket_common::time::Timestamp;
 
 use crate::support::{TestCluster, agent, status, wait_finished, wait_for};
@@ -84,7 +84,14 @@ async fn under_jockey_a_deadline_job_is_guaranteed_slots_from_a_model_built_off_
     let job = alice.submit(etl(Some("+10m"))).await.expect("submit under a deadline");
     let slo = status(&alice, job).await.slo.expect("jockey controls a deadline job");
     assert!((1..=3).contains(&slo.guaranteed), "{slo:?}");
+    assert!(!slo.utility_from_spec, "no curve in the spec: the policy's");
+    // A spec's own utility curve crosses the wire and is the one in force.
+    let mut own = etl(Some("+10m"));
+    own.utility = Some(UtilityCurve(vec![(0.0, 1.0), (60.0, 1.0), (70.0, -1.0)]));
+    let own = alice.submit(own).await.expect("submit with its own utility curve");
+    assert!(status(&alice, own).await.slo.expect("a deadline job").utility_from_spec);
     assert_eq!(wait_finished(&alice, job).await.summary.state, JobState::Completed);
+    assert_eq!(wait_finished(&alice, own).await.summary.state, JobState::Completed);
     let log = cluster.master_dir().join("../master.log");
     wait_for(
         || std::fs::read_to_string(&log).ok().filter(|text| text.contains("completion model built")),
