@@ -87,38 +87,18 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use slotmarket_common::container::ContainerState;
-    use slotmarket_common::ids::{AccountId, AttemptId, StageId, TaskId};
-    use slotmarket_common::protocol::{ContainerReport, JobState};
-    use slotmarket_common::spec::JobSpec;
+    use slotmarket_common::protocol::JobState;
 
     use super::*;
     use crate::core::Persist;
-
-    const SPEC: &str =
-        "name = \"wc\"\n[[stage]]\nname = \"map\"\ntasks = 2\nslot = \"map\"\ncommand = \"true\"\n";
+    use crate::store::test_fixtures::{Admission, map_report, on_node};
 
     fn ran(container: u64, job: u64, node: &str) -> Persist {
-        let report = ContainerReport {
-            container: ContainerId(container),
-            task: TaskId { job: JobId(job), stage: StageId(0), index: 0 },
-            attempt: AttemptId(1),
-            state: ContainerState::Completed,
-            at: Timestamp(150),
-            exit_code: Some(0),
-            message: None,
-        };
-        Persist::Container { node: node.into(), report }
+        on_node(node, map_report(job, container, 0, ContainerState::Completed, 150))
     }
 
     fn admitted(job: u64) -> Persist {
-        Persist::JobAdmitted {
-            job: JobId(job),
-            account: AccountId("alice".into()),
-            owner: AccountId("alice".into()),
-            spec: JobSpec::from_toml(SPEC).unwrap(),
-            submitted: Timestamp(100),
-            deadline: None,
-        }
+        Admission::of(job).persist()
     }
 
     fn ended(job: u64, at: u64) -> Persist {

@@ -7,28 +7,16 @@ use slotmarket_common::container::ContainerState;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
-use slotmarket_common::protocol::{ContainerReport, JobState};
-use slotmarket_common::spec::JobSpec;
+use slotmarket_common::ids::{ContainerId, JobId};
+use slotmarket_common::protocol::JobState;
 use slotmarket_common::time::Timestamp;
 
 use super::Store;
+use super::test_fixtures::{Admission, map_report, map_spec, on_node};
 use crate::core::Persist;
 
-const SPEC: &str =
-    "name = \"wc\"\n[[stage]]\nname = \"map\"\ntasks = 1\nslot = \"map\"\ncommand = \"true\"\n";
-
 fn container(state: ContainerState, at: u64) -> Persist {
-    let report = ContainerReport {
-        container: ContainerId(1),
-        task: TaskId { job: JobId(1), stage: StageId(0), index: 0 },
-        attempt: AttemptId(1),
-        state,
-        at: Timestamp(at),
-        exit_code: (state == ContainerState::Completed).then_some(0),
-        message: None,
-    };
-    Persist::Container { node: "node-1".into(), report }
+    on_node("node-1", map_report(1, 1, 0, state, at))
 }
 
 fn job_state(state: JobState, at: u64) -> Persist {
@@ -36,14 +24,7 @@ fn job_state(state: JobState, at: u64) -> Persist {
 }
 
 fn admitted() -> Persist {
-    Persist::JobAdmitted {
-        job: JobId(1),
-        account: AccountId("alice".into()),
-        owner: AccountId("alice".into()),
-        spec: JobSpec::from_toml(SPEC).unwrap(),
-        submitted: Timestamp(100),
-        deadline: None,
-    }
+    Admission { spec: map_spec(1), ..Admission::of(1) }.persist()
 }
 
 /// The connection's `PRAGMA synchronous`: 1 is NORMAL, 2 is FULL.

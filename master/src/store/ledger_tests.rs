@@ -175,7 +175,8 @@ fn dp_income_and_interval_charges_survive_a_reopen_as_grants_plus_income_minus_c
 #[test]
 fn a_deadline_purchase_reads_back_and_prices_its_ended_job() {
     use slotmarket_common::protocol::JobState;
-    use slotmarket_common::spec::JobSpec;
+
+    use crate::store::test_fixtures::{Admission, map_spec};
 
     let dir = tempfile::tempdir().unwrap();
     let root = Identity { role: Role::Admin, principal: "root".into() };
@@ -183,21 +184,11 @@ fn a_deadline_purchase_reads_back_and_prices_its_ended_job() {
     let (stored, grant) = accounts.create(id("alice"), vec![], Some(cr("1")), &root, Timestamp(5)).unwrap();
     let (job, deadline) = (JobId(3), Timestamp(90_000));
     let purchase = accounts.purchase_deadline(&id("alice"), cr("0.25"), job, deadline, Timestamp(6)).unwrap();
-    let spec = JobSpec::from_toml(
-        "name = \"x\"\n[[stage]]\nname = \"m\"\ntasks = 1\nslot = \"map\"\ncommand = \"true\"\n",
-    )
-    .unwrap();
     let writes = vec![
         Persist::Account { account: stored.account, members: stored.members, created: stored.created },
         Persist::Ledger(grant.unwrap()),
-        Persist::JobAdmitted {
-            job,
-            account: id("alice"),
-            owner: id("alice"),
-            spec,
-            submitted: Timestamp(6),
-            deadline: Some(deadline),
-        },
+        Admission { spec: map_spec(1), submitted: 6, deadline: Some(deadline.0), ..Admission::of(job.0) }
+            .persist(),
         Persist::Ledger(purchase.clone()),
         Persist::JobState {
             job,

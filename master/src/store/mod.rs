@@ -320,3 +320,6 @@ mod outputs_tests;
 
 #[cfg(test)]
 mod durability_tests;
+
+#[cfg(test)]
+mod test_fixtures;

@@ -6,44 +6,27 @@ use std::net::SocketAddr;
 
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::identity::{Identity, Role};
-use slotmarket_common::ids::{AccountId, AgentId, AttemptId, ContainerId, JobId, StageId, TaskId};
-use slotmarket_common::protocol::{ContainerReport, DataMode};
+use slotmarket_common::ids::{AgentId, JobId, StageId};
+use slotmarket_common::protocol::DataMode;
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
 
 use super::Store;
+use super::test_fixtures::{Admission, map_report, on_node};
 use crate::core::{Command, Core, CoreConfig, Event, Persist};
 
 const SPEC: &str = "name = \"wc\"\n[[stage]]\nname = \"map\"\ntasks = 3\nslot = \"map\"\ncommand = \"true\"\n\
      [[stage]]\nname = \"reduce\"\ntasks = 1\nslot = \"reduce\"\ncommand = \"true\"\nafter = [\"map\"]\n";
 
 fn completed_map(container: u64, index: u32, node: &str) -> [Persist; 2] {
-    let report = |state, at| ContainerReport {
-        container: ContainerId(container),
-        task: TaskId { job: JobId(1), stage: StageId(0), index },
-        attempt: AttemptId(1),
-        state,
-        at: Timestamp(at),
-        exit_code: (state == ContainerState::Completed).then_some(0),
-        message: None,
-    };
-    [
-        Persist::Container { node: node.into(), report: report(ContainerState::Running, 110) },
-        Persist::Container { node: node.into(), report: report(ContainerState::Completed, 120) },
-    ]
+    let report = |state, at| on_node(node, map_report(1, container, index, state, at));
+    [report(ContainerState::Running, 110), report(ContainerState::Completed, 120)]
 }
 
 /// A store holding job j1 whose three maps completed on n1, n2 and n1, plus `more`.
 fn store_with_completed_maps(dir: &std::path::Path, more: &[Persist]) -> Store {
     let mut store = Store::open(dir).unwrap();
-    let admitted = Persist::JobAdmitted {
-        job: JobId(1),
-        account: AccountId("alice".into()),
-        owner: AccountId("alice".into()),
-        spec: JobSpec::from_toml(SPEC).unwrap(),
-        submitted: Timestamp(100),
-        deadline: None,
-    };
+    let admitted = Admission { spec: JobSpec::from_toml(SPEC).unwrap(), ..Admission::of(1) }.persist();
     let mut ops = vec![admitted];
     ops.extend(completed_map(1, 0, "n1"));
     ops.extend(completed_map(2, 1, "n2"));

@@ -1,45 +1,26 @@
 //! Store round trips: what is applied is what a reopened store recovers.
 
 use slotmarket_common::container::ContainerState;
-use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::ids::{AccountId, ContainerId, JobId};
 use slotmarket_common::protocol::{ContainerReport, JobHistory, JobState, JobsQuery, StageHistory};
-use slotmarket_common::spec::{JobSpec, SlotKind};
+use slotmarket_common::spec::SlotKind;
 use slotmarket_common::time::Timestamp;
 
+use super::test_fixtures::{Admission, map_report, map_spec};
 use super::{Store, StoreError};
 use crate::core::Persist;
 
-const SPEC: &str =
-    "name = \"wc\"\n[[stage]]\nname = \"map\"\ntasks = 2\nslot = \"map\"\ncommand = \"true\"\n";
-
 fn report(container: u64, index: u32, state: ContainerState, at: u64) -> ContainerReport {
-    ContainerReport {
-        container: ContainerId(container),
-        task: TaskId { job: JobId(1), stage: StageId(0), index },
-        attempt: AttemptId(1),
-        state,
-        at: Timestamp(at),
-        exit_code: (state == ContainerState::Completed).then_some(0),
-        message: None,
-    }
+    map_report(1, container, index, state, at)
 }
 
 #[test]
 fn a_reopened_store_recovers_jobs_and_the_latest_container_states() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = JobSpec::from_toml(SPEC).unwrap();
+    let spec = map_spec(2);
     {
         let mut store = Store::open(dir.path()).unwrap();
-        store
-            .apply(&[Persist::JobAdmitted {
-                job: JobId(1),
-                account: AccountId("alice".into()),
-                owner: AccountId("alice".into()),
-                spec: spec.clone(),
-                submitted: Timestamp(100),
-                deadline: None,
-            }])
-            .unwrap();
+        store.apply(&[Admission { spec: spec.clone(), ..Admission::of(1) }.persist()]).unwrap();
         let node = |r| Persist::Container { node: "node-1".into(), report: r };
         store
             .apply(&[
@@ -79,14 +60,7 @@ fn a_reopened_store_recovers_jobs_and_the_latest_container_states() {
 fn a_failed_batch_leaves_nothing_behind() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path()).unwrap();
-    let admitted = Persist::JobAdmitted {
-        job: JobId(1),
-        account: AccountId("alice".into()),
-        owner: AccountId("alice".into()),
-        spec: JobSpec::from_toml(SPEC).unwrap(),
-        submitted: Timestamp(1),
-        deadline: None,
-    };
+    let admitted = Admission { submitted: 1, ..Admission::of(1) }.persist();
     store.apply(std::slice::from_ref(&admitted)).unwrap();
     // The same id twice violates the primary key: the whole batch must roll back.
     let second = Persist::JobState {
@@ -117,14 +91,7 @@ fn an_ended_job_comes_back_with_its_finish_time_and_reason() {
         let mut store = Store::open(dir.path()).unwrap();
         store
             .apply(&[
-                Persist::JobAdmitted {
-                    job: JobId(3),
-                    account: AccountId("bob".into()),
-                    owner: AccountId("bob".into()),
-                    spec: JobSpec::from_toml(SPEC).unwrap(),
-                    submitted: Timestamp(10),
-                    deadline: None,
-                },
+                Admission { owner: "bob", submitted: 10, ..Admission::of(3) }.persist(),
                 Persist::JobState {
                     job: JobId(3),
                     state: JobState::Cancelled,
@@ -201,7 +168,7 @@ fn a_version_one_database_gains_owners_and_task_counts() {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(super::schema::V1).unwrap();
         conn.pragma_update(None, "user_version", 1).unwrap();
-        let spec_json = serde_json::to_string(&JobSpec::from_toml(SPEC).unwrap()).unwrap();
+        let spec_json = serde_json::to_string(&map_spec(2)).unwrap();
         conn.execute(
             "INSERT INTO jobs (id, account, name, spec_json, submitted_ms, state, finished_ms)
              VALUES (5, 'carol', 'wc', ?1, 10, 'completed', 30)",
@@ -222,15 +189,8 @@ fn a_version_one_database_gains_owners_and_task_counts() {
     assert_eq!(status.stages[0].completed, 2);
 }
 
-fn admitted(job: u64, owner: &str) -> Persist {
-    Persist::JobAdmitted {
-        job: JobId(job),
-        account: AccountId(owner.into()),
-        owner: AccountId(owner.into()),
-        spec: JobSpec::from_toml(SPEC).unwrap(),
-        submitted: Timestamp(job),
-        deadline: Some(Timestamp(1_000)),
-    }
+fn admitted(job: u64, owner: &'static str) -> Persist {
+    Admission { owner, submitted: job, deadline: Some(1_000), ..Admission::of(job) }.persist()
 }
 
 fn ended(job: u64, state: JobState) -> Persist {
@@ -258,14 +218,7 @@ fn run(job: u64, name: &str) -> JobHistory {
 fn an_unknown_state_name_is_reported_as_corrupt() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path()).unwrap();
-    let admitted = Persist::JobAdmitted {
-        job: JobId(1),
-        account: AccountId("alice".into()),
-        owner: AccountId("alice".into()),
-        spec: JobSpec::from_toml(SPEC).unwrap(),
-        submitted: Timestamp(1),
-        deadline: None,
-    };
+    let admitted = Admission { submitted: 1, ..Admission::of(1) }.persist();
     let container =
         Persist::Container { node: "n1".into(), report: report(1, 0, ContainerState::Running, 2) };
     store.apply(&[admitted, container]).unwrap();
@@ -285,17 +238,8 @@ fn an_unknown_state_name_is_reported_as_corrupt() {
 #[test]
 fn latest_attempts_name_the_newest_container_of_each_task_with_its_node_and_times() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = JobSpec::from_toml(SPEC).unwrap();
     let mut store = Store::open(dir.path()).unwrap();
-    let alice = AccountId("alice".into());
-    let admitted = Persist::JobAdmitted {
-        job: JobId(1),
-        account: alice.clone(),
-        owner: alice,
-        spec,
-        submitted: Timestamp(100),
-        deadline: None,
-    };
+    let admitted = Admission::of(1).persist();
     let on = |node: &str, r| Persist::Container { node: node.into(), report: r };
     let failed = ContainerReport {
         exit_code: Some(3),
