@@ -10,12 +10,14 @@ use slotmarket_common::time::Timestamp;
 
 use crate::core::Persist;
 
-/// A job named `wc` of one stage of `tasks` map tasks running `true`.
+/// The TOML of a job named `wc` of one stage of `tasks` map tasks running `true`.
+pub(super) fn map_spec_toml(tasks: u32) -> String {
+    format!("name = \"wc\"\n[[stage]]\nname = \"map\"\ntasks = {tasks}\nslot = \"map\"\ncommand = \"true\"\n")
+}
+
+/// The job [`map_spec_toml`] describes.
 pub(super) fn map_spec(tasks: u32) -> JobSpec {
-    let toml = format!(
-        "name = \"wc\"\n[[stage]]\nname = \"map\"\ntasks = {tasks}\nslot = \"map\"\ncommand = \"true\"\n"
-    );
-    JobSpec::from_toml(&toml).expect("a valid spec")
+    JobSpec::from_toml(&map_spec_toml(tasks)).expect("a valid spec")
 }
 
 /// A job's admission as the core persists it. [`Admission::of`] gives job `job` of alice,

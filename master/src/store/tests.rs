@@ -3,10 +3,10 @@
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AccountId, ContainerId, JobId};
 use slotmarket_common::protocol::{ContainerReport, JobHistory, JobState, JobsQuery, StageHistory};
-use slotmarket_common::spec::SlotKind;
+use slotmarket_common::spec::{JobSpec, SlotKind};
 use slotmarket_common::time::Timestamp;
 
-use super::test_fixtures::{Admission, map_report, map_spec};
+use super::test_fixtures::{Admission, map_report, map_spec, map_spec_toml};
 use super::{Store, StoreError};
 use crate::core::Persist;
 
@@ -285,19 +285,12 @@ fn a_reopened_store_recovers_the_last_capacity_stored() {
 #[test]
 fn a_job_specs_utility_curve_is_stored_and_a_spec_stored_without_one_still_loads() {
     let dir = tempfile::tempdir().unwrap();
-    let own =
-        JobSpec::from_toml(&format!("deadline = \"+30m\"\nutility = [[0, 1], [10, -1.5]]\n{SPEC}")).unwrap();
-    let plain = JobSpec::from_toml(SPEC).unwrap();
+    let curve = "deadline = \"+30m\"\nutility = [[0, 1], [10, -1.5]]\n";
+    let own = JobSpec::from_toml(&format!("{curve}{}", map_spec_toml(2))).unwrap();
+    let plain = map_spec(2);
     {
         let mut store = Store::open(dir.path()).unwrap();
-        let admitted = |job, spec: &JobSpec| Persist::JobAdmitted {
-            job: JobId(job),
-            account: AccountId("alice".into()),
-            owner: AccountId("alice".into()),
-            spec: spec.clone(),
-            submitted: Timestamp(100),
-            deadline: None,
-        };
+        let admitted = |job, spec: &JobSpec| Admission { spec: spec.clone(), ..Admission::of(job) }.persist();
         store.apply(&[admitted(1, &own), admitted(2, &plain)]).unwrap();
     }
     {
