@@ -123,10 +123,11 @@ pub enum PolicySettings {
         /// Kill other jobs' tasks to hand deadline jobs their guaranteed slots (default true).
         #[serde(default = "jockey_defaults::yes")]
         preemption: bool,
-        /// Utility curve as `[minutes after the deadline, utility]` points sorted by time;
-        /// empty (default): 1 until the deadline, −1 ten minutes late, −1000 at 1000.
+        /// Utility curve as `[minutes after the deadline, utility]` points sorted by time,
+        /// checked as a job spec's own curve is; empty (default): 1 until the deadline,
+        /// −1 ten minutes late, −1000 at 1000.
         #[serde(default)]
-        utility: Vec<(f64, f64)>,
+        utility: UtilityCurve,
         /// Scale predictions by how much slower (or faster) than profiled the run's
         /// completed tasks were (default true); false trusts the profile as it is.
         #[serde(default = "jockey_defaults::yes")]
@@ -254,9 +255,9 @@ pub enum PolicySettingsError {
         /// The value given.
         value: f64,
     },
-    /// The `jockey` utility points are not sorted by time.
-    #[error("utility: points must be sorted by their minutes after the deadline")]
-    UtilityUnsorted,
+    /// The `jockey` utility curve is not one a job spec could carry either.
+    #[error("utility: {0}")]
+    Utility(String),
 }
 
 impl PolicySettings {
@@ -363,13 +364,13 @@ impl PolicySettings {
         within("dead_zone_s", "at least 0", *dead_zone_s, *dead_zone_s >= 0.0)?;
         within("model_runs", "at least 1", f64::from(*model_runs), *model_runs >= 1)?;
         within("quantile", "in [0, 1]", *quantile, (0.0..=1.0).contains(quantile))?;
-        if utility.windows(2).any(|w| w[0].0.partial_cmp(&w[1].0).is_none_or(|o| o.is_gt())) {
-            return Err(PolicySettingsError::UtilityUnsorted);
-        }
-        let utility = if utility.is_empty() {
+        // The policy's curve applies to deadline jobs only, so it always has a deadline.
+        let utility = if utility.0.is_empty() {
             Utility::default()
+        } else if let Some(problem) = utility.problem(true) {
+            return Err(PolicySettingsError::Utility(problem));
         } else {
-            Utility::from(&UtilityCurve(utility.clone()))
+            Utility::from(utility)
         };
         Ok(JockeyConfig {
             interval_ms: (interval_s * 1000.0).round() as u64,
@@ -539,7 +540,9 @@ mod tests {
         let err = parse("hysteresis = 0").check().unwrap_err();
         assert_eq!(err.to_string(), "hysteresis: must be in (0, 1], got 0");
         let err = parse("utility = [[5, 1.0], [1, 0.0]]").check().unwrap_err();
-        assert_eq!(err, PolicySettingsError::UtilityUnsorted);
+        assert!(err.to_string().starts_with("utility: point 1: times must not go back"), "{err}");
+        let three = toml::from_str::<PolicySettings>("name = \"jockey\"\nutility = [[0, 1.0, 7]]");
+        assert!(three.unwrap_err().to_string().contains("pair of numbers"), "a third number is refused");
         assert!(toml::from_str::<PolicySettings>("name = \"jockey\"\npredictor = \"psychic\"").is_err());
     }
 }
