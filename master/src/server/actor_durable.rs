@@ -71,9 +71,6 @@ pub(super) struct Pipeline {
     requested: u64,
     /// When to ask for committed batches that acknowledge nothing (see [`LAZY_SYNC`]).
     pub(super) lazy_at: Option<Instant>,
-    /// The last batch committed ended a job: someone (a `--wait`, a watch about to be
-    /// opened, a status poll) is likely to ask for it, so it is synced at once.
-    ended_job: bool,
     /// Every batch up to this one is durable.
     durable: u64,
     held: Held<Ack>,
@@ -98,7 +95,6 @@ impl Pipeline {
             committed: 0,
             requested: 0,
             lazy_at: None,
-            ended_job: false,
             durable: 0,
             held: Held::new(),
             eager: 0,
@@ -132,18 +128,21 @@ impl Actor {
             return Err(err.into());
         }
         self.pipeline.committed += 1;
-        self.pipeline.ended_job =
-            persist.iter().any(|op| matches!(op, Persist::JobState { state, .. } if state.is_terminal()));
+        // A batch that ends a job is synced at once: someone (a `--wait`, a watch about to
+        // be opened, a status poll) is likely to ask for it. Asked for now, not once the
+        // step's messages are out, so the disk works while they go.
+        if persist.iter().any(|op| matches!(op, Persist::JobState { state, .. } if state.is_terminal())) {
+            self.request_sync();
+        }
         Ok(self.pipeline.committed)
     }
 
     /// Once a step's commands are out: if an acknowledgement waits for a batch the
-    /// syncer was not asked for yet, or the step ended a job, asks for every committed
-    /// batch now; otherwise committed batches are asked for within [`LAZY_SYNC`].
+    /// syncer was not asked for yet, asks for every committed batch now; otherwise
+    /// committed batches are asked for within [`LAZY_SYNC`].
     pub(super) fn after_step(&mut self) {
         let pipeline = &mut self.pipeline;
-        let waited_for = pipeline.eager > pipeline.requested;
-        if waited_for || std::mem::take(&mut pipeline.ended_job) {
+        if pipeline.eager > pipeline.requested {
             self.request_sync();
         } else if pipeline.committed > pipeline.requested && pipeline.lazy_at.is_none() {
             pipeline.lazy_at = Some(Instant::now() + LAZY_SYNC);
