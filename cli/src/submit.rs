@@ -117,6 +117,9 @@ pub(crate) async fn submit_spec(
 ) -> Result<ExitCode> {
     let options = connection::ClientOptions::from_args(conn)?;
     let mut client = options.connect().await?;
+    if wait && choice.is_none() {
+        return submit_and_follow(&options, client, spec, json).await;
+    }
     let (job, purchase) = match choice {
         None => (submit(&client, spec).await?, None),
         Some(choice) => match buy(&client, spec, choice).await? {
@@ -142,6 +145,29 @@ pub(crate) async fn submit_spec(
     let status = wait::follow(&options, &mut client, job, wait::FollowTimes::default()).await?;
     connection::close(client).await;
     report_end(&status, purchase, json)?;
+    Ok(if status.summary.state == JobState::Completed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// `submit --wait` without a deadline choice: submits and follows over one stream
+/// ([`Client::submit_watch`]), so the master makes the admission and, for a short job,
+/// its end durable in one sync; prints what `submit` and then `wait` would.
+async fn submit_and_follow(
+    options: &connection::ClientOptions,
+    mut client: Client,
+    spec: JobSpec,
+    json: bool,
+) -> Result<ExitCode> {
+    let name = spec.name.clone();
+    let (job, watch) = connection::bounded(client.submit_watch(spec))
+        .await
+        .with_context(|| format!("submitting job \"{name}\""))?;
+    if !json {
+        println!("{job}");
+    }
+    let times = wait::FollowTimes::default();
+    let status = wait::follow_from(options, &mut client, job, times, Some(watch)).await?;
+    connection::close(client).await;
+    report_end(&status, None, json)?;
     Ok(if status.summary.state == JobState::Completed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
@@ -457,8 +483,9 @@ mod tests {
             [(JobState::Completed, ExitCode::SUCCESS), (JobState::Cancelled, ExitCode::FAILURE)]
         {
             let fake = FakeMaster::start(move |request| match request {
-                Request::Submit { .. } => vec![Response::Submitted { job: JobId(1) }],
-                Request::Watch { job } => vec![Response::Job(status(job, "x", state))],
+                Request::SubmitWatch { .. } => {
+                    vec![Response::Submitted { job: JobId(1) }, Response::Job(status(JobId(1), "x", state))]
+                }
                 _ => vec![],
             });
             let file = fake.certs.path().join("job.toml");
@@ -482,6 +509,30 @@ mod tests {
             .unwrap();
             assert_eq!(got, code, "{state}");
         }
+    }
+
+    #[tokio::test]
+    async fn submit_wait_submits_and_follows_over_one_stream_and_a_lost_stream_is_followed_again() {
+        // The first stream ends after the id while the job runs (a master restarting);
+        // the status says running, so the CLI watches again until the end.
+        let fake = FakeMaster::start(|request| match request {
+            Request::SubmitWatch { .. } => vec![
+                Response::Submitted { job: JobId(3) },
+                Response::Job(status(JobId(3), "x", JobState::Pending)),
+            ],
+            Request::Status { job } => vec![Response::Job(status(job, "x", JobState::Running))],
+            Request::Watch { job } => vec![Response::Job(status(job, "x", JobState::Completed))],
+            _ => vec![],
+        });
+        let options = fake.options("alice");
+        let client = options.connect().await.unwrap();
+        let spec = JobSpec::from_toml(SPEC).unwrap();
+        let got = submit_and_follow(&options, client, spec.clone(), true).await.unwrap();
+        assert_eq!(got, ExitCode::SUCCESS);
+        let requests = fake.requests();
+        assert_eq!(requests[0], Request::SubmitWatch { spec });
+        assert!(!requests.iter().any(|r| matches!(r, Request::Submit { .. })), "{requests:?}");
+        assert_eq!(requests.last(), Some(&Request::Watch { job: JobId(3) }));
     }
 
     #[tokio::test]

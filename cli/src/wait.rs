@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use serde::Serialize;
-use slotmarket_common::client::{Client, ClientError};
+use slotmarket_common::client::{Client, ClientError, Watch};
 use slotmarket_common::ids::JobId;
 use slotmarket_common::protocol::{JobState, JobStatus};
 
@@ -103,9 +103,21 @@ pub(crate) async fn follow(
     job: JobId,
     times: FollowTimes,
 ) -> Result<JobStatus> {
+    follow_from(options, client, job, times, None).await
+}
+
+/// [`follow`], reading the first watch from `opened` (a stream the caller already has,
+/// as `submit --wait` does) instead of opening one.
+pub(crate) async fn follow_from(
+    options: &ClientOptions,
+    client: &mut Client,
+    job: JobId,
+    times: FollowTimes,
+    mut opened: Option<Watch>,
+) -> Result<JobStatus> {
     let mut progress = Display::for_this_terminal();
     loop {
-        match watch(client, job, times, &mut progress).await? {
+        match watch(client, job, opened.take(), times, &mut progress).await? {
             WatchEnd::Ended(status) => return Ok(*status),
             WatchEnd::Lost(why) => {
                 progress.detach();
@@ -118,10 +130,21 @@ pub(crate) async fn follow(
     }
 }
 
-/// Watches `job` over `client` until it ends or the master is lost. Errors only for a
-/// refusal (no such job, not yours), which reconnecting would not change.
-async fn watch(client: &Client, job: JobId, times: FollowTimes, progress: &mut Display) -> Result<WatchEnd> {
-    let mut watch = match client.watch(job).await {
+/// Watches `job` over `client` (on `opened` if given, else on a new watch) until it ends
+/// or the master is lost. Errors only for a refusal (no such job, not yours), which
+/// reconnecting would not change.
+async fn watch(
+    client: &Client,
+    job: JobId,
+    opened: Option<Watch>,
+    times: FollowTimes,
+    progress: &mut Display,
+) -> Result<WatchEnd> {
+    let opened = match opened {
+        Some(watch) => Ok(watch),
+        None => client.watch(job).await,
+    };
+    let mut watch = match opened {
         Ok(watch) => watch,
         Err(err) => return lost_or_refused(err, job),
     };

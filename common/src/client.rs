@@ -427,6 +427,17 @@ impl Client {
         Ok(Watch { recv })
     }
 
+    /// Submits a job and follows it over one stream ([`Request::SubmitWatch`]): answers
+    /// its id, sent once the admission is durable, and a [`Watch`] of its status until it
+    /// ends. The master makes the admission durable together with what comes next (for a
+    /// short job, its end), so this costs one sync where [`Client::submit`] and then
+    /// [`Client::watch`] cost two in series.
+    pub async fn submit_watch(&self, spec: JobSpec) -> Result<(JobId, Watch), ClientError> {
+        let mut recv = self.send(Request::SubmitWatch { spec }).await?;
+        let job = read_submitted(&mut recv).await?;
+        Ok((job, Watch { recv }))
+    }
+
     /// The identity this client presents (from its own certificate).
     pub fn identity(&self) -> &Identity {
         &self.identity
@@ -491,8 +502,12 @@ impl Client {
 
 /// Reads the answer to a submit sent by [`Client::submit_many`].
 async fn submitted(sent: Result<RecvStream, ClientError>) -> Result<JobId, ClientError> {
-    let mut recv = sent?;
-    match read_frame::<Response>(&mut recv, DEFAULT_MAX_FRAME).await? {
+    read_submitted(&mut sent?).await
+}
+
+/// Reads a `Submitted` answer from `recv`.
+async fn read_submitted(recv: &mut RecvStream) -> Result<JobId, ClientError> {
+    match read_frame::<Response>(recv, DEFAULT_MAX_FRAME).await? {
         None => Err(ClientError::NoResponse),
         Some(Response::Submitted { job }) => Ok(job),
         Some(Response::Error(reply)) => Err(ClientError::Server(reply)),

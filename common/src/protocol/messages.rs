@@ -320,6 +320,16 @@ pub enum Request {
         /// The jobs.
         jobs: Vec<JobId>,
     },
+    /// Submit a job and follow it on the same stream (`submit --wait` in one request):
+    /// answered `Submitted` once the admission is durable, though without a sync of its
+    /// own (it rides on the next one: the job's end, another client's request, or the
+    /// master's lazy sync within 50 ms), then `Job` responses as `Watch` gives them,
+    /// the last once the job's end is durable. A short job's answer thus costs one sync.
+    /// A refused submit is answered `Error` and the stream ends.
+    SubmitWatch {
+        /// The job.
+        spec: JobSpec,
+    },
 }
 
 /// Which jobs a `Jobs` request lists, and where its page starts.

@@ -13,6 +13,7 @@ use slotmarket_common::protocol::{
     ContainerReport, DataMode, ErrorKind, JobState, JobSummary, Launch, Locate, Located, LogQuery, LogRead,
     LogReadReply, MAX_LOG_CHUNK, MasterToAgent, Request, Response,
 };
+use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, error, info, warn};
@@ -53,6 +54,10 @@ pub(crate) enum Input {
     Request { caller: Identity, request: Request, reply: oneshot::Sender<Response> },
     /// A watch: `Job` responses go to `updates` until the job ends.
     Watch { caller: Identity, job: JobId, updates: WatchSender },
+    /// A submit followed by a watch of the job it admits: the answer goes to `reply`
+    /// once the admission is durable (without a sync of its own), then the job's updates
+    /// to `updates` as for `Watch`.
+    SubmitWatch { caller: Identity, spec: JobSpec, reply: oneshot::Sender<Response>, updates: WatchSender },
     /// An agent answered a log read.
     LogRead { agent: AgentId, answer: LogReadReply },
     /// An agent answered an output read.
@@ -148,6 +153,9 @@ pub(super) struct Actor {
     replies: HashMap<RequestId, oneshot::Sender<Response>>,
     next_request: u64,
     watchers: BTreeMap<JobId, Vec<Watcher>>,
+    /// Submits that become watches of their job once admitted (`Input::SubmitWatch`),
+    /// by the request whose reply admits the job.
+    submit_watches: HashMap<RequestId, Watcher>,
     /// Completion models built off the actor come back here (see `build_model`).
     models_built: mpsc::UnboundedReceiver<CompletionModel>,
     models_to_actor: mpsc::UnboundedSender<CompletionModel>,
@@ -182,6 +190,7 @@ impl Actor {
             replies: HashMap::new(),
             next_request: 1,
             watchers: BTreeMap::new(),
+            submit_watches: HashMap::new(),
             models_built,
             models_to_actor,
             log_reads: BTreeMap::new(),
@@ -314,6 +323,16 @@ impl Actor {
             Input::Watch { caller, job, updates } => {
                 self.on_watch(caller, job, updates);
                 Vec::new()
+            }
+            Input::SubmitWatch { caller, spec, reply, updates } => {
+                let id = RequestId(self.next_request);
+                let watcher = Watcher { caller: caller.clone(), updates };
+                let commands = self.on_request(now, caller, Request::Submit { spec }, reply);
+                // Answered at once (refused before the core saw it): nothing to watch.
+                if self.replies.contains_key(&id) {
+                    self.submit_watches.insert(id, watcher);
+                }
+                commands
             }
             Input::Locate { agent, locate } => {
                 self.answer_locate(agent, locate);
@@ -463,7 +482,7 @@ impl Actor {
                 );
                 return answer(reply, response);
             }
-            Request::Watch { .. } => {
+            Request::Watch { .. } | Request::SubmitWatch { .. } => {
                 let response = Response::error(ErrorKind::BadRequest, "watch is a streaming request");
                 return answer(reply, response);
             }
@@ -545,6 +564,35 @@ impl Actor {
         }
     }
 
+    /// Answers a `SubmitWatch`'s submit with `response` once `batch` is durable, and if
+    /// the job was admitted starts watching it. The id waits for the batch *lazily*: it
+    /// asks for no sync of its own, so a short job's end, synced at once, makes both
+    /// durable in one sync, and a long job's id goes out with the next sync (at most
+    /// [`durable::LAZY_SYNC`] later). The watch's updates reach the client only after
+    /// the id (the stream writes the answer first).
+    fn admitted_for_watch(
+        &mut self,
+        batch: u64,
+        reply: oneshot::Sender<Response>,
+        response: Response,
+        watcher: Watcher,
+    ) {
+        let Response::Submitted { job } = response else {
+            return self.acknowledge(batch, Ack::Reply { reply, response });
+        };
+        self.acknowledge_lazily(batch, Ack::Reply { reply, response });
+        let Ok(mut status) = self.core.view().job_status(job, &watcher.caller) else { return };
+        fill_predictions(&self.core.predicted_finishes(self.clock.now()), &mut status.summary);
+        if status.summary.state.is_terminal() {
+            self.acknowledge(
+                batch,
+                Ack::WatchEnd { updates: watcher.updates, response: Response::Job(status) },
+            );
+        } else if watcher.updates.send(Some(Response::Job(status))).is_ok() {
+            self.watchers.entry(job).or_default().push(watcher);
+        }
+    }
+
     /// Builds a completion model on tokio's blocking pool (it simulates a job profile many
     /// times: seconds of CPU that must not stall scheduling) and sends it back to the
     /// actor's loop, which hands it to the core.
@@ -613,7 +661,10 @@ impl Actor {
                     );
                 }
                 Action::Reply { request, response } => match self.replies.remove(&request) {
-                    Some(reply) => self.acknowledge(batch, Ack::Reply { reply, response }),
+                    Some(reply) => match self.submit_watches.remove(&request) {
+                        Some(watcher) => self.admitted_for_watch(batch, reply, response, watcher),
+                        None => self.acknowledge(batch, Ack::Reply { reply, response }),
+                    },
                     None => warn!(request = request.0, "reply for an unknown request"),
                 },
                 Action::JobChanged { job } => {

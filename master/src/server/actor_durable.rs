@@ -18,10 +18,12 @@ use crate::server::ServerError;
 use crate::server::syncer::{Durable, Held, Syncer};
 use crate::store::{Store, StoreError};
 
-/// How long a committed batch that acknowledges nothing may wait before the syncer is
-/// asked for it: such batches ride along with the next acknowledging one's sync, so a
-/// completion nobody watches costs no sync of its own and cannot make an acknowledgement
-/// behind it wait for a sync it started. This bounds what a power cut can take of them.
+/// How long a committed batch that acknowledges nothing, or only lazily (a
+/// `SubmitWatch`'s id), may wait before the syncer is asked for it: such batches ride
+/// along with the next acknowledging one's sync, so a completion nobody watches costs no
+/// sync of its own and cannot make an acknowledgement behind it wait for a sync it
+/// started. This bounds what a power cut can take of them, and how long a lazily held
+/// id waits.
 pub(super) const LAZY_SYNC: Duration = Duration::from_millis(50);
 
 /// Job ids are reserved up to the end of the next block of this many above the newest
@@ -69,12 +71,12 @@ pub(super) struct Pipeline {
     requested: u64,
     /// When to ask for committed batches that acknowledge nothing (see [`LAZY_SYNC`]).
     pub(super) lazy_at: Option<Instant>,
-    /// The last batch committed ended a job: someone (a `--wait`, a watch about to be
-    /// opened, a status poll) is likely to ask for it, so it is synced at once.
-    ended_job: bool,
     /// Every batch up to this one is durable.
     durable: u64,
     held: Held<Ack>,
+    /// The highest batch an acknowledgement that asks for its sync at once waits for
+    /// (held lazily ones, see [`Actor::acknowledge_lazily`], do not count).
+    eager: u64,
     /// Acknowledgements made while the current step's inputs are decided, before its
     /// batch exists: they wait for that batch (see [`Actor::hold_for_this_step`]).
     this_step: Vec<Ack>,
@@ -93,9 +95,9 @@ impl Pipeline {
             committed: 0,
             requested: 0,
             lazy_at: None,
-            ended_job: false,
             durable: 0,
             held: Held::new(),
+            eager: 0,
             this_step: Vec::new(),
             job_ids: JobIds::default(),
         })
@@ -126,18 +128,21 @@ impl Actor {
             return Err(err.into());
         }
         self.pipeline.committed += 1;
-        self.pipeline.ended_job =
-            persist.iter().any(|op| matches!(op, Persist::JobState { state, .. } if state.is_terminal()));
+        // A batch that ends a job is synced at once: someone (a `--wait`, a watch about to
+        // be opened, a status poll) is likely to ask for it. Asked for now, not once the
+        // step's messages are out, so the disk works while they go.
+        if persist.iter().any(|op| matches!(op, Persist::JobState { state, .. } if state.is_terminal())) {
+            self.request_sync();
+        }
         Ok(self.pipeline.committed)
     }
 
     /// Once a step's commands are out: if an acknowledgement waits for a batch the
-    /// syncer was not asked for yet, or the step ended a job, asks for every committed
-    /// batch now; otherwise committed batches are asked for within [`LAZY_SYNC`].
+    /// syncer was not asked for yet, asks for every committed batch now; otherwise
+    /// committed batches are asked for within [`LAZY_SYNC`].
     pub(super) fn after_step(&mut self) {
         let pipeline = &mut self.pipeline;
-        let waited_for = pipeline.held.last_batch().is_some_and(|batch| batch > pipeline.requested);
-        if waited_for || std::mem::take(&mut pipeline.ended_job) {
+        if pipeline.eager > pipeline.requested {
             self.request_sync();
         } else if pipeline.committed > pipeline.requested && pipeline.lazy_at.is_none() {
             pipeline.lazy_at = Some(Instant::now() + LAZY_SYNC);
@@ -235,8 +240,21 @@ impl Actor {
         }
     }
 
-    /// Sends `ack` once `batch` is durable: now if it already is.
+    /// Sends `ack` once `batch` is durable: now if it already is; otherwise the syncer is
+    /// asked for the batch once the step is out.
     pub(super) fn acknowledge(&mut self, batch: u64, ack: Ack) {
+        if batch <= self.pipeline.durable {
+            self.deliver(ack);
+        } else {
+            self.pipeline.eager = self.pipeline.eager.max(batch);
+            self.pipeline.held.push(batch, ack);
+        }
+    }
+
+    /// Sends `ack` once `batch` is durable, without asking for a sync of its own: it goes
+    /// out with the next sync asked for (an acknowledgement or a job's end after it) or
+    /// at the latest [`LAZY_SYNC`] after the batch. Held in order with the others.
+    pub(super) fn acknowledge_lazily(&mut self, batch: u64, ack: Ack) {
         if batch <= self.pipeline.durable {
             self.deliver(ack);
         } else {
@@ -277,6 +295,18 @@ impl Actor {
                 let _ = reply.send(Response::error(ErrorKind::Internal, message));
             }
         }
+    }
+
+    /// The last batch committed and the highest the syncer was asked for (tests).
+    #[cfg(test)]
+    pub(super) fn committed_and_requested(&self) -> (u64, u64) {
+        (self.pipeline.committed, self.pipeline.requested)
+    }
+
+    /// How many syncs the syncer has completed (tests).
+    #[cfg(test)]
+    pub(super) fn syncs(&self) -> u64 {
+        self.pipeline.syncer.syncs()
     }
 
     /// Whether every committed batch is durable (tests).

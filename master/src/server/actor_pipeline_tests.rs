@@ -147,3 +147,94 @@ fn after_a_lost_suffix_its_launched_task_is_killed_and_its_job_id_is_never_issue
     assert!(job.0 > durable::JOB_ID_BLOCK, "{job} is above every id the first lifetime reserved");
     assert_ne!(job, lost.task.job);
 }
+
+/// Submits one `true` task as `submit --wait` does (`SubmitWatch`); returns the reply's
+/// receiver and the watch's.
+fn submit_watch(actor: &mut Actor) -> (oneshot::Receiver<Response>, watch::Receiver<Option<Response>>) {
+    let (reply, reply_rx) = oneshot::channel();
+    let (updates, updates_rx) = watch::channel(None);
+    let spec = JobSpec::from_toml(SPEC).unwrap();
+    let commands = actor.on_input(Input::SubmitWatch { caller: alice(), spec, reply, updates });
+    actor.execute(commands).unwrap();
+    (reply_rx, updates_rx)
+}
+
+#[test]
+fn a_submit_watchs_id_waits_for_its_batch_without_a_sync_of_its_own_and_its_end_for_the_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut actor = actor_on(dir.path(), 0);
+    let (agent, mut outbound) = register_node(&mut actor, 1, Vec::new());
+    assert!(matches!(outbound.try_recv(), Ok(MasterToAgent::Registered { .. })));
+    let (before, _) = actor.committed_and_requested();
+
+    let (mut reply, mut updates) = submit_watch(&mut actor);
+    let launch = launched(&mut outbound);
+    let (admitted, requested) = actor.committed_and_requested();
+    assert_eq!(admitted, before + 1);
+    assert!(reply.try_recv().is_err(), "the id waits for the admission's batch");
+    assert_eq!(requested, before, "the id asks for no sync of its own");
+    assert!(actor.pipeline.lazy_at.is_some(), "it goes out with the lazy sync at the latest");
+    actor.on_durable(Ok(before)).unwrap();
+    assert!(reply.try_recv().is_err(), "an earlier batch's sync does not release it");
+
+    // The lazy sync comes due (a long job): the id goes out, the job still runs.
+    actor.request_sync();
+    actor.await_syncer();
+    assert_eq!(actor.syncs(), 1);
+    let Ok(Response::Submitted { job }) = reply.try_recv() else { panic!("not submitted") };
+    assert_eq!(job, launch.task.job);
+    assert_eq!(state_of(&updates.borrow_and_update()), Some(JobState::Pending), "the first update");
+
+    report(&mut actor, agent, &launch, ContainerState::Acquired);
+    report(&mut actor, agent, &launch, ContainerState::Running);
+    assert_eq!(state_of(&updates.borrow_and_update()), Some(JobState::Running), "progress goes out at once");
+    report(&mut actor, agent, &launch, ContainerState::Completed);
+    assert!(!updates.has_changed().unwrap(), "the job's end waits for its batch's sync");
+    assert!(actor.pipeline.lazy_at.is_none(), "a job's end is synced at once");
+    actor.await_syncer();
+    assert_eq!(actor.syncs(), 2);
+    assert_eq!(state_of(&updates.borrow_and_update()), Some(JobState::Completed));
+    assert!(updates.has_changed().is_err(), "the stream ends after the job's end");
+}
+
+#[test]
+fn a_short_jobs_submit_watch_is_answered_in_full_after_one_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut actor = actor_on(dir.path(), 0);
+    let (agent, mut outbound) = register_node(&mut actor, 1, Vec::new());
+    assert!(matches!(outbound.try_recv(), Ok(MasterToAgent::Registered { .. })));
+
+    let (mut reply, mut updates) = submit_watch(&mut actor);
+    let launch = launched(&mut outbound);
+    for state in [ContainerState::Acquired, ContainerState::Running, ContainerState::Completed] {
+        report(&mut actor, agent, &launch, state);
+        assert!(reply.try_recv().is_err(), "the id waits for a sync ({state})");
+    }
+    let job = launch.task.job;
+    assert_eq!(actor.core.view().job_state(job), Some(JobState::Completed));
+    let (committed, requested) = actor.committed_and_requested();
+    assert_eq!(requested, committed, "the end asked for every batch at once");
+    actor.await_syncer();
+    assert_eq!(actor.syncs(), 1, "one sync covered the admission and the end");
+    assert!(matches!(reply.try_recv(), Ok(Response::Submitted { job: j }) if j == job));
+    assert_eq!(state_of(&updates.borrow_and_update()), Some(JobState::Completed));
+    assert!(!actor.watchers.contains_key(&job), "the ended job's watcher is gone");
+    assert!(actor.submit_watches.is_empty());
+}
+
+#[test]
+fn a_refused_submit_watch_is_answered_and_watches_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut actor = actor_on(dir.path(), 0);
+    let (reply, reply_rx) = oneshot::channel();
+    let (updates, updates_rx) = watch::channel(None);
+    let mut spec = JobSpec::from_toml(SPEC).unwrap();
+    spec.after.push(JobId(999));
+    let commands = actor.on_input(Input::SubmitWatch { caller: alice(), spec, reply, updates });
+    actor.execute(commands).unwrap();
+    actor.await_syncer();
+    let mut reply_rx = reply_rx;
+    assert!(matches!(reply_rx.try_recv(), Ok(Response::Error(_))), "refused: after an unknown job");
+    assert!(actor.submit_watches.is_empty() && actor.watchers.is_empty());
+    assert!(updates_rx.has_changed().is_err(), "the watch's sender is dropped: the stream ends");
+}

@@ -73,11 +73,15 @@ async fn serve_stream(
         );
         return finish(send, &Response::error(ErrorKind::VersionMismatch, message), max_frame).await;
     }
-    if let Request::Watch { job } = request.body {
-        return stream_watch(send, caller, job, inbox, max_frame).await;
-    }
+    let request = match request.body {
+        Request::Watch { job } => return stream_watch(send, caller, job, inbox, max_frame).await,
+        Request::SubmitWatch { spec } => {
+            return stream_submit_watch(send, caller, spec, inbox, max_frame).await;
+        }
+        request => request,
+    };
     let (reply, answer) = oneshot::channel();
-    let response = match inbox.send(Input::Request { caller, request: request.body, reply }) {
+    let response = match inbox.send(Input::Request { caller, request, reply }) {
         Ok(()) => answer.await.unwrap_or_else(|_| shutting_down()),
         Err(_) => shutting_down(),
     };
@@ -85,16 +89,57 @@ async fn serve_stream(
 }
 
 async fn stream_watch(
-    mut send: quinn::SendStream,
+    send: quinn::SendStream,
     caller: Identity,
     job: slotmarket_common::ids::JobId,
     inbox: mpsc::UnboundedSender<Input>,
     max_frame: usize,
 ) {
-    let (updates, mut updates_rx) = watch::channel(None);
+    let (updates, updates_rx) = watch::channel(None);
     if inbox.send(Input::Watch { caller, job, updates }).is_err() {
         return finish(send, &shutting_down(), max_frame).await;
     }
+    forward_updates(send, updates_rx, max_frame).await;
+}
+
+/// A submit and a watch in one stream: the actor's answer to the submit first (held until
+/// the admission is durable), then, if it was admitted, the job's updates as a watch
+/// gives them. Nothing of the watch is written before the answer, so no update can tell
+/// the client of a job whose admission is not durable yet.
+async fn stream_submit_watch(
+    mut send: quinn::SendStream,
+    caller: Identity,
+    spec: slotmarket_common::spec::JobSpec,
+    inbox: mpsc::UnboundedSender<Input>,
+    max_frame: usize,
+) {
+    let (reply, answer) = oneshot::channel();
+    let (updates, updates_rx) = watch::channel(None);
+    if inbox.send(Input::SubmitWatch { caller, spec, reply, updates }).is_err() {
+        return finish(send, &shutting_down(), max_frame).await;
+    }
+    // A client that goes away while its job is admitted is noticed at once.
+    let response = tokio::select! {
+        answer = answer => answer.unwrap_or_else(|_| shutting_down()),
+        _ = send.stopped() => return,
+    };
+    if !matches!(response, Response::Submitted { .. }) {
+        return finish(send, &response, max_frame).await;
+    }
+    if let Err(error) = write_frame(&mut send, &response, max_frame).await {
+        debug!(%error, "could not write the response");
+        return;
+    }
+    forward_updates(send, updates_rx, max_frame).await;
+}
+
+/// Writes the watch's updates to `send` until the actor drops the sender after the last
+/// one (the job ended) or the reader goes away.
+async fn forward_updates(
+    mut send: quinn::SendStream,
+    mut updates_rx: watch::Receiver<Option<Response>>,
+    max_frame: usize,
+) {
     loop {
         // A watcher that goes away is noticed at once, not at the job's next change.
         let changed = tokio::select! {

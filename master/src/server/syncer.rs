@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
@@ -24,6 +25,8 @@ struct Wanted {
 struct Shared {
     wanted: Mutex<Wanted>,
     wake: Condvar,
+    /// Syncs completed (tests count them).
+    syncs: AtomicU64,
 }
 
 /// A thread that runs `sync` whenever batches it was asked to make durable are not yet
@@ -41,8 +44,11 @@ impl Syncer {
         sync: impl FnMut() -> io::Result<()> + Send + 'static,
         durable: mpsc::UnboundedSender<Durable>,
     ) -> io::Result<Syncer> {
-        let shared =
-            Arc::new(Shared { wanted: Mutex::new(Wanted { through: 0, stop: false }), wake: Condvar::new() });
+        let shared = Arc::new(Shared {
+            wanted: Mutex::new(Wanted { through: 0, stop: false }),
+            wake: Condvar::new(),
+            syncs: AtomicU64::new(0),
+        });
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("store-syncer".into())
@@ -57,6 +63,12 @@ impl Syncer {
             wanted.through = batch;
             self.shared.wake.notify_one();
         }
+    }
+
+    /// How many syncs have completed.
+    #[cfg(test)]
+    pub(super) fn syncs(&self) -> u64 {
+        self.shared.syncs.load(Ordering::Relaxed)
     }
 }
 
@@ -96,6 +108,7 @@ fn sync_loop(
             return;
         }
         synced = target;
+        shared.syncs.fetch_add(1, Ordering::Relaxed);
         // The actor may be gone (stopping); the sync still counted.
         let _ = durable.send(Ok(target));
     }
@@ -133,11 +146,6 @@ impl<T> Held<T> {
     #[cfg(test)]
     pub(super) fn is_empty(&self) -> bool {
         self.queue.is_empty()
-    }
-
-    /// The batch the newest held item waits for.
-    pub(super) fn last_batch(&self) -> Option<u64> {
-        self.queue.back().map(|(batch, _)| *batch)
     }
 
     /// Whether any held item matches `test`.

@@ -24,5 +24,6 @@ mod restart;
 mod security;
 mod shuffle;
 mod shuffle_loss;
+mod submit_wait;
 mod support;
 mod task_logs;
