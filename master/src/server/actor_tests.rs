@@ -5,7 +5,7 @@ use std::path::Path;
 
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AccountId, AttemptId, StageId, TaskId};
-use slotmarket_common::protocol::{JobState, StageOutputs};
+use slotmarket_common::protocol::{JobState, Located, LogQuery, MAX_LOG_CHUNK, StageOutputs};
 use slotmarket_common::spec::JobSpec;
 
 use super::test_support::register_node;
