@@ -1,7 +1,7 @@
 //! The actor: owns the core and the store, turns [`Input`]s into core calls, sleeps
 //! until the core's next wakeup, and executes the commands the core returns, in order:
 //! launches and kills at once, acknowledgements once their writes are durable
-//! (`actor_durable.rs`).
+//! (`actor_durable.rs`). What it answers clients is in `actor_requests.rs`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, SystemTime};
