@@ -120,7 +120,7 @@ impl JockeyMix {
         shape: &[StageShape],
         emit: &mut impl FnMut(TraceJob) -> Result<(), E>,
     ) -> Result<(), E> {
-        let mut rng = Rng::new(self.seed ^ 0x5EED_0F_EA_21_1E_12);
+        let mut rng = Rng::new(self.seed ^ 0x005E_ED0F_EA21_1E12);
         for run in 2..=self.profile_runs {
             let factor = if self.profile_runs_slowed {
                 0.7 + rng.unit() * (self.max_work_factor - 0.7).max(0.0)

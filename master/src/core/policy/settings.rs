@@ -163,8 +163,8 @@ pub enum PolicySettings {
         profile_runs: u32,
         /// Keep time in hand for a straggler on the rest of the critical path: C(p, a)
         /// plus how much longer this quantile of the remaining time is than `quantile`'s
-        /// under the whole cluster (default 0: no reserve; e.g. 0.99).
-        #[serde(default)]
+        /// under the whole cluster (default 0.97; 0: no reserve).
+        #[serde(default = "jockey_defaults::tail_quantile")]
         tail_quantile: f64,
     },
 }
@@ -208,6 +208,9 @@ mod jockey_defaults {
     }
     pub(super) fn quantile() -> f64 {
         0.9
+    }
+    pub(super) fn tail_quantile() -> f64 {
+        0.97
     }
 }
 
@@ -550,7 +553,7 @@ mod tests {
         assert_eq!((config.control.hysteresis_down, config.demand_cap), (None, true));
         let newer = parse("profile_runs = 3\ntail_quantile = 0.99").jockey_config().unwrap();
         assert_eq!((newer.profile_runs, newer.tail_quantile), (3, 0.99));
-        assert_eq!((config.profile_runs, config.tail_quantile), (0, 0.0));
+        assert_eq!((config.profile_runs, config.tail_quantile), (0, 0.97));
         let err = parse("tail_quantile = 1.5").check().unwrap_err();
         assert_eq!(err.to_string(), "tail_quantile: must be in [0, 1], got 1.5");
         let err = parse("hysteresis_down = 1.5").check().unwrap_err();

@@ -87,7 +87,7 @@ pub struct JockeyConfig {
     /// How many of the name's kept runs, the newest, the profile pools; 0: all of them.
     pub profile_runs: u32,
     /// Keep the model's straggler reserve at this quantile ([`ModelRequest::tail_quantile`]);
-    /// 0: none.
+    /// 0 (or at most `quantile`): none.
     pub tail_quantile: f64,
 }
 
@@ -109,7 +109,7 @@ impl Default for JockeyConfig {
             demand_cap: true,
             pooled_below: 0,
             profile_runs: 0,
-            tail_quantile: 0.0,
+            tail_quantile: 0.97,
         }
     }
 }
