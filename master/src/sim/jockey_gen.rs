@@ -28,6 +28,13 @@ pub struct JockeyMix {
     /// Seconds after the deadline run's submission when its deadline is moved to
     /// `factor` × the original (Fig. 7), if any.
     pub deadline_move: Option<(f64, f64)>,
+    /// Earlier runs of the job that leave their history before the deadline run (at
+    /// least 1). The first sets the deadline; the others draw fresh task times, so the
+    /// profile can pool several runs (§4.1: profiles from previous executions).
+    pub profile_runs: u32,
+    /// The earlier runs after the first draw their work factor as the deadline run does
+    /// (the cluster's slowdown when they ran); `false`: the profiled work (factor 1).
+    pub profile_runs_slowed: bool,
 }
 
 impl Default for JockeyMix {
@@ -39,6 +46,8 @@ impl Default for JockeyMix {
             max_work_factor: 2.0,
             background_interarrival_s: 15.0,
             deadline_move: None,
+            profile_runs: 1,
+            profile_runs_slowed: false,
         }
     }
 }
@@ -47,6 +56,9 @@ impl Default for JockeyMix {
 pub const SLO_ARRIVAL_S: f64 = 4.0 * 3600.0;
 /// The trace id of the deadline run.
 pub const SLO_ID: &str = "slo";
+/// Seconds between the starts of the earlier runs: each has long finished on the idle
+/// cluster before the next starts (at most five fit before the background begins).
+const PROFILE_SPACING_S: f64 = 2400.0;
 /// Tasks of each best-effort job, and their mean length in seconds.
 const BACKGROUND_TASKS: u32 = 40;
 const BACKGROUND_TASK_S: f64 = 30.0;
@@ -59,7 +71,8 @@ struct StageShape {
 }
 
 impl JockeyMix {
-    /// Emits the profiling run, the deadline run and the best-effort jobs, in arrival order.
+    /// Emits the profiling run, the deadline run and the best-effort jobs, in arrival
+    /// order, then the further earlier runs (`profile_runs` above 1).
     pub fn generate<E>(&self, mut emit: impl FnMut(TraceJob) -> Result<(), E>) -> Result<(), E> {
         let mut rng = Rng::new(self.seed);
         let shape = dag_shape(&mut rng);
@@ -94,6 +107,30 @@ impl JockeyMix {
         }
         if !slo_emitted {
             emit(self.slo_job(slo_stages, deadline_after_s))?;
+        }
+        // Last in the trace though they arrive first: every other job keeps its place,
+        // which the simulator keys each attempt's noise and failure by.
+        self.emit_more_profile_runs(&shape, &mut emit)
+    }
+
+    /// The earlier runs after the first, from a stream of their own so that the first
+    /// run, the deadline run and the background are the same whatever their number.
+    fn emit_more_profile_runs<E>(
+        &self,
+        shape: &[StageShape],
+        emit: &mut impl FnMut(TraceJob) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut rng = Rng::new(self.seed ^ 0x005E_ED0F_EA21_1E12);
+        for run in 2..=self.profile_runs {
+            let factor = if self.profile_runs_slowed {
+                0.7 + rng.unit() * (self.max_work_factor - 0.7).max(0.0)
+            } else {
+                1.0
+            };
+            let stages = draw_stages(shape, factor, &mut rng);
+            let at = f64::from(run - 1) * PROFILE_SPACING_S;
+            let id = format!("profile{run}");
+            emit(TraceJob { name: Some("dag".into()), ..TraceJob::new(id, at, "analyst", stages) })?;
         }
         Ok(())
     }
@@ -231,5 +268,29 @@ mod tests {
         let arrivals: Vec<f64> = trace.iter().map(|j| j.arrival_s).collect();
         assert!(arrivals.windows(2).all(|w| w[0] <= w[1]), "arrival order");
         assert_eq!(jobs(&mix), trace, "the same seed gives the same trace");
+    }
+
+    #[test]
+    fn further_earlier_runs_come_last_and_leave_the_rest_of_the_trace_as_it_was() {
+        let one = jobs(&JockeyMix::default());
+        let three = jobs(&JockeyMix { profile_runs: 3, ..JockeyMix::default() });
+        assert_eq!(&three[..one.len()], &one[..]);
+        let more = &three[one.len()..];
+        assert_eq!(more.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), ["profile2", "profile3"]);
+        let first = &one[0];
+        for run in more {
+            assert_eq!(run.name.as_deref(), Some("dag"));
+            assert_eq!(run.deadline_s, None);
+            assert!(run.arrival_s > first.arrival_s && run.arrival_s < SLO_ARRIVAL_S - 600.0);
+            // The same DAG, fresh task times at the profiled work.
+            let shape =
+                |j: &TraceJob| j.stages.iter().map(|s| (s.tasks, s.after.clone())).collect::<Vec<_>>();
+            assert_eq!(shape(run), shape(first));
+            assert_ne!(run.stages, first.stages);
+        }
+        // Slowed, they need a drawn factor of the work: the same DAG, other times.
+        let slowed = jobs(&JockeyMix { profile_runs: 3, profile_runs_slowed: true, ..JockeyMix::default() });
+        assert_eq!(&slowed[..one.len()], &one[..]);
+        assert_ne!(&slowed[one.len()..], more);
     }
 }

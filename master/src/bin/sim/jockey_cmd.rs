@@ -67,6 +67,14 @@ pub(crate) struct JockeyArgs {
     /// The seed whose allocation over time is plotted.
     #[arg(long, default_value_t = 1)]
     plot_seed: u64,
+    /// Earlier runs of the job in its history before the deadline run (the first sets
+    /// the deadline; the profile pools up to the policy's `profile_runs` of them).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=5))]
+    profile_runs: u32,
+    /// The earlier runs after the first need a drawn work factor, as the deadline run
+    /// does (the cluster's slowdown then); without it they need the profiled work.
+    #[arg(long)]
+    profile_runs_slowed: bool,
 }
 
 fn parse_move(text: &str) -> Result<(f64, f64), String> {
@@ -247,6 +255,8 @@ fn run_seeds(
             max_work_factor: args.max_work_factor,
             background_interarrival_s: args.background_interarrival,
             deadline_move: args.move_deadline,
+            profile_runs: args.profile_runs,
+            profile_runs_slowed: args.profile_runs_slowed,
         };
         let trace = trace_of(&mix).with_context(|| format!("seed {seed}: the trace"))?;
         let cluster = SimConfig {

@@ -85,6 +85,11 @@ pub struct JockeyConfig {
     /// Stages with fewer profiled task times than this are modelled with the job's
     /// pooled spread ([`ModelRequest::pooled_below`]); 0: none.
     pub pooled_below: u32,
+    /// How many of the name's kept runs, the newest, the profile pools; 0: all of them.
+    pub profile_runs: u32,
+    /// Keep the model's straggler reserve at this quantile ([`ModelRequest::tail_quantile`]);
+    /// 0 (or at most `quantile`): none.
+    pub tail_quantile: f64,
 }
 
 impl Default for JockeyConfig {
@@ -104,6 +109,8 @@ impl Default for JockeyConfig {
             count_running: false,
             demand_cap: true,
             pooled_below: 0,
+            profile_runs: 0,
+            tail_quantile: 0.97,
         }
     }
 }
@@ -270,7 +277,8 @@ impl Jockey {
         total: u32,
         slo: &mut SloState,
     ) {
-        let profile = JobProfile::from_history(job.spec(), view.history(job.name()));
+        let profile =
+            JobProfile::from_newest_runs(job.spec(), view.history(job.name()), self.config.profile_runs);
         let (Some(mut profile), false) = (profile, self.config.predictor == Predictor::Max) else {
             // Nothing to predict from (or max allocation): the whole cluster.
             *slo = SloState {
@@ -296,7 +304,7 @@ impl Jockey {
         let remaining = |a: u32| {
             slowdown
                 * match &model {
-                    Some(m) => m.remaining_between(progress, a),
+                    Some(m) => m.remaining_between(progress, a) + m.tail_reserve(progress),
                     None => amdahl.remaining(a),
                 }
         };
@@ -385,6 +393,7 @@ impl Jockey {
                 seed: profile.newest_run,
                 pooled_tail: self.config.pooled_tail,
                 pooled_below: self.config.pooled_below,
+                tail_quantile: self.config.tail_quantile,
             });
         }
         // A stale model still beats none while the new one is built.

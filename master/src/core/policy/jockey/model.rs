@@ -43,6 +43,9 @@ pub struct ModelRequest {
     /// Stages with fewer profiled task times than this draw from the pooled spread too
     /// (as `pooled_tail` draws every stage): a few samples cannot show a stage's tail.
     pub pooled_below: u32,
+    /// A higher quantile for the tail reserve ([`CompletionModel::tail_reserve`]); at or
+    /// below `quantile`: no reserve.
+    pub tail_quantile: f64,
 }
 
 /// A built C(p, a): for each modelled allocation, the quantile of the remaining time per
@@ -64,6 +67,11 @@ pub struct CompletionModel {
     /// Like `remaining_ms`, the [`INTERVAL`] quantiles of the sampled remaining times:
     /// the predicted finish's interval that `slotmarket status` shows.
     pub interval_ms: Vec<Vec<(f64, f64)>>,
+    /// Per progress bucket, how much longer the `tail_quantile` of the remaining time is
+    /// than the kept quantile under the largest modelled allocation, where what remains
+    /// is the critical path: the straggler risk no allocation can shorten. Empty without
+    /// a `tail_quantile`.
+    pub reserve_ms: Vec<f64>,
 }
 
 /// The quantiles of the simulated remaining times a model keeps as its interval.
@@ -91,6 +99,15 @@ impl CompletionModel {
         let inverse = |x: u32| 1.0 / f64::from(x.max(1));
         let w = (inverse(low) - inverse(a)) / (inverse(low) - inverse(high));
         r_low + w.clamp(0.0, 1.0) * (r_high - r_low)
+    }
+
+    /// Time to keep in hand at progress `p` for a straggler on what remains of the
+    /// critical path ([`reserve_ms`](Self::reserve_ms)): added to C(p, a) at every `a`,
+    /// it makes the job reach its tail that much earlier, so that a long last task that
+    /// the kept quantile leaves out still fits. 0 without a reserve.
+    pub fn tail_reserve(&self, p: f64) -> f64 {
+        let b = ((p.clamp(0.0, 1.0) * BUCKETS as f64) as usize).min(BUCKETS - 1);
+        self.reserve_ms.get(b).copied().unwrap_or(0.0)
     }
 
     /// The [`INTERVAL`] of remaining times at progress `p` under allocation `a`, chosen
@@ -129,8 +146,8 @@ pub fn build_completion_model(request: &ModelRequest) -> CompletionModel {
     for (stage, &q) in profile.stages.iter_mut().zip(&queue_ms) {
         stage.queue_ms = q;
     }
-    let (mut remaining_ms, mut interval_ms) = (Vec::new(), Vec::new());
-    for &a in &request.allocations {
+    let (mut remaining_ms, mut interval_ms, mut reserve_ms) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, &a) in request.allocations.iter().enumerate() {
         let sampled = {
             let mut buckets: Vec<Vec<f64>> = vec![Vec::new(); BUCKETS];
             for _ in 0..request.runs.max(1) {
@@ -148,7 +165,12 @@ pub fn build_completion_model(request: &ModelRequest) -> CompletionModel {
             }
             buckets
         };
-        remaining_ms.push(quantiles(&sampled, request.quantile));
+        let kept = quantiles(&sampled, request.quantile);
+        if i + 1 == request.allocations.len() && request.tail_quantile > request.quantile {
+            let tail = quantiles(&sampled, request.tail_quantile);
+            reserve_ms = tail.iter().zip(&kept).map(|(t, k)| (t - k).max(0.0)).collect();
+        }
+        remaining_ms.push(kept);
         let (low, high) = (quantiles(&sampled, INTERVAL.0), quantiles(&sampled, INTERVAL.1));
         interval_ms.push(low.into_iter().zip(high).collect());
     }
@@ -159,6 +181,7 @@ pub fn build_completion_model(request: &ModelRequest) -> CompletionModel {
         remaining_ms,
         queue_ms,
         interval_ms,
+        reserve_ms,
     }
 }
 
@@ -330,6 +353,7 @@ mod tests {
             seed: 1,
             pooled_tail: false,
             pooled_below: 0,
+            tail_quantile: 0.0,
         }
     }
 
@@ -385,6 +409,7 @@ mod tests {
             seed: 1,
             pooled_tail: false,
             pooled_below: 0,
+            tail_quantile: 0.0,
         };
         // Maps done is progress 16/19 (0.84): only the reduce is left.
         assert_eq!(build_completion_model(&slowest).remaining(0.85, 1), 3_000.0);
@@ -400,6 +425,43 @@ mod tests {
         // A stage of 1 sample is not below 1: nothing is pooled.
         slowest.pooled_below = 1;
         assert_eq!(build_completion_model(&slowest).remaining(0.85, 1), 3_000.0);
+    }
+
+    #[test]
+    fn the_tail_reserve_is_the_critical_paths_straggler_risk_above_the_kept_quantile() {
+        // Maps of 1 s with one straggler of 10 s in twelve, then one reduce of 3 s.
+        let spec = spec("two", &[("map", 12, &[]), ("reduce", 1, &["map"])]);
+        let mut maps = [1_000; 12];
+        maps[11] = 10_000;
+        let runs = [run(5, "two", &[("map", &maps, &[1; 12]), ("reduce", &[3_000], &[1])])];
+        let mut reserved = ModelRequest {
+            profile: JobProfile::from_history(&spec, &runs).unwrap(),
+            indicator: Indicator::TotalWork,
+            allocations: vec![1, 12],
+            runs: 200,
+            quantile: 0.2,
+            seed: 1,
+            pooled_tail: false,
+            pooled_below: 0,
+            tail_quantile: 0.0,
+        };
+        let plain = build_completion_model(&reserved);
+        assert!(plain.reserve_ms.is_empty());
+        assert_eq!(plain.tail_reserve(0.0), 0.0);
+        reserved.tail_quantile = 1.0;
+        let model = build_completion_model(&reserved);
+        // On twelve slots the maps run at once: a third of the runs draw no straggler
+        // ((11/12)^12), taking 1 s + 3 s, which the 0.2 quantile keeps; the slowest draws
+        // one (10 s + 3 s): 9 s to keep in hand at the start.
+        assert_eq!(model.remaining(0.0, 12), 4_000.0);
+        assert_eq!(model.tail_reserve(0.0), 9_000.0);
+        // The reserve does not change C(p, a) itself.
+        assert_eq!(model.remaining_ms, plain.remaining_ms);
+        // With the maps done only the deterministic reduce is left: nothing to keep.
+        assert_eq!(model.tail_reserve(0.9), 0.0);
+        // A tail quantile at or below the kept one keeps nothing.
+        reserved.tail_quantile = 0.2;
+        assert!(build_completion_model(&reserved).reserve_ms.is_empty());
     }
 
     #[test]

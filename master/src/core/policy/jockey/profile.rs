@@ -121,6 +121,21 @@ impl JobProfile {
         Some(JobProfile { name: spec.name.clone(), newest_run, runs: runs.len(), stages })
     }
 
+    /// The profile of `spec` from the newest `keep` of its name's `runs` (0: all of
+    /// them), as [`from_history`](Self::from_history) pools them.
+    pub fn from_newest_runs<'a>(
+        spec: &JobSpec,
+        runs: impl IntoIterator<Item = &'a JobHistory>,
+        keep: u32,
+    ) -> Option<JobProfile> {
+        let mut runs: Vec<&JobHistory> = runs.into_iter().filter(|r| r.name == spec.name).collect();
+        if keep > 0 {
+            runs.sort_unstable_by_key(|r| std::cmp::Reverse(r.job.0));
+            runs.truncate(keep as usize);
+        }
+        JobProfile::from_history(spec, runs)
+    }
+
     /// Total work of the job in slot-milliseconds (`Σ T_s`).
     pub fn work_ms(&self) -> f64 {
         self.stages.iter().map(StageProfile::work_ms).sum()
@@ -334,6 +349,30 @@ pub(crate) mod tests {
         assert!((load.work_ms() - 10_000.0).abs() < 1e-6);
         assert_eq!(profile.path_after_ms(), vec![5_000, 0]);
         assert_eq!(profile.unconstrained_times(), vec![(0, 3_000), (3_000, 8_000)]);
+    }
+
+    #[test]
+    fn a_profile_pools_only_the_newest_runs_it_is_told_to() {
+        let spec = spec("etl", &[("extract", 2, &[])]);
+        // Oldest first, as history keeps them.
+        let runs = [
+            run(2, "etl", &[("extract", &[9_000, 9_000], &[2, 2])]),
+            run(4, "etl", &[("extract", &[1_000, 2_000], &[1, 1])]),
+            run(5, "other", &[("extract", &[50_000], &[1])]),
+            run(6, "etl", &[("extract", &[3_000, 4_000], &[1, 1])]),
+        ];
+        let newest = JobProfile::from_newest_runs(&spec, &runs, 1).unwrap();
+        assert_eq!((newest.runs, newest.newest_run), (1, 6));
+        assert_eq!(newest.stages[0].run_ms, vec![3_000, 4_000]);
+        let two = JobProfile::from_newest_runs(&spec, &runs, 2).unwrap();
+        assert_eq!(two.stages[0].run_ms, vec![1_000, 2_000, 3_000, 4_000]);
+        assert_eq!(two.stages[0].failure, 0.0);
+        // 0, or more than there are: every run of the name, its failures included.
+        let all = JobProfile::from_newest_runs(&spec, &runs, 0).unwrap();
+        assert_eq!(all, JobProfile::from_history(&spec, &runs).unwrap());
+        assert_eq!(all.runs, 3);
+        assert!((all.stages[0].failure - 2.0 / 8.0).abs() < 1e-9, "{}", all.stages[0].failure);
+        assert_eq!(JobProfile::from_newest_runs(&spec, &runs, 9).unwrap(), all);
     }
 
     #[test]
