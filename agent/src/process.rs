@@ -83,9 +83,10 @@ impl ProcessConfig {
         self.data_dir.join("jobs").join(job.to_string())
     }
 
-    /// Where containers' directories (and the ready ones) live.
-    pub fn containers_dir(&self) -> PathBuf {
-        self.work_dir.join("containers")
+    /// Where container directories are made ahead of their launch (see [`crate::ready`]):
+    /// beside `containers/`, on the same file system, so a rename moves one into place.
+    pub fn ready_dir(&self) -> PathBuf {
+        self.work_dir.join("ready")
     }
 
     /// Makes, for `slots` tasks, what a task needs from the file systems ahead of its
@@ -94,7 +95,7 @@ impl ProcessConfig {
     /// sweep, before any task runs.
     pub fn keep_ready(&self, slots: usize) {
         self.containment.keep_ready(slots);
-        self.ready_dirs.keep(&self.containers_dir(), slots);
+        self.ready_dirs.keep(&self.ready_dir(), slots);
     }
 }
 
@@ -242,7 +243,7 @@ async fn supervise(
 fn refill_ready_dirs(config: &Arc<ProcessConfig>) {
     if config.ready_dirs.wants_more() {
         let config = Arc::clone(config);
-        tokio::task::spawn_blocking(move || config.ready_dirs.refill(&config.containers_dir()));
+        tokio::task::spawn_blocking(move || config.ready_dirs.refill(&config.ready_dir()));
     }
 }
 

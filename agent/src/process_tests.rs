@@ -351,13 +351,7 @@ async fn wait_until(what: &str, done: impl Fn() -> bool) {
 async fn a_slots_next_task_starts_in_a_ready_directory_and_the_emptied_cgroup_untouched_by_a_late_kill() {
     let fx = Fixture::new(Duration::from_secs(3));
     fx.config.keep_ready(1);
-    let containers = fx.config.containers_dir();
-    let ready_count = || {
-        std::fs::read_dir(&containers)
-            .unwrap()
-            .filter(|entry| entry.as_ref().unwrap().file_name().to_string_lossy().starts_with(".ready-"))
-            .count()
-    };
+    let ready_count = || std::fs::read_dir(fx.config.ready_dir()).unwrap().count();
     assert_eq!(ready_count(), 1);
     let (mut first, mut events) = fx.start(1, "echo one");
     started(&mut events).await;
@@ -367,6 +361,8 @@ async fn a_slots_next_task_starts_in_a_ready_directory_and_the_emptied_cgroup_un
         std::fs::read_to_string(fx.config.container_dir(ContainerId(1)).join("stdout")).unwrap(),
         "one\n"
     );
+    let containers = std::fs::read_dir(fx.config.work_dir.join("containers")).unwrap().count();
+    assert_eq!(containers, 1, "only the container's directory is among the containers'");
     // Made again while the first task ran; its cgroup handed back after its end.
     wait_until("a directory is ready again", || ready_count() == 1).await;
     wait_until("the first lease ends", || fx.config.containment.cgroup_of(ContainerId(1)).is_none()).await;

@@ -7,12 +7,13 @@
 //!   (up to `keep`) instead of being removed: an empty cgroup cannot fill again (only the
 //!   agent puts processes in), so the next task is born into a cgroup holding nothing. One
 //!   that still held processes is killed and removed, never lent again.
-//! - [`ReadyDirs`]: directories `containers/.ready-{n}` holding empty `stdout` and
-//!   `stderr`, opened, renamed to a container's directory when it is launched.
+//! - [`ReadyDirs`]: directories `ready/{n}` beside `containers/` (on the same file
+//!   system) holding empty `stdout` and `stderr`, opened, renamed to a container's
+//!   directory when it is launched.
 //!
 //! Both are filled at start (one per slot) and refilled off the path: cgroups as their
 //! tasks end (after the end is reported), directories once a task has started. What a
-//! previous agent process left (cgroups, `.ready-*` directories) is removed at start.
+//! previous agent process left (cgroups, ready directories) is removed at start.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -23,10 +24,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use slotmarket_common::ids::ContainerId;
 use tracing::{debug, warn};
-
-/// The prefix of a ready directory's name under `containers/`; no container's name starts
-/// with a dot.
-const READY_PREFIX: &str = ".ready-";
 
 /// The container cgroups under the agent's, and which container holds which.
 #[derive(Debug)]
@@ -162,7 +159,7 @@ fn remove_cgroup(dir: &Path) {
 /// A container directory made ahead, with its output files open.
 #[derive(Debug)]
 pub(crate) struct ReadyDir {
-    /// Where it is now (`containers/.ready-{n}`).
+    /// Where it is now (`ready/{n}`).
     pub(crate) path: PathBuf,
     /// Its empty `stdout`, opened for writing.
     pub(crate) stdout: File,
@@ -178,21 +175,19 @@ pub struct ReadyDirs {
 }
 
 impl ReadyDirs {
-    /// Removes the ready directories a previous agent process left in `containers`, then
-    /// keeps up to `count` ready and makes them now (blocking).
-    pub fn keep(&self, containers: &Path, count: usize) {
-        if let Err(err) = std::fs::create_dir_all(containers) {
-            warn!(dir = %containers.display(), error = %err, "cannot create the containers' directory");
-        }
-        for entry in std::fs::read_dir(containers).into_iter().flatten().flatten() {
-            if entry.file_name().to_string_lossy().starts_with(READY_PREFIX) {
-                if let Err(err) = std::fs::remove_dir_all(entry.path()) {
-                    warn!(dir = %entry.path().display(), error = %err, "cannot remove a leftover ready directory");
-                }
+    /// Removes what a previous agent process left in `ready` (which only ever holds ready
+    /// directories), then keeps up to `count` ready there and makes them now (blocking).
+    pub fn keep(&self, ready: &Path, count: usize) {
+        for entry in std::fs::read_dir(ready).into_iter().flatten().flatten() {
+            if let Err(err) = std::fs::remove_dir_all(entry.path()) {
+                warn!(dir = %entry.path().display(), error = %err, "cannot remove a leftover ready directory");
             }
         }
+        if let Err(err) = std::fs::create_dir_all(ready) {
+            warn!(dir = %ready.display(), error = %err, "cannot create the ready directories' directory");
+        }
         self.lock().1 = count;
-        self.refill(containers);
+        self.refill(ready);
     }
 
     /// A ready directory, if one is left.
@@ -200,8 +195,8 @@ impl ReadyDirs {
         self.lock().0.pop()
     }
 
-    /// Makes ready directories in `containers` until `count` are (blocking).
-    pub(crate) fn refill(&self, containers: &Path) {
+    /// Makes ready directories in `ready` until as many as kept are (blocking).
+    pub(crate) fn refill(&self, ready: &Path) {
         loop {
             let (have, want) = {
                 let state = self.lock();
@@ -210,10 +205,10 @@ impl ReadyDirs {
             if have >= want {
                 return;
             }
-            match self.make(containers) {
-                Ok(ready) => self.lock().0.push(ready),
+            match self.make(ready) {
+                Ok(made) => self.lock().0.push(made),
                 Err(err) => {
-                    debug!(dir = %containers.display(), error = %err, "cannot prepare a container directory ahead");
+                    debug!(dir = %ready.display(), error = %err, "cannot prepare a container directory ahead");
                     return;
                 }
             }
@@ -226,10 +221,9 @@ impl ReadyDirs {
         state.0.len() < state.1
     }
 
-    fn make(&self, containers: &Path) -> io::Result<ReadyDir> {
+    fn make(&self, ready: &Path) -> io::Result<ReadyDir> {
         let path = loop {
-            let path =
-                containers.join(format!("{READY_PREFIX}{}", self.next.fetch_add(1, Ordering::Relaxed)));
+            let path = ready.join(self.next.fetch_add(1, Ordering::Relaxed).to_string());
             match std::fs::create_dir(&path) {
                 Ok(()) => break path,
                 Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,

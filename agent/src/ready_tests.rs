@@ -7,12 +7,12 @@ use super::{CgroupLeases, ReadyDirs};
 #[test]
 fn ready_directories_are_made_taken_refilled_and_leftovers_removed() {
     let dir = tempfile::tempdir().unwrap();
-    let containers = dir.path();
-    std::fs::create_dir(containers.join(".ready-7")).unwrap();
-    std::fs::write(containers.join(".ready-7").join("stdout"), "old").unwrap();
-    std::fs::create_dir(containers.join("c3")).unwrap();
+    let dir = dir.path().join("ready");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::create_dir(dir.join("7")).unwrap();
+    std::fs::write(dir.join("7").join("stdout"), "old").unwrap();
     let ready = ReadyDirs::default();
-    ready.keep(containers, 2);
+    ready.keep(&dir, 2);
     let names = |containers: &std::path::Path| {
         let mut names: Vec<String> = std::fs::read_dir(containers)
             .unwrap()
@@ -21,13 +21,13 @@ fn ready_directories_are_made_taken_refilled_and_leftovers_removed() {
         names.sort();
         names
     };
-    // The previous process's ready directory is gone; a container's stays.
-    assert_eq!(names(containers), [".ready-0", ".ready-1", "c3"]);
+    // The previous process's ready directory is gone.
+    assert_eq!(names(&dir), ["0", "1"]);
     let taken = ready.take().unwrap();
     assert_eq!(std::fs::read(taken.path.join("stdout")).unwrap(), b"");
     assert!(taken.path.join("stderr").is_file());
     assert!(ready.wants_more());
-    ready.refill(containers);
+    ready.refill(&dir);
     assert!(!ready.wants_more());
     assert!(ready.take().is_some() && ready.take().is_some());
     assert!(ready.take().is_none(), "only as many as kept");
