@@ -267,7 +267,7 @@ impl Containment {
     /// for the next start to sweep.
     pub fn release(&self) {
         if let Some(leases) = &self.cgroups {
-            leases.drop_free();
+            leases.close();
             if let Err(err) = std::fs::remove_dir(leases.base()) {
                 debug!(cgroup = %leases.base().display(), error = %err, "the agent's cgroup stays");
             }

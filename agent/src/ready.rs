@@ -118,12 +118,23 @@ impl CgroupLeases {
         Some(dir)
     }
 
-    /// Removes the empty cgroups kept for reuse (at shutdown, so the agent's own cgroup
-    /// can go too).
-    pub(crate) fn drop_free(&self) {
-        let free = std::mem::take(&mut self.lock().free);
+    /// At shutdown, once no task is live: keeps no more cgroups and removes the kept ones
+    /// and every lent one that is empty (a supervisor may not have given its lease back
+    /// yet; a cgroup still holding processes refuses the removal and stays for the next
+    /// start's sweep), so the agent's own cgroup can go too.
+    pub(crate) fn close(&self) {
+        let (free, lent) = {
+            let mut leases = self.lock();
+            leases.keep = 0;
+            (std::mem::take(&mut leases.free), leases.lent.values().cloned().collect::<Vec<_>>())
+        };
         for dir in free {
             remove_cgroup(&dir);
+        }
+        for dir in lent {
+            if let Err(err) = std::fs::remove_dir(&dir) {
+                debug!(cgroup = %dir.display(), error = %err, "a lent cgroup stays");
+            }
         }
     }
 

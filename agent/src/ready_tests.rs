@@ -53,7 +53,14 @@ fn an_empty_cgroup_is_lent_again_up_to_the_number_kept_and_a_forgotten_one_never
     assert!(!first.exists(), "one that held processes at its end is removed");
     let fourth = leases.lend(ContainerId(4)).unwrap();
     assert_ne!(fourth, first, "and its name is never lent again");
+    let fifth = leases.lend(ContainerId(5)).unwrap();
     leases.give_back_empty(ContainerId(4));
-    leases.drop_free();
-    assert!(!fourth.exists());
+    leases.close();
+    assert!(!fourth.exists() && !fifth.exists(), "at shutdown the kept and the empty lent ones go");
+    leases.give_back_empty(ContainerId(5));
+    assert_ne!(
+        leases.lend(ContainerId(6)).unwrap(),
+        fifth,
+        "a lease given back after the shutdown is not kept"
+    );
 }
