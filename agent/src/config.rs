@@ -376,6 +376,7 @@ impl AgentConfig {
             containment: Containment::new(self.containment, &self.name, &self.work_dir)?,
             run_as: self.run_as.clone(),
             fetch,
+            ready_dirs: Arc::default(),
         }))
     }
 

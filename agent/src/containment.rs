@@ -3,12 +3,14 @@
 //! agent itself was SIGKILLed.
 //!
 //! Two mechanisms, chosen once at start ([`ContainmentMode`]):
-//! - **cgroup v2** (where the agent may create cgroups under its own): each container gets
-//!   `slotmarket-agent-{name}-{hash of the work directory}/c{id}` (the hash keeps two
-//!   agents of one name on one machine, e.g. in tests, apart); the task joins it between fork and exec, so all its
-//!   descendants are in it whatever they do, and ending the container writes
-//!   `cgroup.kill`. On start the agent kills and removes the cgroups a previous agent
-//!   process left.
+//! - **cgroup v2** (where the agent may create cgroups under its own): each container is
+//!   lent a cgroup of its own under `slotmarket-agent-{name}-{hash of the work directory}`
+//!   (the hash keeps two agents of one name on one machine, e.g. in tests, apart; the
+//!   leases are [`crate::ready::CgroupLeases`]: an emptied cgroup is lent again, never one
+//!   that held processes at its container's end); the task is born into it (or joins it
+//!   between fork and exec), so all its descendants are in it whatever they do, and ending
+//!   the container writes `cgroup.kill`. On start the agent kills and removes the cgroups a
+//!   previous agent process left.
 //! - **process scan** (everywhere else): every task carries `SLOTMARKET_AGENT_DIR` (the
 //!   agent's work directory) and `SLOTMARKET_CONTAINER` in its environment, which its
 //!   descendants inherit even across `setsid`. Ending a container SIGKILLs every process
@@ -24,12 +26,15 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use slotmarket_common::ids::ContainerId;
 use thiserror::Error;
 use tracing::{debug, info, warn};
+
+use crate::ready::CgroupLeases;
 
 /// Environment variable naming the agent (its work directory) in every task.
 pub const AGENT_MARKER: &str = "SLOTMARKET_AGENT_DIR";
@@ -74,9 +79,9 @@ pub enum ContainmentError {
 /// The containment chosen at start; shared by every task.
 #[derive(Clone, Debug)]
 pub struct Containment {
-    /// The agent's cgroup (`slotmarket-agent-{name}-{hash}` below the agent's own), if
-    /// cgroups are used; containers' cgroups are its children.
-    cgroups: Option<PathBuf>,
+    /// The agent's cgroup (`slotmarket-agent-{name}-{hash}` below the agent's own) and the
+    /// containers' cgroups under it, if cgroups are used.
+    cgroups: Option<Arc<CgroupLeases>>,
     /// The agent's work directory: the value of [`AGENT_MARKER`] in its tasks.
     agent_dir: PathBuf,
 }
@@ -91,7 +96,7 @@ impl Containment {
         match agent_cgroup(name, &agent_dir) {
             Ok(base) => {
                 info!(cgroup = %base.display(), "tasks run in their own cgroups");
-                Ok(Containment { cgroups: Some(base), agent_dir })
+                Ok(Containment { cgroups: Some(Arc::new(CgroupLeases::new(base))), agent_dir })
             }
             Err(reason) if mode == ContainmentMode::Auto => {
                 info!(%reason, "cgroup v2 not usable; containing tasks by a process scan");
@@ -131,45 +136,70 @@ impl Containment {
         ]
     }
 
-    /// Creates `container`'s cgroup (when cgroups are used) and returns the path of its
-    /// `cgroup.procs`, for the child to join between fork and exec.
-    pub fn prepare(&self, container: ContainerId) -> Result<Option<CString>, ContainmentError> {
-        let Some(base) = &self.cgroups else { return Ok(None) };
-        let dir = base.join(container.to_string());
-        match std::fs::create_dir(&dir) {
-            Ok(()) => {}
-            // A re-run container id on a restarted agent: empty it first.
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => kill_cgroup(&dir),
-            Err(source) => return Err(ContainmentError::Create { path: dir, source }),
+    /// Keeps up to `count` empty cgroups ready for the next containers (one per slot) and
+    /// makes them now; blocking. Call it after [`sweep_leftovers`], which removes them.
+    ///
+    /// [`sweep_leftovers`]: Containment::sweep_leftovers
+    pub fn keep_ready(&self, count: usize) {
+        if let Some(leases) = &self.cgroups {
+            leases.keep(count);
         }
+    }
+
+    /// Lends `container` a cgroup (when cgroups are used: an emptied one kept ready, else
+    /// a new one) and returns the path of its `cgroup.procs`, for the child to join
+    /// between fork and exec.
+    pub fn prepare(&self, container: ContainerId) -> Result<Option<CString>, ContainmentError> {
+        let Some(leases) = &self.cgroups else { return Ok(None) };
+        let dir = leases
+            .lend(container)
+            .map_err(|source| ContainmentError::Create { path: leases.base().to_path_buf(), source })?;
         let procs = dir.join("cgroup.procs");
         // A path from our own directory names never holds a NUL byte.
         Ok(CString::new(procs.as_os_str().as_bytes()).ok())
     }
 
-    /// Removes `container`'s cgroup if it is already empty, and says whether it did (or
-    /// that there was no cgroup to remove). Never blocks: two calls on the cgroup file
-    /// system, so the common end of a task (its leader exited and nothing was left
-    /// behind) needs no trip to the blocking pool. `false` means processes may be left,
-    /// or cgroups are not used: then [`kill_container`](Containment::kill_container)
-    /// must run. An empty cgroup cannot fill again (only the agent moves processes in).
-    pub fn release_if_empty(&self, container: ContainerId) -> bool {
-        let Some(base) = &self.cgroups else { return false };
-        let dir = base.join(container.to_string());
+    /// The cgroup `container` holds (see [`prepare`](Containment::prepare)), if any.
+    pub fn cgroup_of(&self, container: ContainerId) -> Option<PathBuf> {
+        self.cgroups.as_ref()?.of(container)
+    }
+
+    /// Whether `container`'s cgroup is known to hold no process (or it holds none at all).
+    /// Never blocks: one read on the cgroup file system, so the common end of a task (its
+    /// leader exited and nothing was left behind) needs no trip to the blocking pool.
+    /// `false` means processes may be left, or cgroups are not used: then
+    /// [`kill_container`](Containment::kill_container) must run. An empty cgroup cannot
+    /// fill again (only the agent moves processes in); after `true`, end the lease with
+    /// [`give_back_empty`](Containment::give_back_empty) (it may come after the
+    /// container's end is reported: nothing of it runs).
+    pub fn is_empty(&self, container: ContainerId) -> bool {
+        let Some(leases) = &self.cgroups else { return false };
+        let Some(dir) = leases.of(container) else { return true };
         match std::fs::read_to_string(dir.join("cgroup.events")) {
-            Ok(events) if events.lines().any(|line| line == "populated 0") => {}
-            Err(err) if err.kind() == io::ErrorKind::NotFound => return true,
-            _ => return false,
-        }
-        match std::fs::remove_dir(&dir) {
-            Ok(()) => true,
-            Err(err) if err.kind() == io::ErrorKind::NotFound => true,
-            // E.g. EBUSY: something joined after all; the full kill sorts it out.
-            Err(_) => false,
+            Ok(events) => events.lines().any(|line| line == "populated 0"),
+            Err(err) => err.kind() == io::ErrorKind::NotFound,
         }
     }
 
-    /// A descriptor of `container`'s cgroup directory (made by [`prepare`]), for a child
+    /// Ends `container`'s lease on a cgroup [`is_empty`](Containment::is_empty) found
+    /// empty: kept for the next container, or removed if enough are kept.
+    pub fn give_back_empty(&self, container: ContainerId) {
+        if let Some(leases) = &self.cgroups {
+            leases.give_back_empty(container);
+        }
+    }
+
+    /// [`is_empty`](Containment::is_empty) and, if so,
+    /// [`give_back_empty`](Containment::give_back_empty).
+    pub fn release_if_empty(&self, container: ContainerId) -> bool {
+        let empty = self.is_empty(container);
+        if empty {
+            self.give_back_empty(container);
+        }
+        empty
+    }
+
+    /// A descriptor of `container`'s cgroup directory (lent by [`prepare`]), for a child
     /// to be born in (`CLONE_INTO_CGROUP`); `None` without cgroups.
     ///
     /// [`prepare`]: Containment::prepare
@@ -177,8 +207,10 @@ impl Containment {
         &self,
         container: ContainerId,
     ) -> Result<Option<std::os::fd::OwnedFd>, ContainmentError> {
-        let Some(base) = &self.cgroups else { return Ok(None) };
-        let dir = base.join(container.to_string());
+        let Some(leases) = &self.cgroups else { return Ok(None) };
+        let dir = leases
+            .lend(container)
+            .map_err(|source| ContainmentError::Create { path: leases.base().to_path_buf(), source })?;
         let opened = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_DIRECTORY)
@@ -187,17 +219,15 @@ impl Containment {
         Ok(Some(opened.into()))
     }
 
-    /// SIGKILLs every process still in `container` and waits (bounded) until none is left.
+    /// SIGKILLs every process still in `container`, waits (bounded) until none is left and
+    /// removes its cgroup (a cgroup that held processes at its end is never lent again).
     /// Blocking: call it off the async threads.
     pub fn kill_container(&self, container: ContainerId) {
         match &self.cgroups {
-            Some(base) => {
-                let dir = base.join(container.to_string());
-                kill_cgroup(&dir);
-                if let Err(err) = std::fs::remove_dir(&dir) {
-                    if err.kind() != io::ErrorKind::NotFound {
-                        warn!(cgroup = %dir.display(), error = %err, "cannot remove the container's cgroup");
-                    }
+            Some(leases) => {
+                if let Some(dir) = leases.of(container) {
+                    kill_cgroup(&dir);
+                    leases.forget(container);
                 }
             }
             None => {
@@ -215,8 +245,8 @@ impl Containment {
     /// agent's, and every process carrying this agent's marker. Blocking; call it at start,
     /// before any task runs.
     pub fn sweep_leftovers(&self) {
-        if let Some(base) = &self.cgroups {
-            for entry in std::fs::read_dir(base).into_iter().flatten().flatten() {
+        if let Some(leases) = &self.cgroups {
+            for entry in std::fs::read_dir(leases.base()).into_iter().flatten().flatten() {
                 let path = entry.path();
                 if path.is_dir() {
                     kill_cgroup(&path);
@@ -232,12 +262,14 @@ impl Containment {
         }
     }
 
-    /// Removes the agent's cgroup if it is empty (at shutdown, once every task is gone);
-    /// one still holding a container's cgroup stays for the next start to sweep.
+    /// Removes the cgroups kept ready, then the agent's cgroup if it is empty (at
+    /// shutdown, once every task is gone); one still holding a container's cgroup stays
+    /// for the next start to sweep.
     pub fn release(&self) {
-        if let Some(base) = &self.cgroups {
-            if let Err(err) = std::fs::remove_dir(base) {
-                debug!(cgroup = %base.display(), error = %err, "the agent's cgroup stays");
+        if let Some(leases) = &self.cgroups {
+            leases.close();
+            if let Err(err) = std::fs::remove_dir(leases.base()) {
+                debug!(cgroup = %leases.base().display(), error = %err, "the agent's cgroup stays");
             }
         }
     }

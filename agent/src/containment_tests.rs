@@ -118,9 +118,11 @@ fn a_cgroup_kill_takes_what_left_the_group_or_cgroups_are_refused_clearly() {
     match Containment::new(ContainmentMode::Cgroup, "unit", dir.path()) {
         Ok(containment) => {
             assert!(containment.uses_cgroups());
+            let base = containment.cgroups.as_ref().unwrap().base().to_path_buf();
+            containment.prepare(ContainerId(8)).unwrap();
+            let cgroup = containment.cgroup_of(ContainerId(8)).unwrap();
             escaped_processes_are_killed(&containment, ContainerId(8));
-            let base = containment.cgroups.clone().unwrap();
-            assert!(!base.join("c8").exists(), "the container's cgroup is removed");
+            assert!(!cgroup.exists(), "the container's cgroup is removed");
             containment.release();
             assert!(!base.exists(), "the agent's empty cgroup is removed");
         }
@@ -135,22 +137,23 @@ fn only_an_empty_cgroup_is_released_without_the_kill() {
     let Ok(containment) = Containment::new(ContainmentMode::Cgroup, "release", dir.path()) else {
         return; // No usable cgroup v2 here; the test above checks the refusal.
     };
-    let base = containment.cgroups.clone().unwrap();
-    // A task that exited and left nothing: released at once, cgroup gone.
+    // A task that exited and left nothing: released at once, cgroup gone (none is kept).
     let mut done = spawn_task(&containment, ContainerId(3), "true");
+    let cgroup = containment.cgroup_of(ContainerId(3)).unwrap();
     let _ = done.wait();
     assert!(containment.release_if_empty(ContainerId(3)));
-    assert!(!base.join("c3").exists());
+    assert!(!cgroup.exists());
     assert!(containment.release_if_empty(ContainerId(3)), "an absent cgroup holds nothing");
     // A leader that exited leaving a child in the cgroup: not released, the kill runs.
     let mut leader = spawn_task(&containment, ContainerId(4), "setsid sleep 300 &");
+    let cgroup = containment.cgroup_of(ContainerId(4)).unwrap();
     let _ = leader.wait();
     wait_for_count(&containment, ContainerId(4), 1);
     assert!(!containment.release_if_empty(ContainerId(4)));
-    assert!(base.join("c4").exists() && !marked(&containment, ContainerId(4)).is_empty());
+    assert!(cgroup.exists() && !marked(&containment, ContainerId(4)).is_empty());
     containment.kill_container(ContainerId(4));
     assert_eq!(marked(&containment, ContainerId(4)), Vec::<u32>::new());
-    assert!(!base.join("c4").exists());
+    assert!(!cgroup.exists());
     containment.release();
 }
 
@@ -180,4 +183,88 @@ fn the_sweep_at_start_kills_a_previous_agents_tasks_only() {
         let _ = leader.wait();
     }
     restarted.release();
+}
+
+/// The pids in `cgroup`'s `cgroup.procs`.
+fn cgroup_procs(cgroup: &Path) -> Vec<u32> {
+    let procs = std::fs::read_to_string(cgroup.join("cgroup.procs")).unwrap();
+    procs.lines().filter_map(|line| line.parse().ok()).collect()
+}
+
+#[test]
+fn a_slots_next_task_reuses_the_emptied_cgroup_and_a_late_kill_of_the_first_spares_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let Ok(containment) = Containment::new(ContainmentMode::Cgroup, "reuse", dir.path()) else {
+        return; // No usable cgroup v2 here.
+    };
+    containment.keep_ready(1);
+    let mut first = spawn_task(&containment, ContainerId(1), "true");
+    let cgroup = containment.cgroup_of(ContainerId(1)).unwrap();
+    let _ = first.wait();
+    assert!(containment.is_empty(ContainerId(1)));
+    containment.give_back_empty(ContainerId(1));
+    let mut second = spawn_task(&containment, ContainerId(2), "exec sleep 300");
+    assert_eq!(
+        containment.cgroup_of(ContainerId(2)),
+        Some(cgroup.clone()),
+        "the emptied cgroup is lent again"
+    );
+    wait_for_count(&containment, ContainerId(2), 1);
+    assert_eq!(cgroup_procs(&cgroup), vec![second.id()], "only the new task is in it");
+    // A kill of the first container arriving late finds no cgroup of its own any more.
+    containment.kill_container(ContainerId(1));
+    assert_eq!(second.try_wait().unwrap(), None, "the next task runs on");
+    assert!(!containment.is_empty(ContainerId(2)));
+    containment.kill_container(ContainerId(2));
+    let _ = second.wait();
+    assert!(!cgroup.exists(), "a cgroup that held processes at its end is not kept");
+    containment.release();
+}
+
+#[test]
+fn a_cgroup_left_holding_processes_is_never_lent_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let Ok(containment) = Containment::new(ContainmentMode::Cgroup, "no-reuse", dir.path()) else {
+        return;
+    };
+    containment.keep_ready(1);
+    let mut leader = spawn_task(&containment, ContainerId(1), "setsid sleep 300 &");
+    let cgroup = containment.cgroup_of(ContainerId(1)).unwrap();
+    let _ = leader.wait();
+    wait_for_count(&containment, ContainerId(1), 1);
+    assert!(!containment.is_empty(ContainerId(1)));
+    containment.kill_container(ContainerId(1));
+    assert_eq!(marked(&containment, ContainerId(1)), Vec::<u32>::new());
+    let mut next = spawn_task(&containment, ContainerId(2), "true");
+    assert_ne!(containment.cgroup_of(ContainerId(2)), Some(cgroup.clone()));
+    assert!(!cgroup.exists());
+    let _ = next.wait();
+    containment.kill_container(ContainerId(2));
+    containment.release();
+}
+
+#[test]
+fn a_restarted_agent_removes_the_kept_and_the_lent_cgroups_and_their_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let Ok(previous) = Containment::new(ContainmentMode::Cgroup, "restart", dir.path()) else {
+        return;
+    };
+    previous.keep_ready(2);
+    let mut running = spawn_task(&previous, ContainerId(1), "sleep 300");
+    wait_for_count(&previous, ContainerId(1), 1);
+    let base = previous.cgroups.as_ref().unwrap().base().to_path_buf();
+    assert_eq!(std::fs::read_dir(&base).unwrap().filter(|e| e.as_ref().unwrap().path().is_dir()).count(), 2);
+    // The previous agent is SIGKILLed: nothing of it runs its shutdown.
+    let restarted = Containment::new(ContainmentMode::Cgroup, "restart", dir.path()).unwrap();
+    restarted.sweep_leftovers();
+    assert_eq!(marked(&restarted, ContainerId(1)), Vec::<u32>::new());
+    let _ = running.wait();
+    let left = std::fs::read_dir(&base).unwrap().filter(|e| e.as_ref().unwrap().path().is_dir()).count();
+    assert_eq!(left, 0, "every container cgroup of the previous agent is removed");
+    restarted.keep_ready(1);
+    let mut next = spawn_task(&restarted, ContainerId(1), "true");
+    let _ = next.wait();
+    assert!(restarted.release_if_empty(ContainerId(1)));
+    restarted.release();
+    assert!(!base.exists());
 }

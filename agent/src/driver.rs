@@ -145,6 +145,9 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
     let process = config.process_config(local.map(|local| local.fetch))?;
     // Before anything runs: tasks a SIGKILLed predecessor left must not run beside re-runs.
     process.containment.sweep_leftovers();
+    // One cgroup and one directory ready per slot, so a slot's next task starts without
+    // making either on its path.
+    process.keep_ready(config.map_slots.saturating_add(config.reduce_slots) as usize);
     let (events_tx, events) = mpsc::unbounded_channel();
     let (reports_tx, reports_rx) = mpsc::unbounded_channel();
     // One registration at a time asks; a slot for one request is all it needs.

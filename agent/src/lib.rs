@@ -8,6 +8,8 @@
 //! - [`process`]: spawning a task and the kill sequence on its process group.
 //! - [`containment`]: keeping all of a task's processes in its container (cgroup v2 or a
 //!   process scan), and sweeping what a killed agent left.
+//! - [`ready`]: what the next task of a slot needs from the file systems (a cgroup, a
+//!   directory with its output files), made ahead of its launch.
 //! - [`data_dir`]: the data directory's id, which tells agents sharing it from others.
 //! - [`run_as`]: which Unix user a task runs as (`[run_as]`, for agents running as root).
 //! - [`stderr_tail`]: the last lines of a failed task's stderr, for its report.
@@ -27,6 +29,7 @@ pub mod data_dir;
 pub mod driver;
 pub mod job_outputs;
 pub mod process;
+pub mod ready;
 pub mod run_as;
 pub mod session;
 pub mod shuffle;

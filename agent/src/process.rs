@@ -1,4 +1,5 @@
-//! Task processes: prepares a container's directories, renders its command, starts it
+//! Task processes: prepares a container's directories (taking one made ahead, see
+//! [`ready`], where there is one), renders its command, starts it
 //! under `/bin/sh -c` in its own process group (and its own cgroup, see [`containment`]:
 //! born into it with `clone3`, see [`spawn`], or joined between fork and exec where
 //! that is refused), and runs the kill sequence (SIGTERM to the group, a grace period,
@@ -8,6 +9,7 @@
 //!
 //! [`containment`]: crate::containment
 //! [`spawn`]: crate::spawn
+//! [`ready`]: crate::ready
 
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -29,6 +31,7 @@ use tracing::{debug, info, warn};
 
 use crate::containment::{Containment, ContainmentError, join_cgroup_in_child};
 use crate::core::TaskExit;
+use crate::ready::ReadyDirs;
 use crate::run_as::{RunAs, RunAsError, UnixUser};
 use crate::shuffle::fetch::{FetchTokens, TokenGuard};
 use crate::spawn::{self, SpawnFailure, TaskCommand, TaskProcess};
@@ -56,6 +59,8 @@ pub struct ProcessConfig {
     pub run_as: RunAs,
     /// Local data mode: every task gets a fetch token and the fetch socket's path.
     pub fetch: Option<FetchEnv>,
+    /// Container directories made ahead of their launch (see [`crate::ready`]).
+    pub ready_dirs: Arc<ReadyDirs>,
 }
 
 /// What a task of a local-mode agent is given to fetch its inputs through the agent.
@@ -76,6 +81,21 @@ impl ProcessConfig {
     /// The directory of `job` under the shared data directory (absolute, like `data_dir`).
     pub fn job_dir(&self, job: impl std::fmt::Display) -> PathBuf {
         self.data_dir.join("jobs").join(job.to_string())
+    }
+
+    /// Where container directories are made ahead of their launch (see [`crate::ready`]):
+    /// beside `containers/`, on the same file system, so a rename moves one into place.
+    pub fn ready_dir(&self) -> PathBuf {
+        self.work_dir.join("ready")
+    }
+
+    /// Makes, for `slots` tasks, what a task needs from the file systems ahead of its
+    /// launch (an empty cgroup, a directory with its output files), after removing what a
+    /// previous agent process left. Blocking; call it at start, after the containment's
+    /// sweep, before any task runs.
+    pub fn keep_ready(&self, slots: usize) {
+        self.containment.keep_ready(slots);
+        self.ready_dirs.keep(&self.ready_dir(), slots);
     }
 }
 
@@ -184,6 +204,8 @@ async fn supervise(
     let group = ProcessGroup::led_by(pid);
     debug!(%container, pid, "task started");
     on_event(ProcessEvent::Started { pid });
+    // The slot's next task finds its directory made while this one runs.
+    refill_ready_dirs(&config);
 
     let status = tokio::select! {
         status = child.wait() => status,
@@ -195,7 +217,12 @@ async fn supervise(
     if let Some(group) = group {
         signal_group(group, libc::SIGKILL);
     }
-    sweep_container(&config, container).await;
+    // Nothing of the task may run once its end is reported: an empty cgroup is checked
+    // here, but handed on (or removed) only after the report, off the slot's path.
+    let empty = config.containment.is_empty(container);
+    if !empty {
+        kill_container(&config, container).await;
+    }
     drop(fetch_token);
     let exit = match status {
         Ok(status) => exit_of(status),
@@ -207,6 +234,17 @@ async fn supervise(
         _ => stderr_tail::read(&config.container_dir(container).join("stderr")).await,
     };
     on_event(ProcessEvent::Exited(exit, tail));
+    if empty {
+        config.containment.give_back_empty(container);
+    }
+}
+
+/// Makes ready container directories up to the number kept, as blocking work.
+fn refill_ready_dirs(config: &Arc<ProcessConfig>) {
+    if config.ready_dirs.wants_more() {
+        let config = Arc::clone(config);
+        tokio::task::spawn_blocking(move || config.ready_dirs.refill(&config.ready_dir()));
+    }
 }
 
 /// Kills whatever is left in `container`: at once when its cgroup is already empty (the
@@ -215,6 +253,11 @@ async fn sweep_container(config: &Arc<ProcessConfig>, container: ContainerId) {
     if config.containment.release_if_empty(container) {
         return;
     }
+    kill_container(config, container).await;
+}
+
+/// Kills whatever is left in `container` and removes its cgroup, as blocking work.
+async fn kill_container(config: &Arc<ProcessConfig>, container: ContainerId) {
     let config = Arc::clone(config);
     let swept = tokio::task::spawn_blocking(move || config.containment.kill_container(container)).await;
     if let Err(err) = swept {
@@ -360,13 +403,11 @@ fn prepare_blocking(
     let user = config.run_as.user_for(&launch.account)?.cloned();
     let job_dir = config.job_dir(launch.task.job);
     let dir = config.container_dir(launch.container);
-    for path in [&job_dir, &dir] {
-        std::fs::create_dir_all(path).map_err(|source| SpawnError::Prepare { path: path.clone(), source })?;
-    }
+    std::fs::create_dir_all(&job_dir)
+        .map_err(|source| SpawnError::Prepare { path: job_dir.clone(), source })?;
     let job_dir_text = job_dir.to_str().ok_or_else(|| SpawnError::NonUtf8(job_dir.clone()))?;
     let rendered = render(&launch.command, &launch.vars, job_dir_text)?;
-    let stdout = output_file(&dir.join("stdout"))?;
-    let stderr = output_file(&dir.join("stderr"))?;
+    let (stdout, stderr) = container_dir(config, &dir)?;
     if let Some(user) = &user {
         // The task writes its job's and its container's directories as its own user.
         for path in [job_dir.clone(), dir.clone(), dir.join("stdout"), dir.join("stderr")] {
@@ -417,6 +458,24 @@ fn prepare_blocking(
         user,
     };
     Ok((prepared, token))
+}
+
+/// Makes the container directory `dir` with empty output files, and opens them: by
+/// renaming a ready directory into place where one is left (one call on the path), else
+/// as before. A directory already there (a repeated container id) is reused, its output
+/// files emptied.
+fn container_dir(config: &ProcessConfig, dir: &Path) -> Result<(std::fs::File, std::fs::File), SpawnError> {
+    if let Some(ready) = config.ready_dirs.take() {
+        match std::fs::rename(&ready.path, dir) {
+            Ok(()) => return Ok((ready.stdout, ready.stderr)),
+            Err(err) => {
+                debug!(dir = %dir.display(), error = %err, "the ready directory does not fit; making one");
+                let _ = std::fs::remove_dir_all(&ready.path);
+            }
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(|source| SpawnError::Prepare { path: dir.to_path_buf(), source })?;
+    Ok((output_file(&dir.join("stdout"))?, output_file(&dir.join("stderr"))?))
 }
 
 fn output_file(path: &Path) -> Result<std::fs::File, SpawnError> {

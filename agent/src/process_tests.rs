@@ -45,6 +45,7 @@ impl Fixture {
             data_dir: dir.path().join("data"),
             kill_grace: grace,
             task_path: task_path(&path_prefix),
+            ready_dirs: Arc::default(),
         };
         Fixture { _dir: dir, config: Arc::new(config), path_prefix }
     }
@@ -335,4 +336,52 @@ async fn a_local_mode_task_gets_a_fetch_token_for_its_job_that_dies_with_its_con
     assert_eq!(tokens.job_of(lines[1]), Some(JobId(5)), "the token is the container's job's while it runs");
     assert_eq!(exited(&mut events).await, TaskExit::Code(0));
     assert_eq!(tokens.job_of(lines[1]), None, "the token dies with the container");
+}
+
+/// Waits (bounded) until `done` holds.
+async fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_slots_next_task_starts_in_a_ready_directory_and_the_emptied_cgroup_untouched_by_a_late_kill() {
+    let fx = Fixture::new(Duration::from_secs(3));
+    fx.config.keep_ready(1);
+    let ready_count = || std::fs::read_dir(fx.config.ready_dir()).unwrap().count();
+    assert_eq!(ready_count(), 1);
+    let (mut first, mut events) = fx.start(1, "echo one");
+    started(&mut events).await;
+    let cgroup = fx.config.containment.cgroup_of(ContainerId(1));
+    assert_eq!(exited(&mut events).await, TaskExit::Code(0));
+    assert_eq!(
+        std::fs::read_to_string(fx.config.container_dir(ContainerId(1)).join("stdout")).unwrap(),
+        "one\n"
+    );
+    let containers = std::fs::read_dir(fx.config.work_dir.join("containers")).unwrap().count();
+    assert_eq!(containers, 1, "only the container's directory is among the containers'");
+    // Made again while the first task ran; its cgroup handed back after its end.
+    wait_until("a directory is ready again", || ready_count() == 1).await;
+    wait_until("the first lease ends", || fx.config.containment.cgroup_of(ContainerId(1)).is_none()).await;
+
+    let (mut second, mut events) = fx.start(2, "echo two; exec sleep 300");
+    let pid = started(&mut events).await;
+    assert_eq!(fx.config.containment.cgroup_of(ContainerId(2)), cgroup, "the emptied cgroup is lent again");
+    if let Some(cgroup) = &cgroup {
+        let procs = std::fs::read_to_string(cgroup.join("cgroup.procs")).unwrap();
+        assert_eq!(procs.trim(), pid.to_string(), "nothing but the new task is in it");
+    }
+    let dir = fx.config.container_dir(ContainerId(2));
+    wait_until("the second task writes", || dir.join("stdout").metadata().is_ok_and(|m| m.len() > 0)).await;
+    assert_eq!(std::fs::read_to_string(dir.join("stdout")).unwrap(), "two\n");
+    // A kill for the first container arriving late touches nothing of the second.
+    first.kill();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(group_alive(pid), "the next task runs on");
+    second.kill();
+    assert_eq!(exited(&mut events).await, TaskExit::Signal(libc::SIGTERM));
+    assert_group_gone(pid).await;
 }

@@ -67,7 +67,9 @@ async fn a_task_is_born_in_its_cgroup_with_its_environment_and_directory() {
     assert_eq!(status.code(), Some(3));
     let out = std::fs::read_to_string(dir.path().join("stdout")).unwrap();
     let lines: Vec<&str> = out.lines().collect();
-    assert!(lines[0].starts_with("0::/") && lines[0].ends_with("/c21"), "{out}");
+    let cgroup = containment.cgroup_of(ContainerId(21)).unwrap();
+    let name = cgroup.file_name().unwrap().to_str().unwrap();
+    assert!(lines[0].starts_with("0::/") && lines[0].ends_with(&format!("/{name}")), "{out}");
     assert_eq!(lines[1], "seen");
     assert_eq!(Path::new(lines[2]).canonicalize().unwrap(), dir.path().canonicalize().unwrap());
     assert_eq!(std::fs::read_to_string(dir.path().join("stderr")).unwrap(), "err\n");

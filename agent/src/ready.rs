@@ -1,0 +1,257 @@
+//! What the next task of a slot needs from the file systems, made before its launch
+//! arrives, so that the path from one task's exit to the next one's exec holds no
+//! directory, file or cgroup creation:
+//! - [`CgroupLeases`]: the agent's container cgroups, named by serial (`t{n}`, never after
+//!   a container, so no later container can find another's cgroup by name), each lent to
+//!   one container at a time. A cgroup whose task ended *empty* goes back to the free list
+//!   (up to `keep`) instead of being removed: an empty cgroup cannot fill again (only the
+//!   agent puts processes in), so the next task is born into a cgroup holding nothing. One
+//!   that still held processes is killed and removed, never lent again.
+//! - [`ReadyDirs`]: directories `ready/{n}` beside `containers/` (on the same file
+//!   system) holding empty `stdout` and `stderr`, opened, renamed to a container's
+//!   directory when it is launched.
+//!
+//! Both are filled at start (one per slot) and refilled off the path: cgroups as their
+//! tasks end (after the end is reported), directories once a task has started. What a
+//! previous agent process left (cgroups, ready directories) is removed at start.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use slotmarket_common::ids::ContainerId;
+use tracing::{debug, warn};
+
+/// The container cgroups under the agent's, and which container holds which.
+#[derive(Debug)]
+pub(crate) struct CgroupLeases {
+    /// The agent's cgroup; every container cgroup is a child of it.
+    base: PathBuf,
+    state: Mutex<Leases>,
+    /// The next serial for a new cgroup's name.
+    next: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Leases {
+    /// Empty cgroups, ready to be lent.
+    free: Vec<PathBuf>,
+    /// The cgroup each container holds.
+    lent: HashMap<ContainerId, PathBuf>,
+    /// How many empty cgroups are kept for reuse.
+    keep: usize,
+}
+
+impl CgroupLeases {
+    /// No cgroup made yet and none kept: until [`keep`](CgroupLeases::keep) is called,
+    /// every container gets a new cgroup that is removed at its end.
+    pub(crate) fn new(base: PathBuf) -> CgroupLeases {
+        CgroupLeases { base, state: Mutex::new(Leases::default()), next: AtomicU64::new(0) }
+    }
+
+    /// The agent's cgroup.
+    pub(crate) fn base(&self) -> &Path {
+        &self.base
+    }
+
+    /// Keeps up to `count` empty cgroups for reuse and makes them now (blocking). Call it
+    /// after the sweep at start: the sweep removes every cgroup under the agent's.
+    pub(crate) fn keep(&self, count: usize) {
+        self.lock().keep = count;
+        while self.lock().free.len() < count {
+            match self.make() {
+                Ok(dir) => self.lock().free.push(dir),
+                Err(err) => {
+                    warn!(cgroup = %self.base.display(), error = %err, "cannot prepare a container cgroup ahead");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Lends `container` a cgroup: an empty one kept for reuse, else a new one. A container
+    /// that already holds one (a repeated launch) is given the same.
+    pub(crate) fn lend(&self, container: ContainerId) -> io::Result<PathBuf> {
+        let mut leases = self.lock();
+        if let Some(dir) = leases.lent.get(&container) {
+            return Ok(dir.clone());
+        }
+        let dir = match leases.free.pop() {
+            Some(dir) => dir,
+            None => {
+                drop(leases);
+                let dir = self.make()?;
+                leases = self.lock();
+                dir
+            }
+        };
+        leases.lent.insert(container, dir.clone());
+        Ok(dir)
+    }
+
+    /// The cgroup `container` holds, if any.
+    pub(crate) fn of(&self, container: ContainerId) -> Option<PathBuf> {
+        self.lock().lent.get(&container).cloned()
+    }
+
+    /// Ends `container`'s lease on a cgroup known to be empty: kept for the next container
+    /// while fewer than `keep` are, else removed. Does nothing if it holds none.
+    pub(crate) fn give_back_empty(&self, container: ContainerId) {
+        let mut leases = self.lock();
+        let Some(dir) = leases.lent.remove(&container) else { return };
+        if leases.free.len() < leases.keep {
+            leases.free.push(dir);
+            return;
+        }
+        drop(leases);
+        remove_cgroup(&dir);
+    }
+
+    /// Ends `container`'s lease and removes its cgroup (whose processes the caller has
+    /// killed); returns the cgroup it held, if any.
+    pub(crate) fn forget(&self, container: ContainerId) -> Option<PathBuf> {
+        let dir = self.lock().lent.remove(&container)?;
+        remove_cgroup(&dir);
+        Some(dir)
+    }
+
+    /// At shutdown, once no task is live: keeps no more cgroups and removes the kept ones
+    /// and every lent one that is empty (a supervisor may not have given its lease back
+    /// yet; a cgroup still holding processes refuses the removal and stays for the next
+    /// start's sweep), so the agent's own cgroup can go too.
+    pub(crate) fn close(&self) {
+        let (free, lent) = {
+            let mut leases = self.lock();
+            leases.keep = 0;
+            (std::mem::take(&mut leases.free), leases.lent.values().cloned().collect::<Vec<_>>())
+        };
+        for dir in free {
+            remove_cgroup(&dir);
+        }
+        for dir in lent {
+            if let Err(err) = std::fs::remove_dir(&dir) {
+                debug!(cgroup = %dir.display(), error = %err, "a lent cgroup stays");
+            }
+        }
+    }
+
+    /// Makes a new cgroup with the next free serial name.
+    fn make(&self) -> io::Result<PathBuf> {
+        loop {
+            let dir = self.base.join(format!("t{}", self.next.fetch_add(1, Ordering::Relaxed)));
+            match std::fs::create_dir(&dir) {
+                Ok(()) => return Ok(dir),
+                // Not ours to reuse (the sweep at start removes what a previous agent
+                // left; this one is someone's): take the next name.
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Leases> {
+        // A panic while holding this lock leaves the lists consistent (every step is one
+        // push, pop or insert), so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn remove_cgroup(dir: &Path) {
+    if let Err(err) = std::fs::remove_dir(dir) {
+        if err.kind() != io::ErrorKind::NotFound {
+            warn!(cgroup = %dir.display(), error = %err, "cannot remove a container's cgroup");
+        }
+    }
+}
+
+/// A container directory made ahead, with its output files open.
+#[derive(Debug)]
+pub(crate) struct ReadyDir {
+    /// Where it is now (`ready/{n}`).
+    pub(crate) path: PathBuf,
+    /// Its empty `stdout`, opened for writing.
+    pub(crate) stdout: File,
+    /// Its empty `stderr`, opened for writing.
+    pub(crate) stderr: File,
+}
+
+/// Container directories made ahead of their launch.
+#[derive(Debug, Default)]
+pub struct ReadyDirs {
+    state: Mutex<(Vec<ReadyDir>, usize)>,
+    next: AtomicU64,
+}
+
+impl ReadyDirs {
+    /// Removes what a previous agent process left in `ready` (which only ever holds ready
+    /// directories), then keeps up to `count` ready there and makes them now (blocking).
+    pub fn keep(&self, ready: &Path, count: usize) {
+        for entry in std::fs::read_dir(ready).into_iter().flatten().flatten() {
+            if let Err(err) = std::fs::remove_dir_all(entry.path()) {
+                warn!(dir = %entry.path().display(), error = %err, "cannot remove a leftover ready directory");
+            }
+        }
+        if let Err(err) = std::fs::create_dir_all(ready) {
+            warn!(dir = %ready.display(), error = %err, "cannot create the ready directories' directory");
+        }
+        self.lock().1 = count;
+        self.refill(ready);
+    }
+
+    /// A ready directory, if one is left.
+    pub(crate) fn take(&self) -> Option<ReadyDir> {
+        self.lock().0.pop()
+    }
+
+    /// Makes ready directories in `ready` until as many as kept are (blocking).
+    pub(crate) fn refill(&self, ready: &Path) {
+        loop {
+            let (have, want) = {
+                let state = self.lock();
+                (state.0.len(), state.1)
+            };
+            if have >= want {
+                return;
+            }
+            match self.make(ready) {
+                Ok(made) => self.lock().0.push(made),
+                Err(err) => {
+                    debug!(dir = %ready.display(), error = %err, "cannot prepare a container directory ahead");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Whether fewer than wanted are ready.
+    pub(crate) fn wants_more(&self) -> bool {
+        let state = self.lock();
+        state.0.len() < state.1
+    }
+
+    fn make(&self, ready: &Path) -> io::Result<ReadyDir> {
+        let path = loop {
+            let path = ready.join(self.next.fetch_add(1, Ordering::Relaxed).to_string());
+            match std::fs::create_dir(&path) {
+                Ok(()) => break path,
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(err) => return Err(err),
+            }
+        };
+        let stdout = File::create(path.join("stdout"))?;
+        let stderr = File::create(path.join("stderr"))?;
+        Ok(ReadyDir { path, stdout, stderr })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Vec<ReadyDir>, usize)> {
+        // Every step under the lock is one push, pop or store: a poisoned lock is consistent.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+#[path = "ready_tests.rs"]
+mod tests;

@@ -1,0 +1,66 @@
+//! The pools of things made ahead: what is lent, kept, given back and removed.
+
+use slotmarket_common::ids::ContainerId;
+
+use super::{CgroupLeases, ReadyDirs};
+
+#[test]
+fn ready_directories_are_made_taken_refilled_and_leftovers_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().join("ready");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::create_dir(dir.join("7")).unwrap();
+    std::fs::write(dir.join("7").join("stdout"), "old").unwrap();
+    let ready = ReadyDirs::default();
+    ready.keep(&dir, 2);
+    let names = |containers: &std::path::Path| {
+        let mut names: Vec<String> = std::fs::read_dir(containers)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    // The previous process's ready directory is gone.
+    assert_eq!(names(&dir), ["0", "1"]);
+    let taken = ready.take().unwrap();
+    assert_eq!(std::fs::read(taken.path.join("stdout")).unwrap(), b"");
+    assert!(taken.path.join("stderr").is_file());
+    assert!(ready.wants_more());
+    ready.refill(&dir);
+    assert!(!ready.wants_more());
+    assert!(ready.take().is_some() && ready.take().is_some());
+    assert!(ready.take().is_none(), "only as many as kept");
+}
+
+#[test]
+fn an_empty_cgroup_is_lent_again_up_to_the_number_kept_and_a_forgotten_one_never() {
+    // Plain directories stand in for cgroups: the leases only make, lend and remove them.
+    let dir = tempfile::tempdir().unwrap();
+    let leases = CgroupLeases::new(dir.path().to_path_buf());
+    leases.keep(1);
+    let first = leases.lend(ContainerId(1)).unwrap();
+    assert_eq!(leases.lend(ContainerId(1)).unwrap(), first, "a repeated launch keeps its cgroup");
+    let second = leases.lend(ContainerId(2)).unwrap();
+    assert_ne!(first, second, "two live containers never share one");
+    leases.give_back_empty(ContainerId(1));
+    leases.give_back_empty(ContainerId(2));
+    assert!(first.is_dir(), "kept for the next container");
+    assert!(!second.exists(), "more than kept: removed");
+    assert_eq!(leases.of(ContainerId(1)), None);
+    assert_eq!(leases.lend(ContainerId(3)).unwrap(), first, "the next container gets the emptied one");
+    assert_eq!(leases.forget(ContainerId(3)), Some(first.clone()));
+    assert!(!first.exists(), "one that held processes at its end is removed");
+    let fourth = leases.lend(ContainerId(4)).unwrap();
+    assert_ne!(fourth, first, "and its name is never lent again");
+    let fifth = leases.lend(ContainerId(5)).unwrap();
+    leases.give_back_empty(ContainerId(4));
+    leases.close();
+    assert!(!fourth.exists() && !fifth.exists(), "at shutdown the kept and the empty lent ones go");
+    leases.give_back_empty(ContainerId(5));
+    assert_ne!(
+        leases.lend(ContainerId(6)).unwrap(),
+        fifth,
+        "a lease given back after the shutdown is not kept"
+    );
+}
