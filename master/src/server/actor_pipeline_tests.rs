@@ -29,6 +29,14 @@ fn actor_on(dir: &Path, container_epoch: u64) -> Actor {
     actor
 }
 
+/// A fresh actor on `dir` with one registered one-slot node, its `Registered` read.
+fn actor_with_a_node(dir: &Path) -> (Actor, AgentId, mpsc::UnboundedReceiver<MasterToAgent>) {
+    let mut actor = actor_on(dir, 0);
+    let (agent, mut outbound) = register_node(&mut actor, 1, Vec::new());
+    assert!(matches!(outbound.try_recv(), Ok(MasterToAgent::Registered { .. })));
+    (actor, agent, outbound)
+}
+
 fn alice() -> Identity {
     Identity { role: Role::User, principal: "alice".into() }
 }
@@ -63,9 +71,7 @@ fn state_of(update: &Option<Response>) -> Option<JobState> {
 #[test]
 fn a_submits_launch_goes_out_at_once_and_its_reply_and_the_jobs_end_wait_for_the_syncer() {
     let dir = tempfile::tempdir().unwrap();
-    let mut actor = actor_on(dir.path(), 0);
-    let (agent, mut outbound) = register_node(&mut actor, 1, Vec::new());
-    assert!(matches!(outbound.try_recv(), Ok(MasterToAgent::Registered { .. })));
+    let (mut actor, agent, mut outbound) = actor_with_a_node(dir.path());
 
     let mut reply = submit(&mut actor);
     let launch = launched(&mut outbound);
@@ -162,9 +168,7 @@ fn submit_watch(actor: &mut Actor) -> (oneshot::Receiver<Response>, watch::Recei
 #[test]
 fn a_submit_watchs_id_waits_for_its_batch_without_a_sync_of_its_own_and_its_end_for_the_ends() {
     let dir = tempfile::tempdir().unwrap();
-    let mut actor = actor_on(dir.path(), 0);
-    let (agent, mut outbound) = register_node(&mut actor, 1, Vec::new());
-    assert!(matches!(outbound.try_recv(), Ok(MasterToAgent::Registered { .. })));
+    let (mut actor, agent, mut outbound) = actor_with_a_node(dir.path());
     let (before, _) = actor.committed_and_requested();
 
     let (mut reply, mut updates) = submit_watch(&mut actor);
@@ -200,9 +204,7 @@ fn a_submit_watchs_id_waits_for_its_batch_without_a_sync_of_its_own_and_its_end_
 #[test]
 fn a_short_jobs_submit_watch_is_answered_in_full_after_one_sync() {
     let dir = tempfile::tempdir().unwrap();
-    let mut actor = actor_on(dir.path(), 0);
-    let (agent, mut outbound) = register_node(&mut actor, 1, Vec::new());
-    assert!(matches!(outbound.try_recv(), Ok(MasterToAgent::Registered { .. })));
+    let (mut actor, agent, mut outbound) = actor_with_a_node(dir.path());
 
     let (mut reply, mut updates) = submit_watch(&mut actor);
     let launch = launched(&mut outbound);
