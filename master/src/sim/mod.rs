@@ -299,10 +299,13 @@ impl<'t> Simulation<'t> {
                 followers.entry(leader as u32).or_default().push(ix as u32);
             }
         }
+        let mut core = Core::new(core_config);
+        // Nobody watches a simulated job: its outcome comes from `Persist::JobState`.
+        core.set_job_notices(false);
         Ok(Simulation {
             trace,
             config: config.clone(),
-            core: Core::new(core_config),
+            core,
             now: Timestamp::ZERO,
             heap: BinaryHeap::new(),
             seq: 0,
