@@ -14,7 +14,9 @@ use slotmarket_common::time::Timestamp;
 
 use super::report::SlotUsage;
 use super::rng;
-use super::workload::{MIN_TASK_MS, task_key};
+use super::workload::MIN_TASK_MS;
+#[cfg(doc)]
+use super::workload::task_key;
 use crate::core::IdHasher;
 use slotmarket_common::spec::SlotKind;
 
@@ -39,7 +41,6 @@ struct Attempt {
 
 /// Every agent's running attempts and the reports they owe the core.
 pub(super) struct Agents {
-    seed: u64,
     noise: f64,
     fail_prob: f64,
     /// Container ids are never iterated, only looked up, so hash order cannot reach
@@ -70,10 +71,10 @@ pub(super) struct SlotTotals {
 }
 
 impl Agents {
-    /// Agents for a trace of `jobs` jobs.
-    pub(super) fn new(seed: u64, noise: f64, fail_prob: f64, jobs: usize) -> Agents {
+    /// Agents for a trace of `jobs` jobs. Their draws are keyed by each task's key,
+    /// which the caller passes to [`launch`](Agents::launch).
+    pub(super) fn new(noise: f64, fail_prob: f64, jobs: usize) -> Agents {
         Agents {
-            seed,
             noise,
             fail_prob,
             live: HashMap::default(),
@@ -87,17 +88,16 @@ impl Agents {
     }
 
     /// Starts an attempt: reports `Acquired` and `Running` now and returns when it ends.
-    /// `base` is the task's drawn duration; noise and failure are drawn per attempt.
+    /// `base` is the task's drawn duration and `key` the [`task_key`] it was drawn by;
+    /// noise and failure are drawn per attempt from the key.
     pub(super) fn launch(
         &mut self,
         agent: AgentId,
         launch: &Launch,
         ix: u32,
-        base: u64,
+        (key, base): (u64, u64),
         now: Timestamp,
     ) -> Timestamp {
-        let task = launch.task;
-        let key = task_key(self.seed, ix, task.stage.0, task.index);
         let salt = |s: u64| rng::hash(&[key, u64::from(launch.attempt.0), s]);
         let mut ms = base;
         if self.noise > 0.0 {
@@ -109,8 +109,15 @@ impl Agents {
             // A failure strikes somewhere in the attempt, wasting the work up to it.
             ms = ((ms as f64 * rng::unit(salt(FAIL_AT))).round() as u64).max(MIN_TASK_MS);
         }
-        let attempt =
-            Attempt { agent, ix, task, attempt: launch.attempt, kind: launch.slot, start: now, fails };
+        let attempt = Attempt {
+            agent,
+            ix,
+            task: launch.task,
+            attempt: launch.attempt,
+            kind: launch.slot,
+            start: now,
+            fails,
+        };
         self.live.insert(launch.container, attempt);
         for state in [ContainerState::Acquired, ContainerState::Running] {
             self.reports.push((agent, report(launch.container, &attempt, state, now)));

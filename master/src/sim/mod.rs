@@ -59,7 +59,7 @@ use agents::Agents;
 use longest::LongestTasks;
 use report::{JobResult, Outcome, SloSample, SlotUsage};
 use wakeup::Wakeup;
-use workload::{Trace, secs_to_ms};
+use workload::{Trace, secs_to_ms, task_key};
 
 pub use accounts::AccountEvent;
 
@@ -299,17 +299,20 @@ impl<'t> Simulation<'t> {
                 followers.entry(leader as u32).or_default().push(ix as u32);
             }
         }
+        let mut core = Core::new(core_config);
+        // Nobody watches a simulated job: its outcome comes from `Persist::JobState`.
+        core.set_job_notices(false);
         Ok(Simulation {
             trace,
             config: config.clone(),
-            core: Core::new(core_config),
+            core,
             now: Timestamp::ZERO,
             heap: BinaryHeap::new(),
             seq: 0,
             arrivals,
             next_arrival: 0,
             followers,
-            agents: Agents::new(config.seed, config.noise, config.fail_prob, trace.len()),
+            agents: Agents::new(config.noise, config.fail_prob, trace.len()),
             jobs: (0..trace.len()).map(JobResult::new).collect(),
             job_of: HashMap::default(),
             open_jobs: 0,
@@ -591,9 +594,9 @@ impl<'t> Simulation<'t> {
             Command::Launch { agent, launch } => {
                 let agent = *agent;
                 let Some(ix) = self.trace_ix(launch.task.job) else { return };
-                let base = self.base_duration(ix, launch.task);
+                let (key, base) = self.base_duration(ix, launch.task);
                 self.longest.note(ix, launch.task.stage.0, base, launch.attempt.0 == 1);
-                let end = self.agents.launch(agent, launch, ix, base, self.now);
+                let end = self.agents.launch(agent, launch, ix, (key, base), self.now);
                 self.jobs[ix as usize].attempts += 1;
                 self.stats.attempts += 1;
                 self.push(end, SimEvent::End(launch.container));
@@ -622,10 +625,12 @@ impl<'t> Simulation<'t> {
         }
     }
 
-    /// The drawn duration of a task of submitted job `ix`, drawn when it launches (draws
-    /// are keyed, so it is the same whenever that is).
-    fn base_duration(&self, ix: u32, task: TaskId) -> u64 {
-        self.trace.jobs[ix as usize].task_ms(ix, task.stage.0, task.index, self.config.seed)
+    /// The key of a task of submitted job `ix` and its drawn duration, drawn when it
+    /// launches (draws are keyed, so it is the same whenever that is); the key also
+    /// seeds each attempt's noise, so it is hashed once for both.
+    fn base_duration(&self, ix: u32, task: TaskId) -> (u64, u64) {
+        let key = task_key(self.config.seed, ix, task.stage.0, task.index);
+        (key, self.trace.jobs[ix as usize].keyed_task_ms(task.stage.0, task.index, key))
     }
 
     fn trace_ix(&self, job: JobId) -> Option<u32> {

@@ -431,9 +431,14 @@ impl TraceJob {
     /// a run with `seed`, in milliseconds. Drawn durations are keyed by all four, so a
     /// task lasts as long under every policy and whenever it starts.
     pub fn task_ms(&self, ix: u32, stage: u32, index: u32, seed: u64) -> u64 {
-        self.stages
-            .get(stage as usize)
-            .map_or(MIN_TASK_MS, |s| s.duration_s.task_ms(index, task_key(seed, ix, stage, index)))
+        self.keyed_task_ms(stage, index, task_key(seed, ix, stage, index))
+    }
+
+    /// [`task_ms`](TraceJob::task_ms) given the task's key ([`task_key`]), for a caller
+    /// that needs the key too (the simulator's launch also draws each attempt's noise
+    /// from it): the key's hash was a fifth of a drawn duration's cost.
+    pub fn keyed_task_ms(&self, stage: u32, index: u32, key: u64) -> u64 {
+        self.stages.get(stage as usize).map_or(MIN_TASK_MS, |s| s.duration_s.task_ms(index, key))
     }
 
     /// Its critical path as trace job `ix` of a run with `seed`, in milliseconds: its

@@ -141,15 +141,18 @@ impl Ctx {
     }
 
     /// The commands of this step, with one `JobChanged` per changed job at the end (after
-    /// every `Persist`, so a watcher never sees state the store does not have). The
-    /// emptied `changed` buffer is handed back for the next step. Takes the context by
-    /// reference (leaving it empty): moving it whole into this call was a copy per step.
-    pub(crate) fn finish(&mut self, state: &State, changed: &mut Vec<JobId>) -> Vec<Command> {
-        self.changed.sort_unstable();
-        self.changed.dedup();
-        for &job in &self.changed {
-            if state.jobs.contains_key(&job) {
-                self.out.push(Command::JobChanged { job });
+    /// every `Persist`, so a watcher never sees state the store does not have) when
+    /// `notices` asks for them. The emptied `changed` buffer is handed back for the next
+    /// step. Takes the context by reference (leaving it empty): moving it whole into this
+    /// call was a copy per step.
+    pub(crate) fn finish(&mut self, state: &State, changed: &mut Vec<JobId>, notices: bool) -> Vec<Command> {
+        if notices {
+            self.changed.sort_unstable();
+            self.changed.dedup();
+            for &job in &self.changed {
+                if state.jobs.contains_key(&job) {
+                    self.out.push(Command::JobChanged { job });
+                }
             }
         }
         self.changed.clear();

@@ -2,6 +2,7 @@
 //! each accepted transition, or the loss of a container, does to its task and job.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AgentId, ContainerId, TaskId};
@@ -29,33 +30,49 @@ pub(crate) fn on_container_reports(
     // count's atomic updates were a third of this function's time in the simulator).
     let node = a.node.clone();
     for report in reports {
-        if passes_fence(state, agent, &report) {
-            apply_transition(state, cx, report, &node);
-        } else if !release_stray(state, agent, &report) {
-            state.ignored_reports += 1;
+        // The fence and the transition's record share one look-up of the container (a
+        // look-up each was two hashings per report, millions of them in the simulator).
+        let recorded = match state.containers.get_mut(&report.container) {
+            Some(rec) if passes_fence(rec, agent, &report) => Some(record(rec, &report)),
+            _ => None,
+        };
+        match recorded {
+            Some(recorded) => carry_on(state, cx, report, &node, recorded),
+            None if !release_stray(state, agent, &report) => state.ignored_reports += 1,
+            None => {}
         }
     }
 }
 
-/// A report counts only if `agent` holds the container, it names the container's task
-/// and attempt, and the container may move to the reported state. Anything else is late
-/// (an older attempt, a replaced registration) or a duplicate.
-fn passes_fence(state: &State, agent: AgentId, report: &ContainerReport) -> bool {
-    state.containers.get(&report.container).is_some_and(|rec| {
-        rec.holder == Holder::Agent(agent)
-            && rec.task == report.task
-            && rec.attempt == report.attempt
-            && rec.state.can_become(report.state)
-    })
+/// A report counts only if `agent` holds the container `rec`, it names the container's
+/// task and attempt, and the container may move to the reported state. Anything else is
+/// late (an older attempt, a replaced registration) or a duplicate.
+fn passes_fence(rec: &ContainerRec, agent: AgentId, report: &ContainerReport) -> bool {
+    rec.holder == Holder::Agent(agent)
+        && rec.task == report.task
+        && rec.attempt == report.attempt
+        && rec.state.can_become(report.state)
 }
 
-/// Records an accepted transition of a container held on `node` and persists it; a
-/// terminal state frees the slot and decides the task's fate. Containers of ended jobs
-/// (draining) only free their slot. Completions and failures also feed the health of
-/// the agent that ran them (see `health`).
-pub(super) fn apply_transition(state: &mut State, cx: &mut Ctx, report: ContainerReport, node: &Arc<str>) {
-    let container = report.container;
-    let Some(rec) = state.containers.get_mut(&container) else { return };
+/// What an accepted transition left on its container record, for the rest of its
+/// handling (which needs the whole state, not the record).
+struct Recorded {
+    /// How long the process had run, if it had started.
+    ran_for: Option<Duration>,
+    /// Whether the container had not reached `Running` before this report.
+    never_ran: bool,
+    /// Whether the container's job had ended (only its slot is left to free).
+    draining: bool,
+    /// The container's task.
+    task: TaskId,
+    /// Who held the container.
+    holder: Holder,
+    /// Milliseconds from its start to this report, if it had started (or starts now).
+    run_ms: Option<u64>,
+}
+
+/// Moves `rec` to the state `report` gives, noting what the rest of the handling needs.
+fn record(rec: &mut ContainerRec, report: &ContainerReport) -> Recorded {
     // A failure before the process ran (spawn error) is as fast as failures come.
     let ran_for = rec.started.map(|since| report.at.saturating_since(since));
     let never_ran = rec.state < ContainerState::Running;
@@ -64,8 +81,32 @@ pub(super) fn apply_transition(state: &mut State, cx: &mut Ctx, report: Containe
     }
     rec.state = report.state;
     rec.entered = report.at;
-    let (draining, task, to, holder) = (rec.draining, rec.task, report.state, rec.holder.clone());
     let run_ms = rec.started.map(|s| report.at.0.saturating_sub(s.0));
+    Recorded {
+        ran_for,
+        never_ran,
+        draining: rec.draining,
+        task: rec.task,
+        holder: rec.holder.clone(),
+        run_ms,
+    }
+}
+
+/// Records an accepted transition of a container held on `node` and persists it; a
+/// terminal state frees the slot and decides the task's fate. Containers of ended jobs
+/// (draining) only free their slot. Completions and failures also feed the health of
+/// the agent that ran them (see `health`).
+pub(super) fn apply_transition(state: &mut State, cx: &mut Ctx, report: ContainerReport, node: &Arc<str>) {
+    let Some(rec) = state.containers.get_mut(&report.container) else { return };
+    let recorded = record(rec, &report);
+    carry_on(state, cx, report, node, recorded);
+}
+
+/// [`apply_transition`] after the container's record was updated: persists the
+/// transition, frees the slot of a terminal one and decides the task's fate.
+fn carry_on(state: &mut State, cx: &mut Ctx, report: ContainerReport, node: &Arc<str>, recorded: Recorded) {
+    let Recorded { ran_for, never_ran, draining, task, holder, run_ms } = recorded;
+    let (container, to) = (report.container, report.state);
     // Only a failure needs the report afterwards (its exit code and message).
     let failure = (to == ContainerState::Failed).then(|| report.clone());
     if cx.persists_all() {

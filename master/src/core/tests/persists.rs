@@ -2,7 +2,9 @@
 //! told to build only some `Persist`s (the simulator's `Persists::JobStates`) emits
 //! exactly the master's command stream with the other writes left out, and
 //! `handle_into`/`tick_into` append exactly what `handle`/`tick` return (and
-//! `reports_into` exactly what `handle` returns for the same `Event::ContainerReports`).
+//! `reports_into` exactly what `handle` returns for the same `Event::ContainerReports`);
+//! a core with its job notices off (`Core::set_job_notices`) leaves out exactly the
+//! `JobChanged` commands.
 
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AgentId, ContainerId, JobId};
@@ -16,11 +18,12 @@ use crate::core::{Command, Core, CoreConfig, Event, Persist, Persists, RequestId
 
 /// Two cores fed the same events: `full` as the master runs it (every write, `handle`),
 /// `light` with `persists` through `handle_into`/`tick_into` (reports through
-/// `reports_into`) on one reused buffer.
+/// `reports_into`) on one reused buffer, with its job notices on or off.
 struct Pair {
     full: Core,
     light: Core,
     persists: Persists,
+    notices: bool,
     buffer: Vec<Command>,
     now: Timestamp,
     /// Every command the full core emitted, for the test's own checks.
@@ -31,12 +34,14 @@ struct Pair {
 const EARLIER: Command = Command::JobChanged { job: JobId(u64::MAX) };
 
 impl Pair {
-    fn new(persists: Persists) -> Pair {
-        let light = Core::new(CoreConfig { persists, ..CoreConfig::default() });
+    fn new(persists: Persists, notices: bool) -> Pair {
+        let mut light = Core::new(CoreConfig { persists, ..CoreConfig::default() });
+        light.set_job_notices(notices);
         Pair {
             full: Core::new(CoreConfig::default()),
             light,
             persists,
+            notices,
             buffer: Vec::new(),
             now: START,
             seen: Vec::new(),
@@ -69,9 +74,12 @@ impl Pair {
                 full
             }
         };
-        let expected: Vec<&Command> = std::iter::once(&EARLIER)
-            .chain(full.iter().filter(|c| !matches!(c, Command::Persist(p) if !self.persists.wants(p))))
-            .collect();
+        let wanted = |c: &&Command| match c {
+            Command::Persist(p) => self.persists.wants(p),
+            Command::JobChanged { .. } => self.notices,
+            _ => true,
+        };
+        let expected: Vec<&Command> = std::iter::once(&EARLIER).chain(full.iter().filter(wanted)).collect();
         let got: Vec<&Command> = self.buffer.iter().collect();
         assert_eq!(got, expected, "at {}", self.now);
         self.seen.extend(full.iter().cloned());
@@ -146,8 +154,8 @@ fn submit(request: u64, spec: JobSpec, by_bob: bool) -> Event {
 /// Three jobs through two agents: one completes, one fails a task once and then
 /// completes, one uses up its attempts and fails (killing its other live task); then a
 /// fourth is cancelled while it runs.
-fn scenario(persists: Persists) -> Pair {
-    let mut pair = Pair::new(persists);
+fn scenario(persists: Persists, notices: bool) -> Pair {
+    let mut pair = Pair::new(persists, notices);
     let mut out = Vec::new();
     for n in 1..=2 {
         out.extend(pair.step(Some(join(n))));
@@ -184,14 +192,15 @@ fn launched(seen: &[Command], container: ContainerId) -> Option<(AgentId, Launch
 }
 
 /// What kinds of write the full stream held, to show the scenario covers them.
-fn kinds(seen: &[Command]) -> [usize; 4] {
-    let mut counts = [0; 4];
+fn kinds(seen: &[Command]) -> [usize; 5] {
+    let mut counts = [0; 5];
     for command in seen {
         match command {
             Command::Persist(Persist::Container { .. }) => counts[0] += 1,
             Command::Persist(Persist::JobAdmitted { .. }) => counts[1] += 1,
             Command::Persist(Persist::JobState { .. }) => counts[2] += 1,
             Command::Persist(Persist::History { .. }) => counts[3] += 1,
+            Command::JobChanged { .. } => counts[4] += 1,
             _ => {}
         }
     }
@@ -200,8 +209,8 @@ fn kinds(seen: &[Command]) -> [usize; 4] {
 
 #[test]
 fn a_core_building_only_job_states_emits_the_masters_stream_without_the_other_writes() {
-    let pair = scenario(Persists::JobStates);
-    let [containers, admitted, states, histories] = kinds(&pair.seen);
+    let pair = scenario(Persists::JobStates, true);
+    let [containers, admitted, states, histories, _] = kinds(&pair.seen);
     // Every kind the simulator leaves unbuilt was there to leave out.
     assert!(containers > 20 && admitted == 4 && histories == 4, "{:?}", kinds(&pair.seen));
     // Three jobs ran (the fourth was cancelled before a task reported running), and the
@@ -215,12 +224,23 @@ fn a_core_building_only_job_states_emits_the_masters_stream_without_the_other_wr
 
 #[test]
 fn a_core_building_job_states_and_history_emits_the_masters_stream_without_the_other_writes() {
-    scenario(Persists::JobStatesAndHistory);
+    scenario(Persists::JobStatesAndHistory, true);
 }
 
 #[test]
 fn every_write_through_handle_into_is_the_stream_handle_returns() {
-    scenario(Persists::All);
+    scenario(Persists::All, true);
+}
+
+#[test]
+fn a_core_without_job_notices_emits_the_stream_without_them() {
+    // The simulator's setting, and the same with every write.
+    for persists in [Persists::JobStates, Persists::All] {
+        let pair = scenario(persists, false);
+        let [.., notices] = kinds(&pair.seen);
+        // The full stream had notices to leave out: several per job.
+        assert!(notices > 8, "{:?}", kinds(&pair.seen));
+    }
 }
 
 #[test]
