@@ -294,6 +294,8 @@ mod tests {
             _ => vec![Response::Error(ErrorReply { kind: ErrorKind::NotFound, message: "no job j9".into() })],
         });
         let client = fake.options("alice").connect().await.unwrap();
+        // The identity read once, before connecting, is the one the client reports.
+        assert_eq!(client.identity(), &Identity { role: Role::User, principal: "alice".into() });
         assert_eq!(job_status(&client, JobId(3)).await.unwrap().summary.state, JobState::Running);
         let err = format!("{:#}", job_status(&client, JobId(9)).await.unwrap_err());
         assert!(err.contains("status of j9") && err.contains("no job j9"), "{err}");
