@@ -12,7 +12,7 @@ use clap::Args;
 use serde::Deserialize;
 use slotmarket_common::client::{Client, ClientError};
 use slotmarket_common::config::{DEFAULT_CERT_DIR, DEFAULT_MASTER_ADDR, DEFAULT_SERVER_NAME, load_toml};
-use slotmarket_common::identity::Role;
+use slotmarket_common::identity::{Identity, Role};
 use slotmarket_common::ids::JobId;
 use slotmarket_common::pki::TlsFiles;
 use slotmarket_common::protocol::{JobStatus, Request, Response};
@@ -125,8 +125,8 @@ impl ClientOptions {
     pub(crate) async fn connect(&self) -> Result<Client> {
         let files = TlsFiles::in_dir(&self.cert_dir, &self.identity);
         check_tls_files(&files, &self.cert_dir, &self.identity)?;
-        check_client_role(&files, &self.identity)?;
-        let connected = connect(&self.master, &self.server_name, &files).await;
+        let identity = check_client_role(&files, &self.identity)?;
+        let connected = connect_as(&self.master, &self.server_name, &files, identity).await;
         if self.master == DEFAULT_MASTER_ADDR {
             // The likeliest mistake: no address configured at all.
             return connected.with_context(|| {
@@ -189,11 +189,12 @@ pub(crate) fn check_tls_files(files: &TlsFiles, dir: &Path, identity: &str) -> R
 }
 
 /// Refuses agent and master certificates up front: the master would take such a
-/// connection for an agent's and fail with a confusing protocol error.
-fn check_client_role(files: &TlsFiles, identity: &str) -> Result<()> {
+/// connection for an agent's and fail with a confusing protocol error. Answers the
+/// identity the certificate names, so connecting need not parse it again.
+fn check_client_role(files: &TlsFiles, identity: &str) -> Result<Identity> {
     let who = files.identity().with_context(|| format!("reading certificate {}", files.cert.display()))?;
     match who.role {
-        Role::User | Role::Admin => Ok(()),
+        Role::User | Role::Admin => Ok(who),
         role => bail!(
             "identity \"{identity}\" holds a certificate for role {role}; the command line needs a user or admin \
              identity (--identity / SLOTMARKET_IDENTITY, e.g. admin)"
@@ -204,11 +205,18 @@ fn check_client_role(files: &TlsFiles, identity: &str) -> Result<()> {
 /// Resolves `master` and connects (the client bounds the wait), naming the address on
 /// failure.
 pub(crate) async fn connect(master: &str, server_name: &str, files: &TlsFiles) -> Result<Client> {
+    let identity =
+        files.identity().with_context(|| format!("reading certificate {}", files.cert.display()))?;
+    connect_as(master, server_name, files, identity).await
+}
+
+/// [`connect`] with the identity `files.cert` names already read.
+async fn connect_as(master: &str, server_name: &str, files: &TlsFiles, identity: Identity) -> Result<Client> {
     let addr: SocketAddr =
         transport::resolve(master).await.with_context(|| format!("resolving master address \"{master}\""))?;
     // Show the resolved address only when it adds something.
     let target = if addr.to_string() == master { master.to_string() } else { format!("{master} ({addr})") };
-    match Client::connect(addr, server_name, files).await {
+    match Client::connect_as(addr, server_name, files, identity).await {
         Ok(client) => Ok(client),
         // QUIC runs over UDP, so a master that is not running often shows up as silence
         // rather than a refusal.
@@ -286,6 +294,8 @@ mod tests {
             _ => vec![Response::Error(ErrorReply { kind: ErrorKind::NotFound, message: "no job j9".into() })],
         });
         let client = fake.options("alice").connect().await.unwrap();
+        // The identity read once, before connecting, is the one the client reports.
+        assert_eq!(client.identity(), &Identity { role: Role::User, principal: "alice".into() });
         assert_eq!(job_status(&client, JobId(3)).await.unwrap().summary.state, JobState::Running);
         let err = format!("{:#}", job_status(&client, JobId(9)).await.unwrap_err());
         assert!(err.contains("status of j9") && err.contains("no job j9"), "{err}");

@@ -88,6 +88,20 @@ impl Client {
         files: &TlsFiles,
     ) -> Result<Client, ClientError> {
         let identity = files.identity()?;
+        Client::connect_as(addr, server_name, files, identity).await
+    }
+
+    /// Like [`Client::connect`], for a caller that has already read the identity
+    /// `files.cert` names ([`TlsFiles::identity`]; the CLI does, to refuse agent
+    /// certificates before connecting), so the certificate is not read and parsed twice.
+    /// `identity` is only what [`Client::identity`] answers: the master still learns who
+    /// this is from the certificate presented in the handshake.
+    pub async fn connect_as(
+        addr: SocketAddr,
+        server_name: &str,
+        files: &TlsFiles,
+        identity: Identity,
+    ) -> Result<Client, ClientError> {
         let endpoint = transport::client_endpoint(files, addr)?;
         let (conn, server) = transport::connect_master(&endpoint, addr, server_name, CONNECT_TIMEOUT).await?;
         Ok(Client { _endpoint: endpoint, conn, identity, server })

@@ -4,7 +4,8 @@
 #     beside the floor of starting the same binary (`slotmarket --version`, no connection);
 #   - latency: `slotmarket submit --wait` of one `true` task, TIMES times, p50 and p99;
 #   - submit rate: PARALLEL CLIs at once, each submitting SUBMITS jobs one process per
-#     job; one `slotmarket submit` carrying BATCH specs over one connection; and PARALLEL
+#     job, against the master with its agent and again against a second master with no
+#     agent (submission only: its jobs queue); one `slotmarket submit` carrying BATCH specs over one connection; and PARALLEL
 #     CLIs at once, each carrying SUBMITS specs;
 #   - CPU per run (with perf): `--version`, `nodes` and a one-job `submit`, each TIMES times.
 # Every submit is acknowledged only once the master has it on disk, so the rates include
@@ -43,9 +44,8 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# Starts a master and one agent (8 map slots) from the binaries in $1, in $2; sets
-# MASTER_ADDR.
-start_pair() { # bin_dir dir
+# Starts a master from the binaries in $1, in $2, with a new CA; sets MASTER_ADDR.
+start_master() { # bin_dir dir
     local bin=$1 dir=$2
     "$bin/slotmarket" pki init --dir "$dir/pki" >/dev/null
     setsid "$bin/slotmarket-master" --listen 127.0.0.1:0 --data-dir "$dir/master" --cert-dir "$dir/pki" \
@@ -54,6 +54,13 @@ start_pair() { # bin_dir dir
     disown # no "Killed" notice from bash when cleanup ends it
     for _ in $(seq 100); do [ -s "$dir/master/master.addr" ] && break; sleep 0.05; done
     MASTER_ADDR=$(cat "$dir/master/master.addr")
+}
+
+# Starts a master and one agent (8 map slots) from the binaries in $1, in $2; sets
+# MASTER_ADDR.
+start_pair() { # bin_dir dir
+    local bin=$1 dir=$2
+    start_master "$bin" "$dir"
     "$bin/slotmarket" pki issue --dir "$dir/pki" --role agent --name node-1 >/dev/null
     SLOTMARKET_MASTER=$MASTER_ADDR setsid "$bin/slotmarket-agent" --name node-1 --cert-dir "$dir/pki" --map-slots 8 --reduce-slots 1 \
         --work-dir "$dir/agent" --data-dir "$dir/shared" 2>"$dir/node-1.log" &
@@ -74,6 +81,10 @@ if [ -n "${BASELINE_BIN:-}" ]; then
     start_pair "$BASELINE_BIN" "$WORK/baseline"
     BASELINE_MASTER=$MASTER_ADDR
 fi
+# A master with no agent, for the submission-only rate below.
+mkdir -p "$WORK/lone"
+start_master "$BIN" "$WORK/lone"
+LONE_MASTER=$MASTER_ADDR
 
 printf 'name = "one"\n[[stage]]\nname = "run"\ntasks = 1\nslot = "map"\ncommand = "true"\n' >"$WORK/one.toml"
 
@@ -168,6 +179,12 @@ for cli in "$BIN/slotmarket" ${BASELINE_CLI:+"$BASELINE_CLI"}; do
 done
 rate=$(parallel_rate)
 printf '%-34s %7s jobs/s\n' "$PARALLEL parallel CLIs x $SUBMITS submits" "$rate"
+# The row above also pays for running every job: the agent starts each `true` task on the
+# same cores, and the master handles its reports and commits its end. This one sends the
+# same submits to a master with no agent, where the jobs only queue: what submission alone
+# costs, the figure the goal of 500 one-job CLIs a second is about. Both are kept.
+lone=$(SLOTMARKET_MASTER=$LONE_MASTER SLOTMARKET_CERT_DIR=$WORK/lone/pki parallel_rate)
+printf '%-34s %7s jobs/s\n' "$PARALLEL parallel CLIs x $SUBMITS submits, no agent (submission only)" "$lone"
 if "$BIN/slotmarket" submit --help | grep -Eq 'JOB.toml>(\.\.\.| \[MORE.toml\]\.\.\.)'; then
     batch=$(batch_rate)
     printf '%-34s %7s jobs/s\n' "one submit of $BATCH specs" "$batch"
@@ -184,6 +201,7 @@ if [ -n "${KEEP_OUTPUT:-}" ]; then
     echo "RESULT wait_ms $wait50"
     echo "RESULT wait_p99_ms $wait99"
     echo "RESULT parallel_jobs_s $rate"
+    echo "RESULT parallel_no_agent_jobs_s $lone"
     echo "RESULT batch_jobs_s $batch"
     echo "RESULT parallel_batch_jobs_s $pbatch"
 fi
