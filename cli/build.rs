@@ -6,6 +6,9 @@ fn main() {
     // they dirty). Linked at a fixed address it has none. What this gives up is ASLR of
     // the CLI's own code and data (libraries, stack and heap stay randomised); the CLI is
     // a short-lived client that runs as the invoking user. Only this binary: the master,
-    // agent and test binaries keep their PIE link.
-    println!("cargo:rustc-link-arg-bin=slotmarket=-no-pie");
+    // agent and test binaries keep their PIE link. `-no-pie` is the GNU toolchain's flag:
+    // other targets keep their default link.
+    if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
+        println!("cargo:rustc-link-arg-bin=slotmarket=-no-pie");
+    }
 }
