@@ -15,8 +15,10 @@ use crate::protocol::JobHistory;
 use crate::spec::{JobSpec, SlotKind, TaskVars};
 use crate::time::Timestamp;
 
-/// Checked in an agent's `Register` and in every client request; a mismatch is refused.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// Checked in an agent's `Register` and in every client request; a mismatch is refused
+/// (read before the rest of the message: see [`version`](super::version)). 3: a job
+/// spec's `utility`, `SloStatus::utility_from_spec` and `Request::SubmitWatch`.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 // ---------------------------------------------------------------------------------
 // Agents: one long-lived bidirectional control stream per agent connection.

@@ -13,6 +13,7 @@ pub mod quote;
 pub mod reservation;
 pub mod shuffle;
 pub mod tasks;
+pub mod version;
 
 pub use accounts::{
     AccountMarket, AccountSummary, EntryKind, LedgerEntry, LedgerPage, MAX_LEDGER_PAGE, MarketInfo,

@@ -9,4 +9,4 @@ pub use endpoint::{
     client_endpoint_for, connect, connect_master, host_part, peer_identity, resolve, server_endpoint,
     server_endpoint_for, server_endpoint_with_secret,
 };
-pub use stream::{FRAME_ERROR_CODE, StreamError, abort_stream, read_frame, write_frame};
+pub use stream::{FRAME_ERROR_CODE, StreamError, abort_stream, read_frame, read_payload, write_frame};

@@ -59,6 +59,15 @@ pub async fn read_frame<T: DeserializeOwned>(
     recv: &mut RecvStream,
     limit: usize,
 ) -> Result<Option<T>, StreamError> {
+    match read_payload(recv, limit).await? {
+        Some(payload) => Ok(Some(decode_payload(&payload)?)),
+        None => Ok(None),
+    }
+}
+
+/// Reads one frame's payload without decoding it, as [`read_frame`] does: for a reader
+/// that looks at its first fields (the protocol version) before decoding the rest.
+pub async fn read_payload(recv: &mut RecvStream, limit: usize) -> Result<Option<Vec<u8>>, StreamError> {
     let mut prefix = [0u8; LENGTH_PREFIX];
     let mut filled = 0;
     while filled < LENGTH_PREFIX {
@@ -81,7 +90,7 @@ pub async fn read_frame<T: DeserializeOwned>(
             }
         }
     }
-    Ok(Some(decode_payload(&payload)?))
+    Ok(Some(payload))
 }
 
 /// Abandons both halves of a stream with `code` (usually [`FRAME_ERROR_CODE`]): the peer's

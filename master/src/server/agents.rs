@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use slotmarket_common::identity::Identity;
 use slotmarket_common::ids::AgentId;
+use slotmarket_common::protocol::frame::decode_payload;
+use slotmarket_common::protocol::version::register_version;
 use slotmarket_common::protocol::{AgentToMaster, DataMode, MasterToAgent, PROTOCOL_VERSION, Register};
-use slotmarket_common::transport::{FRAME_ERROR_CODE, StreamError, read_frame, write_frame};
+use slotmarket_common::transport::{FRAME_ERROR_CODE, StreamError, read_frame, read_payload, write_frame};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{Instrument, debug, info, info_span, warn};
 
@@ -186,20 +188,33 @@ async fn accept_register(
     max_frame: usize,
 ) -> Result<(quinn::SendStream, quinn::RecvStream, Register), String> {
     let (send, mut recv) = conn.accept_bi().await.map_err(|e| format!("no control stream: {e}"))?;
-    match read_frame::<AgentToMaster>(&mut recv, max_frame).await {
-        Ok(Some(AgentToMaster::Register(register))) => Ok((send, recv, register)),
-        Ok(Some(other)) => Err(format!("the first message must be Register, got {}", message_name(&other))),
-        Ok(None) => Err("control stream ended before Register".into()),
+    let payload = match read_payload(&mut recv, max_frame).await {
+        Ok(Some(payload)) => payload,
+        Ok(None) => return Err("control stream ended before Register".into()),
+        Err(e) => return Err(format!("bad Register: {e}")),
+    };
+    // The version first: an agent of another version may send a Register this build
+    // cannot decode, and should hear that it needs a matching build.
+    if let Some(version) = register_version(&payload).filter(|&v| v != PROTOCOL_VERSION) {
+        return Err(unsupported_version(version));
+    }
+    match decode_payload::<AgentToMaster>(&payload) {
+        Ok(AgentToMaster::Register(register)) => Ok((send, recv, register)),
+        Ok(other) => Err(format!("the first message must be Register, got {}", message_name(&other))),
         Err(e) => Err(format!("bad Register: {e}")),
     }
 }
 
+/// Why an agent speaking `version` is refused.
+fn unsupported_version(version: u32) -> String {
+    format!(
+        "protocol version {version} is not supported; this master speaks {PROTOCOL_VERSION}: use a matching slotmarket-agent"
+    )
+}
+
 fn check_register(register: &Register, identity: &Identity) -> Result<(), String> {
     if register.version != PROTOCOL_VERSION {
-        return Err(format!(
-            "protocol version {} is not supported; this master speaks {PROTOCOL_VERSION}",
-            register.version
-        ));
+        return Err(unsupported_version(register.version));
     }
     if register.node != identity.principal {
         return Err(format!(

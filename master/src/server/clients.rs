@@ -4,8 +4,12 @@
 //! and every other stream keep working.
 
 use slotmarket_common::identity::Identity;
-use slotmarket_common::protocol::{ClientRequest, ErrorKind, PROTOCOL_VERSION, Request, Response};
-use slotmarket_common::transport::{FRAME_ERROR_CODE, StreamError, read_frame, write_frame};
+use slotmarket_common::protocol::frame::decode_payload;
+use slotmarket_common::protocol::version::client_request_version;
+use slotmarket_common::protocol::{
+    ClientRequest, ErrorKind, FrameError, PROTOCOL_VERSION, Request, Response,
+};
+use slotmarket_common::transport::{FRAME_ERROR_CODE, StreamError, read_payload, write_frame};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{Instrument, debug, info_span, warn};
 
@@ -46,33 +50,33 @@ async fn serve_stream(
     inbox: mpsc::UnboundedSender<Input>,
     max_frame: usize,
 ) {
-    let read = tokio::time::timeout(REQUEST_TIMEOUT, read_frame::<ClientRequest>(&mut recv, max_frame)).await;
+    let read = tokio::time::timeout(REQUEST_TIMEOUT, read_payload(&mut recv, max_frame)).await;
     let Ok(read) = read else {
         debug!("request not received in time; dropping the stream");
         let _ = recv.stop(FRAME_ERROR_CODE);
         return;
     };
-    let request = match read {
-        Ok(Some(request)) => request,
+    let payload = match read {
+        Ok(Some(payload)) => payload,
         Ok(None) => return,
-        Err(StreamError::Frame(error)) => {
-            warn!(%error, "rejected a bad request frame");
-            let _ = recv.stop(FRAME_ERROR_CODE);
-            let message = format!("rejected request: {error}");
-            return finish(send, &Response::error(ErrorKind::BadRequest, message), max_frame).await;
-        }
+        Err(StreamError::Frame(error)) => return reject_frame(send, &mut recv, error, max_frame).await,
         Err(error) => {
             debug!(%error, "request stream failed");
             return;
         }
     };
-    if request.version != PROTOCOL_VERSION {
+    // The version first: a client of another version may send a body this build cannot
+    // decode, and should hear that it needs a matching build, not that its frame is bad.
+    if let Some(version) = client_request_version(&payload).filter(|&v| v != PROTOCOL_VERSION) {
         let message = format!(
-            "client speaks protocol version {}, this master speaks {PROTOCOL_VERSION}; use a matching slotmarket",
-            request.version
+            "client speaks protocol version {version}, this master speaks {PROTOCOL_VERSION}; use a matching slotmarket"
         );
         return finish(send, &Response::error(ErrorKind::VersionMismatch, message), max_frame).await;
     }
+    let request = match decode_payload::<ClientRequest>(&payload) {
+        Ok(request) => request,
+        Err(error) => return reject_frame(send, &mut recv, error, max_frame).await,
+    };
     let request = match request.body {
         Request::Watch { job } => return stream_watch(send, caller, job, inbox, max_frame).await,
         Request::SubmitWatch { spec } => {
@@ -161,6 +165,19 @@ async fn forward_updates(
         }
     }
     let _ = send.finish();
+}
+
+/// Answers a frame that is oversized, truncated or not a request, on its stream only.
+async fn reject_frame(
+    send: quinn::SendStream,
+    recv: &mut quinn::RecvStream,
+    error: FrameError,
+    max_frame: usize,
+) {
+    warn!(%error, "rejected a bad request frame");
+    let _ = recv.stop(FRAME_ERROR_CODE);
+    let message = format!("rejected request: {error}");
+    finish(send, &Response::error(ErrorKind::BadRequest, message), max_frame).await
 }
 
 async fn finish(mut send: quinn::SendStream, response: &Response, max_frame: usize) {

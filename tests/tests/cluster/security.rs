@@ -10,7 +10,8 @@ use slotmarket_common::client::Client;
 use slotmarket_common::identity::Role;
 use slotmarket_common::pki::{self, TlsFiles};
 use slotmarket_common::protocol::{
-    ClientRequest, DEFAULT_MAX_FRAME, ErrorKind, NodeSummary, Request, Response, decode_frame, encode_frame,
+    ClientRequest, DEFAULT_MAX_FRAME, ErrorKind, NodeSummary, PROTOCOL_VERSION, Request, Response,
+    decode_frame, encode_frame,
 };
 use slotmarket_common::transport::{self, ALPN};
 
@@ -68,7 +69,7 @@ async fn no_certificate_request(cluster: &TestCluster) -> anyhow::Result<Client>
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn malformed_and_oversized_frames_are_rejected_while_others_are_served() {
+async fn malformed_oversized_and_other_version_frames_are_rejected_while_others_are_served() {
     let cluster = TestCluster::start(&[]).await;
     pki::issue(&cluster.dir.path().join("pki"), Role::User, "mallory").unwrap();
     let tls = cluster.tls("mallory");
@@ -89,6 +90,21 @@ async fn malformed_and_oversized_frames_are_rejected_while_others_are_served() {
             assert!(e.kind == ErrorKind::BadRequest && e.message.contains("exceeds"), "{e:?}")
         }
         other => panic!("oversized frame accepted: {other:?}"),
+    }
+
+    // A request from a client of another protocol version, whose body this build cannot
+    // decode: told to use a matching build, not that its frame is malformed.
+    let mut older = postcard::to_allocvec(&(PROTOCOL_VERSION - 1)).unwrap();
+    older.extend_from_slice(&[0xff, 0xff, 0xff]);
+    let mut framed = u32::try_from(older.len()).unwrap().to_be_bytes().to_vec();
+    framed.extend_from_slice(&older);
+    match raw_exchange(&conn, &framed).await {
+        Response::Error(e) => assert!(
+            e.kind == ErrorKind::VersionMismatch
+                && e.message.contains(&format!("client speaks protocol version {}", PROTOCOL_VERSION - 1)),
+            "{e:?}"
+        ),
+        other => panic!("a request of another version accepted: {other:?}"),
     }
 
     // The same connection and another client still work.
