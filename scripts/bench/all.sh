@@ -56,6 +56,7 @@ if [ -f "$logs/cli.log" ]; then
     row "nodes round trip p50" "$(result cli nodes_ms)" ms "$start" "process start (--version)"
     row "submit --wait, one true task, p50" "$(result cli wait_ms)" ms "$start" "process start (--version)"
     row "8 parallel CLIs of one spec, jobs/s" "$(result cli parallel_jobs_s)" jobs/s 500 "goal"
+    row "the same, no agent (submission only), jobs/s" "$(result cli parallel_no_agent_jobs_s)" jobs/s 500 "goal"
     batch=$(result cli batch_jobs_s)
     if [ "$batch" != - ]; then
         row "one submit of many specs, jobs/s" "$batch" jobs/s 2000 "goal"
