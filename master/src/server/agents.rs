@@ -138,7 +138,13 @@ pub(super) async fn serve(
     async move {
         let registered = tokio::time::timeout(REGISTER_TIMEOUT, accept_register(&conn, max_frame)).await;
         let (mut send, recv, register) = match registered {
-            Ok(Ok(stream)) => stream,
+            Ok(Ok((send, recv, Hello::Register(register)))) => (send, recv, register),
+            Ok(Ok((mut send, _, Hello::OtherVersion(version)))) => {
+                let reason = format!(
+                    "protocol version {version} is not supported; this master speaks {PROTOCOL_VERSION}: use a matching slotmarket-agent"
+                );
+                return refuse(&conn, Some(&mut send), &reason).await;
+            }
             Ok(Err(reason)) => return refuse(&conn, None, &reason).await,
             Err(_) => return refuse(&conn, None, "no Register within 10 s").await,
         };
@@ -183,10 +189,19 @@ pub(super) async fn serve(
     .await
 }
 
+/// An agent's first message, as far as the master reads it.
+enum Hello {
+    /// A `Register` of this protocol version.
+    Register(Register),
+    /// A `Register` announcing another version (its rest may not decode): refused with a
+    /// `Refused` the agent logs, saying which build to use.
+    OtherVersion(u32),
+}
+
 async fn accept_register(
     conn: &quinn::Connection,
     max_frame: usize,
-) -> Result<(quinn::SendStream, quinn::RecvStream, Register), String> {
+) -> Result<(quinn::SendStream, quinn::RecvStream, Hello), String> {
     let (send, mut recv) = conn.accept_bi().await.map_err(|e| format!("no control stream: {e}"))?;
     let payload = match read_payload(&mut recv, max_frame).await {
         Ok(Some(payload)) => payload,
@@ -194,28 +209,18 @@ async fn accept_register(
         Err(e) => return Err(format!("bad Register: {e}")),
     };
     // The version first: an agent of another version may send a Register this build
-    // cannot decode, and should hear that it needs a matching build.
+    // cannot decode. Every decodable Register announces one, so this is the only check.
     if let Some(version) = register_version(&payload).filter(|&v| v != PROTOCOL_VERSION) {
-        return Err(unsupported_version(version));
+        return Ok((send, recv, Hello::OtherVersion(version)));
     }
     match decode_payload::<AgentToMaster>(&payload) {
-        Ok(AgentToMaster::Register(register)) => Ok((send, recv, register)),
+        Ok(AgentToMaster::Register(register)) => Ok((send, recv, Hello::Register(register))),
         Ok(other) => Err(format!("the first message must be Register, got {}", message_name(&other))),
         Err(e) => Err(format!("bad Register: {e}")),
     }
 }
 
-/// Why an agent speaking `version` is refused.
-fn unsupported_version(version: u32) -> String {
-    format!(
-        "protocol version {version} is not supported; this master speaks {PROTOCOL_VERSION}: use a matching slotmarket-agent"
-    )
-}
-
 fn check_register(register: &Register, identity: &Identity) -> Result<(), String> {
-    if register.version != PROTOCOL_VERSION {
-        return Err(unsupported_version(register.version));
-    }
     if register.node != identity.principal {
         return Err(format!(
             "node name \"{}\" does not match the certificate's principal \"{}\"",

@@ -10,8 +10,8 @@ use slotmarket_common::client::Client;
 use slotmarket_common::identity::Role;
 use slotmarket_common::pki::{self, TlsFiles};
 use slotmarket_common::protocol::{
-    ClientRequest, DEFAULT_MAX_FRAME, ErrorKind, NodeSummary, PROTOCOL_VERSION, Request, Response,
-    decode_frame, encode_frame,
+    ClientRequest, DEFAULT_MAX_FRAME, ErrorKind, MasterToAgent, NodeSummary, PROTOCOL_VERSION, Request,
+    Response, decode_frame, encode_frame,
 };
 use slotmarket_common::transport::{self, ALPN};
 
@@ -113,6 +113,36 @@ async fn malformed_oversized_and_other_version_frames_are_rejected_while_others_
     assert!(good.nodes().await.is_ok());
     good.close().await;
     conn.close(0u32.into(), b"done");
+    endpoint.wait_idle().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_of_another_protocol_version_is_refused_saying_so() {
+    let cluster = TestCluster::start(&[]).await;
+    pki::issue(&cluster.dir.path().join("pki"), Role::Agent, "older").unwrap();
+    let tls = cluster.tls("older");
+    let endpoint = transport::client_endpoint(&tls, cluster.addr).unwrap();
+    let conn = transport::connect(&endpoint, cluster.addr, "localhost").await.unwrap();
+    // `AgentToMaster::Register` (variant 0) of the previous version, its rest unreadable.
+    let mut register = postcard::to_allocvec(&(0u32, PROTOCOL_VERSION - 1)).unwrap();
+    register.extend_from_slice(&[0xff, 0xff, 0xff]);
+    let mut framed = u32::try_from(register.len()).unwrap().to_be_bytes().to_vec();
+    framed.extend_from_slice(&register);
+    let answer = tokio::time::timeout(WAIT, async {
+        let (mut send, mut recv) = conn.open_bi().await.expect("open stream");
+        send.write_all(&framed).await.expect("write");
+        let reply = recv.read_to_end(DEFAULT_MAX_FRAME).await.expect("read answer");
+        decode_frame::<MasterToAgent>(&reply, DEFAULT_MAX_FRAME).expect("framed answer").0
+    })
+    .await
+    .expect("answer in time");
+    match answer {
+        MasterToAgent::Refused { reason } => assert!(
+            reason.contains(&format!("protocol version {} is not supported", PROTOCOL_VERSION - 1)),
+            "{reason}"
+        ),
+        other => panic!("an agent of another version was not refused: {other:?}"),
+    }
     endpoint.wait_idle().await;
 }
 
