@@ -270,3 +270,33 @@ async fn a_reader_that_leaves_early_ends_the_cli_quietly_not_with_a_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}: {stderr}", out.status);
 }
+
+/// The `slotmarket` binary is linked statically where the toolchain allows (cli/build.rs):
+/// glibc's static resolver must still turn a host name into the master's address, and an
+/// unknown name must still fail with the resolver's answer, not a crash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_reaches_the_master_by_host_name() {
+    let cluster = TestCluster::start_with(&[agent("node-1", 2, 1)], 15_000).await;
+    let by_name = |host: &str| {
+        std::process::Command::new(binary("slotmarket"))
+            .args(["--json", "--master", &format!("{host}:{}", cluster.addr.port()), "--identity", "admin"])
+            .arg("--cert-dir")
+            .arg(cluster.dir.path().join("pki"))
+            .arg("nodes")
+            .env_remove("SLOTMARKET_CONFIG")
+            .env("XDG_CONFIG_HOME", cluster.dir.path())
+            .output()
+            .expect("run slotmarket nodes")
+    };
+    let out = by_name("localhost");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let nodes: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
+    assert_eq!(nodes["nodes"][0]["node"], "node-1", "{nodes}");
+
+    let out = by_name("no-such-host.invalid");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("resolving master address \"no-such-host.invalid:"), "{stderr}");
+}
