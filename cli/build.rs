@@ -70,7 +70,8 @@ fn write_static_stand_ins() -> Option<PathBuf> {
         for archive in *archives {
             paths.push(static_archive(archive)?.display().to_string());
         }
-        let script = format!("/* slotmarket's static link: see cli/build.rs */\nGROUP ( {} )\n", paths.join(" "));
+        let script =
+            format!("/* slotmarket's static link: see cli/build.rs */\nGROUP ( {} )\n", paths.join(" "));
         std::fs::write(dir.join(format!("lib{name}.so")), script).ok()?;
     }
     Some(dir)

@@ -2,6 +2,8 @@
 //! master, one bidirectional stream per request, typed calls for each request, and watch
 //! streams for job progress.
 
+mod socket;
+
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -102,7 +104,7 @@ impl Client {
         files: &TlsFiles,
         identity: Identity,
     ) -> Result<Client, ClientError> {
-        let endpoint = transport::client_endpoint(files, addr)?;
+        let endpoint = socket::client_endpoint(files, addr)?;
         let (conn, server) = transport::connect_master(&endpoint, addr, server_name, CONNECT_TIMEOUT).await?;
         Ok(Client { _endpoint: endpoint, conn, identity, server })
     }

@@ -187,6 +187,18 @@ pub fn client_endpoint_for(
     target: SocketAddr,
     alpn: &[u8],
 ) -> Result<quinn::Endpoint, TransportError> {
+    let config = client_config_for(files, alpn)?;
+    let bind = client_bind_addr(target);
+    let mut endpoint =
+        quinn::Endpoint::client(bind).map_err(|source| TransportError::Bind { addr: bind, source })?;
+    endpoint.set_default_client_config(config);
+    Ok(endpoint)
+}
+
+/// The client side of [`client_endpoint_for`] without its socket: TLS 1.3, `alpn`,
+/// `files.cert` presented and only a server certificate signed by `files.ca` accepted.
+/// For a caller that binds its own socket (the request client does).
+pub fn client_config_for(files: &TlsFiles, alpn: &[u8]) -> Result<quinn::ClientConfig, TransportError> {
     let TlsMaterial { ca, chain, key } = files.load()?;
     let provider = provider();
     let roots = root_store(files, ca)?;
@@ -197,18 +209,19 @@ pub fn client_endpoint_for(
     crypto.alpn_protocols = vec![alpn.to_vec()];
     let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
     config.transport_config(transport_config(CLIENT_KEEP_ALIVE));
+    Ok(config)
+}
 
+/// Where a client socket for `target` binds: an ephemeral port on the wildcard address of
+/// `target`'s family, or on loopback if `target` is loopback.
+pub fn client_bind_addr(target: SocketAddr) -> SocketAddr {
     let ip = match (target.ip(), target.ip().is_loopback()) {
         (IpAddr::V4(_), false) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         (IpAddr::V4(_), true) => IpAddr::V4(Ipv4Addr::LOCALHOST),
         (IpAddr::V6(_), false) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
         (IpAddr::V6(_), true) => IpAddr::V6(Ipv6Addr::LOCALHOST),
     };
-    let bind = SocketAddr::new(ip, 0);
-    let mut endpoint =
-        quinn::Endpoint::client(bind).map_err(|source| TransportError::Bind { addr: bind, source })?;
-    endpoint.set_default_client_config(config);
-    Ok(endpoint)
+    SocketAddr::new(ip, 0)
 }
 
 /// Connects to `addr`, checking the server certificate against `server_name` (a DNS name
