@@ -14,6 +14,7 @@
 #   scripts/bench/cli.sh                       # release build
 #   PROFILE=debug TIMES=20 scripts/bench/cli.sh # quicker, unoptimised
 #   KEEP_OUTPUT=1 scripts/bench/cli.sh         # also print `RESULT name value` lines for all.sh
+#   NO_BUILD=1 scripts/bench/cli.sh            # time what is built, without building first
 #   BASELINE_CLI=/tmp/old/slotmarket scripts/bench/cli.sh   # also time an older CLI's round
 #                                              # trip and submit --wait, in the same run
 #   BASELINE_BIN=/tmp/old/release scripts/bench/cli.sh
@@ -28,7 +29,9 @@ PARALLEL=${PARALLEL:-8}
 SUBMITS=${SUBMITS:-40}
 BATCH=${BATCH:-2000}
 PROFILE=${PROFILE:-release}
-if [ "$PROFILE" = release ]; then
+if [ -n "${NO_BUILD:-}" ]; then
+    : # NO_BUILD=1: time the binaries already in the target directory
+elif [ "$PROFILE" = release ]; then
     cargo build --release --quiet --bins
 else
     cargo build --quiet --bins
