@@ -112,11 +112,12 @@ percentiles() {
 }
 
 # The submit rate of PARALLEL CLIs each making SUBMITS one-job submits; prints jobs/s.
+# CLI= picks the binary (this build's by default).
 parallel_rate() {
-    local start end
+    local start end cli=${CLI:-$BIN/slotmarket}
     start=$(us)
     for _ in $(seq "$PARALLEL"); do
-        (for _ in $(seq "$SUBMITS"); do "$BIN/slotmarket" submit "$WORK/one.toml" >/dev/null; done) &
+        (for _ in $(seq "$SUBMITS"); do "$cli" submit "$WORK/one.toml" >/dev/null; done) &
     done
     wait
     end=$(us)
@@ -177,7 +178,9 @@ if [ -n "${BASELINE_BIN:-}" ]; then
     printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "alternating: baseline build" "$old50" "$old99"
 fi
 for cli in "$BIN/slotmarket" ${BASELINE_CLI:+"$BASELINE_CLI"}; do
-    printf '%-34s --version %s ms  nodes %s ms  submit %s ms\n' "CPU per run ($(basename "$cli"))" \
+    label="this build"
+    [ "$cli" = "$BIN/slotmarket" ] || label=baseline
+    printf '%-34s --version %s ms  nodes %s ms  submit %s ms\n' "CPU per run ($label)" \
         "$(cpu_ms "$cli" --version)" "$(cpu_ms "$cli" nodes)" "$(cpu_ms "$cli" submit "$WORK/one.toml")"
 done
 rate=$(parallel_rate)
@@ -188,6 +191,15 @@ printf '%-34s %7s jobs/s\n' "$PARALLEL parallel CLIs x $SUBMITS submits" "$rate"
 # costs, the figure the goal of 500 one-job CLIs a second is about. Both are kept.
 lone=$(SLOTMARKET_MASTER=$LONE_MASTER SLOTMARKET_CERT_DIR=$WORK/lone/pki parallel_rate)
 printf '%-34s %7s jobs/s\n' "$PARALLEL parallel CLIs x $SUBMITS submits, no agent (submission only)" "$lone"
+if [ -n "${BASELINE_BIN:-}" ]; then
+    # The same row for this build's CLI and the baseline's, alternating three times
+    # against the same agentless master, so both see the same load.
+    for round in 1 2 3; do
+        new=$(SLOTMARKET_MASTER=$LONE_MASTER SLOTMARKET_CERT_DIR=$WORK/lone/pki parallel_rate)
+        old=$(CLI=$BASELINE_BIN/slotmarket SLOTMARKET_MASTER=$LONE_MASTER SLOTMARKET_CERT_DIR=$WORK/lone/pki parallel_rate)
+        printf '%-34s this build %5s  baseline %5s jobs/s\n' "no agent, alternating ($round)" "$new" "$old"
+    done
+fi
 if "$BIN/slotmarket" submit --help | grep -Eq 'JOB.toml>(\.\.\.| \[MORE.toml\]\.\.\.)'; then
     batch=$(batch_rate)
     printf '%-34s %7s jobs/s\n' "one submit of $BATCH specs" "$batch"
