@@ -10,8 +10,8 @@ use quinn::{IdleTimeout, TransportConfig, VarInt};
 use quinn_proto::HashedConnectionIdGenerator;
 use rustls::RootCertStore;
 use rustls::crypto::CryptoProvider;
-use rustls::server::{NoServerSessionStorage, WebPkiClientVerifier};
 use rustls::server::danger::ClientCertVerifier;
+use rustls::server::{NoServerSessionStorage, WebPkiClientVerifier};
 use rustls_pki_types::CertificateDer;
 use thiserror::Error;
 
@@ -158,6 +158,23 @@ pub fn server_endpoint_with_secret(
 }
 
 fn server_config(files: &TlsFiles, alpn: &[u8]) -> Result<quinn::ServerConfig, TransportError> {
+    let crypto = server_tls_config(files, alpn)?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(crypto)?));
+    let mut transport = transport_config(SERVER_KEEP_ALIVE);
+    if alpn == ALPN {
+        // The master's messages are small (requests, answers, reports, launches), and most
+        // of its connections are a CLI's one request: path MTU discovery's probes, sent
+        // right after every handshake and each acknowledged by the client, were most of
+        // what such a connection sent. The shuffle service, which streams map outputs,
+        // keeps them.
+        transport.mtu_discovery_config(None);
+    }
+    config.transport_config(Arc::new(transport));
+    Ok(config)
+}
+
+/// The server's TLS: its certificate, every client's certificate verified against the CA.
+fn server_tls_config(files: &TlsFiles, alpn: &[u8]) -> Result<rustls::ServerConfig, TransportError> {
     let TlsMaterial { ca, chain, key } = files.load()?;
     let provider = server_provider();
     let roots = Arc::new(root_store(files, ca)?);
@@ -177,18 +194,7 @@ fn server_config(files: &TlsFiles, alpn: &[u8]) -> Result<quinn::ServerConfig, T
     // and a NewSessionTicket message sent after every handshake.
     crypto.send_tls13_tickets = 0;
     crypto.session_storage = Arc::new(NoServerSessionStorage {});
-    let mut config = quinn::ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(crypto)?));
-    let mut transport = transport_config(SERVER_KEEP_ALIVE);
-    if alpn == ALPN {
-        // The master's messages are small (requests, answers, reports, launches), and most
-        // of its connections are a CLI's one request: path MTU discovery's probes, sent
-        // right after every handshake and each acknowledged by the client, were most of
-        // what such a connection sent. The shuffle service, which streams map outputs,
-        // keeps them.
-        transport.mtu_discovery_config(None);
-    }
-    config.transport_config(Arc::new(transport));
-    Ok(config)
+    Ok(crypto)
 }
 
 /// The ring provider with TLS 1.3's AES-128-GCM-SHA256 first. QUIC encrypts its initial
@@ -354,6 +360,98 @@ mod tests {
         assert_eq!(host_part("master.example:7000"), "master.example");
         assert_eq!(host_part("localhost"), "localhost");
         assert_eq!(host_part("::1"), "::1");
+    }
+
+    /// A cluster CA with `alice` (user) issued, in a temporary directory.
+    fn cluster() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        crate::pki::init(dir.path(), &[]).unwrap();
+        crate::pki::issue(dir.path(), Role::User, "alice").unwrap();
+        dir
+    }
+
+    /// Moves every TLS record `from` has queued to `to`.
+    fn pump(from: &mut rustls::Connection, to: &mut rustls::Connection) {
+        let mut records = Vec::new();
+        while from.wants_write() {
+            from.write_tls(&mut records).unwrap();
+        }
+        let mut rest = &records[..];
+        while !rest.is_empty() {
+            to.read_tls(&mut rest).unwrap();
+            to.process_new_packets().unwrap();
+        }
+    }
+
+    /// Runs alice's handshake (with ring's default suite order, AES-256 first, as every
+    /// client has it) against `server` until the server has read her Finished; answers
+    /// the server's side.
+    fn handshake(dir: &std::path::Path, server: rustls::ServerConfig) -> rustls::Connection {
+        let TlsMaterial { ca, chain, key } = TlsFiles::in_dir(dir, "alice").load().unwrap();
+        let mut roots = RootCertStore::empty();
+        for cert in ca {
+            roots.add(cert).unwrap();
+        }
+        let mut config = rustls::ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, key)
+            .unwrap();
+        config.alpn_protocols = vec![ALPN.to_vec()];
+        let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+        let mut client = rustls::ClientConnection::new(Arc::new(config), name).unwrap().into();
+        let mut server = rustls::ServerConnection::new(Arc::new(server)).unwrap().into();
+        pump(&mut client, &mut server);
+        while server.is_handshaking() {
+            pump(&mut server, &mut client);
+            pump(&mut client, &mut server);
+        }
+        server
+    }
+
+    #[test]
+    fn the_server_picks_aes_128_and_queues_no_session_ticket() {
+        let dir = cluster();
+        let config = server_tls_config(&TlsFiles::in_dir(dir.path(), "master"), ALPN).unwrap();
+        let server = handshake(dir.path(), config.clone());
+        let suite = server.negotiated_cipher_suite().map(|suite| suite.suite());
+        assert_eq!(suite, Some(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256));
+        // Tickets are queued as soon as the client's Finished is read.
+        assert!(!server.wants_write(), "the server queued records after the handshake");
+
+        // The same check sees rustls's default tickets.
+        let mut with_tickets = config;
+        with_tickets.send_tls13_tickets = 2;
+        with_tickets.session_storage = rustls::server::ServerSessionMemoryCache::new(8);
+        assert!(handshake(dir.path(), with_tickets).wants_write());
+    }
+
+    /// Connects alice to a server endpoint speaking `alpn`, waits until her side has sent a
+    /// path MTU probe and a little longer, and answers how many probes the server sent.
+    async fn server_mtu_probes(dir: &std::path::Path, alpn: &[u8]) -> u64 {
+        let bind = SocketAddr::from(([127, 0, 0, 1], 0));
+        let server = server_endpoint_for(bind, &TlsFiles::in_dir(dir, "master"), alpn).unwrap();
+        let addr = server.local_addr().unwrap();
+        let client = client_endpoint_for(&TlsFiles::in_dir(dir, "alice"), addr, alpn).unwrap();
+        let accept = async { server.accept().await.unwrap().await.unwrap() };
+        let (accepted, connected) = tokio::join!(accept, connect(&client, addr, "localhost"));
+        let connected = connected.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        // The server confirms the handshake, and would start probing, before the client.
+        while connected.stats().path.sent_plpmtud_probes == 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(connected.stats().path.sent_plpmtud_probes > 0, "the client never probed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        accepted.stats().path.sent_plpmtud_probes
+    }
+
+    #[tokio::test]
+    async fn the_masters_endpoint_sends_no_mtu_probes_and_the_shuffles_does() {
+        let dir = cluster();
+        assert_eq!(server_mtu_probes(dir.path(), ALPN).await, 0);
+        assert!(server_mtu_probes(dir.path(), crate::protocol::SHUFFLE_ALPN).await > 0);
     }
 
     #[tokio::test]
