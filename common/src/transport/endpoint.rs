@@ -160,16 +160,7 @@ pub fn server_endpoint_with_secret(
 fn server_config(files: &TlsFiles, alpn: &[u8]) -> Result<quinn::ServerConfig, TransportError> {
     let crypto = server_tls_config(files, alpn)?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(crypto)?));
-    let mut transport = transport_config(SERVER_KEEP_ALIVE);
-    if alpn == ALPN {
-        // The master's messages are small (requests, answers, reports, launches), and most
-        // of its connections are a CLI's one request: path MTU discovery's probes, sent
-        // right after every handshake and each acknowledged by the client, were most of
-        // what such a connection sent. The shuffle service, which streams map outputs,
-        // keeps them.
-        transport.mtu_discovery_config(None);
-    }
-    config.transport_config(Arc::new(transport));
+    config.transport_config(transport_config(alpn, SERVER_KEEP_ALIVE));
     Ok(config)
 }
 
@@ -235,7 +226,7 @@ pub fn client_endpoint_for(
         .with_client_auth_cert(chain, key)?;
     crypto.alpn_protocols = vec![alpn.to_vec()];
     let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
-    config.transport_config(Arc::new(transport_config(CLIENT_KEEP_ALIVE)));
+    config.transport_config(transport_config(alpn, CLIENT_KEEP_ALIVE));
 
     let ip = match (target.ip(), target.ip().is_loopback()) {
         (IpAddr::V4(_), false) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
@@ -340,13 +331,22 @@ fn root_store(files: &TlsFiles, ca: Vec<CertificateDer<'static>>) -> Result<Root
     Ok(roots)
 }
 
-fn transport_config(keep_alive: Duration) -> TransportConfig {
+/// The transport settings of either side of a connection speaking `alpn`.
+fn transport_config(alpn: &[u8], keep_alive: Duration) -> Arc<TransportConfig> {
     let mut config = TransportConfig::default();
     // IDLE_TIMEOUT is 30 s, far below VarInt's bound.
     let idle_ms = u32::try_from(IDLE_TIMEOUT.as_millis()).unwrap_or(u32::MAX);
     config.max_idle_timeout(Some(IdleTimeout::from(VarInt::from_u32(idle_ms))));
     config.keep_alive_interval(Some(keep_alive));
-    config
+    if alpn == ALPN {
+        // The master's messages are small (requests, answers, reports, launches), and most
+        // of its connections are a CLI's one request: path MTU discovery's probes, sent by
+        // both sides right after every handshake and each acknowledged by the other, were
+        // about a third of the datagrams such a connection sent. The shuffle service,
+        // which streams map outputs, keeps them.
+        config.mtu_discovery_config(None);
+    }
+    Arc::new(config)
 }
 
 #[cfg(test)]
@@ -427,31 +427,38 @@ mod tests {
         assert!(handshake(dir.path(), with_tickets).wants_write());
     }
 
-    /// Connects alice to a server endpoint speaking `alpn`, waits until her side has sent a
-    /// path MTU probe and a little longer, and answers how many probes the server sent.
-    async fn server_mtu_probes(dir: &std::path::Path, alpn: &[u8]) -> u64 {
+    /// Path MTU probes sent so far by (the server, the client) of one connection.
+    fn probes(server: &quinn::Connection, client: &quinn::Connection) -> (u64, u64) {
+        (server.stats().path.sent_plpmtud_probes, client.stats().path.sent_plpmtud_probes)
+    }
+
+    /// Connects alice to a server endpoint speaking `alpn`; answers both sides.
+    async fn connected_pair(dir: &std::path::Path, alpn: &[u8]) -> (quinn::Connection, quinn::Connection) {
         let bind = SocketAddr::from(([127, 0, 0, 1], 0));
         let server = server_endpoint_for(bind, &TlsFiles::in_dir(dir, "master"), alpn).unwrap();
         let addr = server.local_addr().unwrap();
         let client = client_endpoint_for(&TlsFiles::in_dir(dir, "alice"), addr, alpn).unwrap();
         let accept = async { server.accept().await.unwrap().await.unwrap() };
         let (accepted, connected) = tokio::join!(accept, connect(&client, addr, "localhost"));
-        let connected = connected.unwrap();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        // The server confirms the handshake, and would start probing, before the client.
-        while connected.stats().path.sent_plpmtud_probes == 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(connected.stats().path.sent_plpmtud_probes > 0, "the client never probed");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        accepted.stats().path.sent_plpmtud_probes
+        (accepted, connected.unwrap())
     }
 
     #[tokio::test]
-    async fn the_masters_endpoint_sends_no_mtu_probes_and_the_shuffles_does() {
+    async fn the_masters_connections_send_no_mtu_probes_and_the_shuffles_do() {
         let dir = cluster();
-        assert_eq!(server_mtu_probes(dir.path(), ALPN).await, 0);
-        assert!(server_mtu_probes(dir.path(), crate::protocol::SHUFFLE_ALPN).await > 0);
+        // Both sides of a shuffle connection probe, right after the handshake.
+        let started = tokio::time::Instant::now();
+        let (server, client) = connected_pair(dir.path(), crate::protocol::SHUFFLE_ALPN).await;
+        let deadline = started + Duration::from_secs(10);
+        while probes(&server, &client).0 == 0 || probes(&server, &client).1 == 0 {
+            assert!(tokio::time::Instant::now() < deadline, "the shuffle's sides never probed");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // Neither side of a master connection does, in many times that long.
+        let waited = started.elapsed() * 10;
+        let (server, client) = connected_pair(dir.path(), ALPN).await;
+        tokio::time::sleep(waited.max(Duration::from_millis(200))).await;
+        assert_eq!(probes(&server, &client), (0, 0));
     }
 
     #[tokio::test]
