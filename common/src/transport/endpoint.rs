@@ -10,8 +10,8 @@ use quinn::{IdleTimeout, TransportConfig, VarInt};
 use quinn_proto::HashedConnectionIdGenerator;
 use rustls::RootCertStore;
 use rustls::crypto::CryptoProvider;
-use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::ClientCertVerifier;
+use rustls::server::{NoServerSessionStorage, WebPkiClientVerifier};
 use rustls_pki_types::CertificateDer;
 use thiserror::Error;
 
@@ -158,8 +158,16 @@ pub fn server_endpoint_with_secret(
 }
 
 fn server_config(files: &TlsFiles, alpn: &[u8]) -> Result<quinn::ServerConfig, TransportError> {
+    let crypto = server_tls_config(files, alpn)?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(crypto)?));
+    config.transport_config(transport_config(alpn, SERVER_KEEP_ALIVE));
+    Ok(config)
+}
+
+/// The server's TLS: its certificate, every client's certificate verified against the CA.
+fn server_tls_config(files: &TlsFiles, alpn: &[u8]) -> Result<rustls::ServerConfig, TransportError> {
     let TlsMaterial { ca, chain, key } = files.load()?;
-    let provider = provider();
+    let provider = server_provider();
     let roots = Arc::new(root_store(files, ca)?);
     let verifier: Arc<dyn ClientCertVerifier> =
         WebPkiClientVerifier::builder_with_provider(roots, provider.clone()).build()?;
@@ -168,9 +176,31 @@ fn server_config(files: &TlsFiles, alpn: &[u8]) -> Result<quinn::ServerConfig, T
         .with_client_cert_verifier(verifier)
         .with_single_cert(chain, key)?;
     crypto.alpn_protocols = vec![alpn.to_vec()];
-    let mut config = quinn::ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(crypto)?));
-    config.transport_config(transport_config(SERVER_KEEP_ALIVE));
-    Ok(config)
+    // The suite is the server's choice, in `server_provider`'s order, whatever the
+    // client lists first.
+    crypto.ignore_client_order = true;
+    // No client resumes: a CLI run is a new process with no ticket store, and an agent
+    // reconnects to a restarted master that no longer holds the session. Each ticket
+    // cost a random id, the session (client chain included) encoded into a shared cache,
+    // and a NewSessionTicket message sent after every handshake.
+    crypto.send_tls13_tickets = 0;
+    crypto.session_storage = Arc::new(NoServerSessionStorage {});
+    Ok(crypto)
+}
+
+/// The ring provider with TLS 1.3's AES-128-GCM-SHA256 first. QUIC encrypts its initial
+/// packets with that suite anyway; after the handshake it keeps the key schedule on
+/// SHA-256 (hardware-assisted here) instead of SHA-384, whose SHA-512 blocks are computed
+/// in software and were 2 % of the master's CPU in a profile of one-spec submits.
+fn server_provider() -> Arc<CryptoProvider> {
+    use rustls::CipherSuite::{TLS13_AES_128_GCM_SHA256, TLS13_AES_256_GCM_SHA384};
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider.cipher_suites.sort_by_key(|suite| match suite.suite() {
+        TLS13_AES_128_GCM_SHA256 => 0,
+        TLS13_AES_256_GCM_SHA384 => 1,
+        _ => 2,
+    });
+    Arc::new(provider)
 }
 
 /// A client endpoint for connecting to `target`: presents `files.cert` and accepts only a
@@ -208,7 +238,7 @@ pub fn client_config_for(files: &TlsFiles, alpn: &[u8]) -> Result<quinn::ClientC
         .with_client_auth_cert(chain, key)?;
     crypto.alpn_protocols = vec![alpn.to_vec()];
     let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
-    config.transport_config(transport_config(CLIENT_KEEP_ALIVE));
+    config.transport_config(transport_config(alpn, CLIENT_KEEP_ALIVE));
     Ok(config)
 }
 
@@ -314,12 +344,21 @@ fn root_store(files: &TlsFiles, ca: Vec<CertificateDer<'static>>) -> Result<Root
     Ok(roots)
 }
 
-fn transport_config(keep_alive: Duration) -> Arc<TransportConfig> {
+/// The transport settings of either side of a connection speaking `alpn`.
+fn transport_config(alpn: &[u8], keep_alive: Duration) -> Arc<TransportConfig> {
     let mut config = TransportConfig::default();
     // IDLE_TIMEOUT is 30 s, far below VarInt's bound.
     let idle_ms = u32::try_from(IDLE_TIMEOUT.as_millis()).unwrap_or(u32::MAX);
     config.max_idle_timeout(Some(IdleTimeout::from(VarInt::from_u32(idle_ms))));
     config.keep_alive_interval(Some(keep_alive));
+    if alpn == ALPN {
+        // The master's messages are small (requests, answers, reports, launches), and most
+        // of its connections are a CLI's one request: path MTU discovery's probes, sent by
+        // both sides right after every handshake and each acknowledged by the other, were
+        // about a third of the datagrams such a connection sent. The shuffle service,
+        // which streams map outputs, keeps them.
+        config.mtu_discovery_config(None);
+    }
     Arc::new(config)
 }
 
@@ -334,6 +373,105 @@ mod tests {
         assert_eq!(host_part("master.example:7000"), "master.example");
         assert_eq!(host_part("localhost"), "localhost");
         assert_eq!(host_part("::1"), "::1");
+    }
+
+    /// A cluster CA with `alice` (user) issued, in a temporary directory.
+    fn cluster() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        crate::pki::init(dir.path(), &[]).unwrap();
+        crate::pki::issue(dir.path(), Role::User, "alice").unwrap();
+        dir
+    }
+
+    /// Moves every TLS record `from` has queued to `to`.
+    fn pump(from: &mut rustls::Connection, to: &mut rustls::Connection) {
+        let mut records = Vec::new();
+        while from.wants_write() {
+            from.write_tls(&mut records).unwrap();
+        }
+        let mut rest = &records[..];
+        while !rest.is_empty() {
+            to.read_tls(&mut rest).unwrap();
+            to.process_new_packets().unwrap();
+        }
+    }
+
+    /// Runs alice's handshake (with ring's default suite order, AES-256 first, as every
+    /// client has it) against `server` until the server has read her Finished; answers
+    /// the server's side.
+    fn handshake(dir: &std::path::Path, server: rustls::ServerConfig) -> rustls::Connection {
+        let TlsMaterial { ca, chain, key } = TlsFiles::in_dir(dir, "alice").load().unwrap();
+        let mut roots = RootCertStore::empty();
+        for cert in ca {
+            roots.add(cert).unwrap();
+        }
+        let mut config = rustls::ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, key)
+            .unwrap();
+        config.alpn_protocols = vec![ALPN.to_vec()];
+        let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+        let mut client = rustls::ClientConnection::new(Arc::new(config), name).unwrap().into();
+        let mut server = rustls::ServerConnection::new(Arc::new(server)).unwrap().into();
+        pump(&mut client, &mut server);
+        while server.is_handshaking() {
+            pump(&mut server, &mut client);
+            pump(&mut client, &mut server);
+        }
+        server
+    }
+
+    #[test]
+    fn the_server_picks_aes_128_and_queues_no_session_ticket() {
+        let dir = cluster();
+        let config = server_tls_config(&TlsFiles::in_dir(dir.path(), "master"), ALPN).unwrap();
+        let server = handshake(dir.path(), config.clone());
+        let suite = server.negotiated_cipher_suite().map(|suite| suite.suite());
+        assert_eq!(suite, Some(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256));
+        // Tickets are queued as soon as the client's Finished is read.
+        assert!(!server.wants_write(), "the server queued records after the handshake");
+
+        // The same check sees rustls's default tickets.
+        let mut with_tickets = config;
+        with_tickets.send_tls13_tickets = 2;
+        with_tickets.session_storage = rustls::server::ServerSessionMemoryCache::new(8);
+        assert!(handshake(dir.path(), with_tickets).wants_write());
+    }
+
+    /// Path MTU probes sent so far by (the server, the client) of one connection.
+    fn probes(server: &quinn::Connection, client: &quinn::Connection) -> (u64, u64) {
+        (server.stats().path.sent_plpmtud_probes, client.stats().path.sent_plpmtud_probes)
+    }
+
+    /// Connects alice to a server endpoint speaking `alpn`; answers both sides.
+    async fn connected_pair(dir: &std::path::Path, alpn: &[u8]) -> (quinn::Connection, quinn::Connection) {
+        let bind = SocketAddr::from(([127, 0, 0, 1], 0));
+        let server = server_endpoint_for(bind, &TlsFiles::in_dir(dir, "master"), alpn).unwrap();
+        let addr = server.local_addr().unwrap();
+        let client = client_endpoint_for(&TlsFiles::in_dir(dir, "alice"), addr, alpn).unwrap();
+        let accept = async { server.accept().await.unwrap().await.unwrap() };
+        let (accepted, connected) = tokio::join!(accept, connect(&client, addr, "localhost"));
+        (accepted, connected.unwrap())
+    }
+
+    #[tokio::test]
+    async fn the_masters_connections_send_no_mtu_probes_and_the_shuffles_do() {
+        let dir = cluster();
+        // Both sides of a shuffle connection probe, right after the handshake.
+        let started = tokio::time::Instant::now();
+        let (server, client) = connected_pair(dir.path(), crate::protocol::SHUFFLE_ALPN).await;
+        let deadline = started + Duration::from_secs(10);
+        while probes(&server, &client).0 == 0 || probes(&server, &client).1 == 0 {
+            assert!(tokio::time::Instant::now() < deadline, "the shuffle's sides never probed");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // Neither side of a master connection does, in many times that long.
+        let waited = started.elapsed() * 10;
+        let (server, client) = connected_pair(dir.path(), ALPN).await;
+        tokio::time::sleep(waited.max(Duration::from_millis(200))).await;
+        assert_eq!(probes(&server, &client), (0, 0));
     }
 
     #[tokio::test]
