@@ -87,7 +87,9 @@ impl Agents {
         }
     }
 
-    /// Starts an attempt: reports `Acquired` and `Running` now and returns when it ends.
+    /// Starts an attempt: reports it `Running` now (one report for `Acquired` and
+    /// `Running` at the same instant: the core is told so, see
+    /// `Core::set_one_start_report`) and returns when it ends.
     /// `base` is the task's drawn duration and `key` the [`task_key`] it was drawn by;
     /// noise and failure are drawn per attempt from the key.
     pub(super) fn launch(
@@ -119,9 +121,7 @@ impl Agents {
             fails,
         };
         self.live.insert(launch.container, attempt);
-        for state in [ContainerState::Acquired, ContainerState::Running] {
-            self.reports.push((agent, report(launch.container, &attempt, state, now)));
-        }
+        self.reports.push((agent, report(launch.container, &attempt, ContainerState::Running, now)));
         now + std::time::Duration::from_millis(ms)
     }
 
@@ -160,8 +160,8 @@ impl Agents {
         batches: &mut Vec<(AgentId, Vec<ContainerReport>)>,
         spare: &mut Vec<Vec<ContainerReport>>,
     ) {
-        // Stable, so each agent's reports keep their order. Usually one launch's two
-        // reports: already sorted.
+        // Stable, so each agent's reports keep their order. Usually one launch's
+        // report: already sorted.
         if !self.reports.is_sorted_by_key(|(agent, _)| *agent) {
             self.reports.sort_by_key(|(agent, _)| *agent);
         }

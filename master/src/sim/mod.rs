@@ -17,8 +17,8 @@
 //! events go before arrivals and among themselves in the order they were pushed. Each
 //! step pops the earliest event and feeds it to the core (`handle`, or `tick` for a
 //! wakeup; one the core has since moved earlier is stale and skipped, see `wakeup`),
-//! then carries out the commands like an agent would: a `Launch` is reported `Acquired`
-//! and `Running` at once and ends `Completed` (or `Failed`) after its duration, drawn
+//! then carries out the commands like an agent would: a `Launch` is reported `Running`
+//! at once (one report for `Acquired` and `Running`) and ends `Completed` (or `Failed`) after its duration, drawn
 //! then (draws are keyed, so not when but which task decides it); a `Kill` is reported `Killed` at once and cancels the pending end, losing
 //! the attempt's work. Those reports go back into the core at the same instant, until it
 //! has nothing more to say. The run stops when nothing is left to happen, at the horizon,
@@ -302,6 +302,9 @@ impl<'t> Simulation<'t> {
         let mut core = Core::new(core_config);
         // Nobody watches a simulated job: its outcome comes from `Persist::JobState`.
         core.set_job_notices(false);
+        // The simulated agents report a start once (`Running`), not `Acquired` and then
+        // `Running` at the same instant: a third fewer reports through the fence.
+        core.set_one_start_report(true);
         Ok(Simulation {
             trace,
             config: config.clone(),

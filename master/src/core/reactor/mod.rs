@@ -73,6 +73,9 @@ pub(crate) struct Ctx {
     pub(crate) task_limits: TaskLimits,
     /// Which `Persist` commands the driver wants (see `CoreConfig::persists`).
     pub(crate) persists: Persists,
+    /// Whether a `Running` report may follow `Allocated` directly, standing for the
+    /// agent's `Acquired` and `Running` at once (see `Core::set_one_start_report`).
+    pub(crate) one_start_report: bool,
     /// The step's commands, after those the driver's buffer already held.
     out: Vec<Command>,
     /// Jobs whose status changed in this step, possibly repeated; one `JobChanged` each
@@ -91,8 +94,8 @@ impl Ctx {
         health: NodeHealth,
         (out, changed): (Vec<Command>, Vec<JobId>),
     ) -> Ctx {
-        let (task_limits, persists) = (TaskLimits::NONE, Persists::All);
-        Ctx { now, agent_timeout, retention, health, task_limits, persists, out, changed }
+        let (task_limits, persists, one_start_report) = (TaskLimits::NONE, Persists::All, false);
+        Ctx { now, agent_timeout, retention, health, task_limits, persists, one_start_report, out, changed }
     }
 
     /// A command buffer for one step's commands when the driver brings none.

@@ -33,7 +33,7 @@ pub(crate) fn on_container_reports(
         // The fence and the transition's record share one look-up of the container (a
         // look-up each was two hashings per report, millions of them in the simulator).
         let recorded = match state.containers.get_mut(&report.container) {
-            Some(rec) if passes_fence(rec, agent, &report) => Some(record(rec, &report)),
+            Some(rec) if passes_fence(rec, agent, &report, cx.one_start_report) => Some(record(rec, &report)),
             _ => None,
         };
         match recorded {
@@ -46,12 +46,22 @@ pub(crate) fn on_container_reports(
 
 /// A report counts only if `agent` holds the container `rec`, it names the container's
 /// task and attempt, and the container may move to the reported state. Anything else is
-/// late (an older attempt, a replaced registration) or a duplicate.
-fn passes_fence(rec: &ContainerRec, agent: AgentId, report: &ContainerReport) -> bool {
+/// late (an older attempt, a replaced registration) or a duplicate. With
+/// `one_start_report`, `Running` may follow `Allocated`: the driver's agents report a
+/// start once, for `Acquired` and `Running` at the same instant.
+fn passes_fence(
+    rec: &ContainerRec,
+    agent: AgentId,
+    report: &ContainerReport,
+    one_start_report: bool,
+) -> bool {
     rec.holder == Holder::Agent(agent)
         && rec.task == report.task
         && rec.attempt == report.attempt
-        && rec.state.can_become(report.state)
+        && (rec.state.can_become(report.state)
+            || (one_start_report
+                && rec.state == ContainerState::Allocated
+                && report.state == ContainerState::Running))
 }
 
 /// What an accepted transition left on its container record, for the rest of its

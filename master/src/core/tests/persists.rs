@@ -4,7 +4,9 @@
 //! `handle_into`/`tick_into` append exactly what `handle`/`tick` return (and
 //! `reports_into` exactly what `handle` returns for the same `Event::ContainerReports`);
 //! a core with its job notices off (`Core::set_job_notices`) leaves out exactly the
-//! `JobChanged` commands.
+//! `JobChanged` commands; and a core told that one `Running` report stands for
+//! `Acquired` and `Running` (`Core::set_one_start_report`), fed no `Acquired` reports,
+//! emits the same stream as one fed both.
 
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AgentId, ContainerId, JobId};
@@ -18,12 +20,14 @@ use crate::core::{Command, Core, CoreConfig, Event, Persist, Persists, RequestId
 
 /// Two cores fed the same events: `full` as the master runs it (every write, `handle`),
 /// `light` with `persists` through `handle_into`/`tick_into` (reports through
-/// `reports_into`) on one reused buffer, with its job notices on or off.
+/// `reports_into`) on one reused buffer, with its job notices on or off, and fed no
+/// `Acquired` reports when it takes one start report.
 struct Pair {
     full: Core,
     light: Core,
     persists: Persists,
     notices: bool,
+    one_start: bool,
     buffer: Vec<Command>,
     now: Timestamp,
     /// Every command the full core emitted, for the test's own checks.
@@ -34,14 +38,16 @@ struct Pair {
 const EARLIER: Command = Command::JobChanged { job: JobId(u64::MAX) };
 
 impl Pair {
-    fn new(persists: Persists, notices: bool) -> Pair {
+    fn new(persists: Persists, notices: bool, one_start: bool) -> Pair {
         let mut light = Core::new(CoreConfig { persists, ..CoreConfig::default() });
         light.set_job_notices(notices);
+        light.set_one_start_report(one_start);
         Pair {
             full: Core::new(CoreConfig::default()),
             light,
             persists,
             notices,
+            one_start,
             buffer: Vec::new(),
             now: START,
             seen: Vec::new(),
@@ -59,6 +65,9 @@ impl Pair {
                 let full =
                     self.full.handle(self.now, Event::ContainerReports { agent, reports: reports.clone() });
                 let mut kept = reports;
+                if self.one_start {
+                    kept.retain(|r| r.state != ContainerState::Acquired);
+                }
                 self.light.reports_into(self.now, agent, &mut kept, &mut self.buffer);
                 assert!(kept.is_empty(), "reports_into left {kept:?}");
                 full
@@ -155,7 +164,12 @@ fn submit(request: u64, spec: JobSpec, by_bob: bool) -> Event {
 /// completes, one uses up its attempts and fails (killing its other live task); then a
 /// fourth is cancelled while it runs.
 fn scenario(persists: Persists, notices: bool) -> Pair {
-    let mut pair = Pair::new(persists, notices);
+    scenario_with(persists, notices, false)
+}
+
+/// [`scenario`], the light core fed no `Acquired` reports if `one_start`.
+fn scenario_with(persists: Persists, notices: bool, one_start: bool) -> Pair {
+    let mut pair = Pair::new(persists, notices, one_start);
     let mut out = Vec::new();
     for n in 1..=2 {
         out.extend(pair.step(Some(join(n))));
@@ -240,6 +254,37 @@ fn a_core_without_job_notices_emits_the_stream_without_them() {
         let [.., notices] = kinds(&pair.seen);
         // The full stream had notices to leave out: several per job.
         assert!(notices > 8, "{:?}", kinds(&pair.seen));
+    }
+}
+
+#[test]
+fn a_core_taking_one_start_report_emits_the_stream_of_one_fed_acquired_and_running() {
+    // The simulator's settings: the `Acquired` transition's own write is not built.
+    let pair = scenario_with(Persists::JobStates, false, true);
+    let [containers, .., states, _, _] = kinds(&pair.seen);
+    assert!(containers > 20 && states == 7, "{:?}", kinds(&pair.seen));
+}
+
+#[test]
+fn a_running_report_straight_after_allocated_is_refused_unless_the_core_takes_one_start_report() {
+    for one_start in [false, true] {
+        let mut core = Core::new(CoreConfig::default());
+        core.set_one_start_report(one_start);
+        let _ = core.handle(START, join(1));
+        let out = core.handle(START, submit(1, JobBuilder::maps(1).build(), false));
+        let Some((agent, launch)) = out.iter().find_map(|c| match c {
+            Command::Launch { agent, launch } => Some((*agent, launch.clone())),
+            _ => None,
+        }) else {
+            panic!("nothing launched: {out:?}")
+        };
+        let reports = vec![report(&launch, ContainerState::Running, START)];
+        let out = core.handle(START, Event::ContainerReports { agent, reports });
+        let started = out.iter().any(
+            |c| matches!(c, Command::Persist(Persist::JobState { state, .. }) if state.name() == "running"),
+        );
+        let persisted = out.iter().any(|c| matches!(c, Command::Persist(Persist::Container { .. })));
+        assert_eq!((started, persisted), (one_start, one_start), "one start report: {one_start}");
     }
 }
 
