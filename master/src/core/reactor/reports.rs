@@ -44,6 +44,37 @@ pub(crate) fn on_container_reports(
     }
 }
 
+/// Starts every container launched by the step's commands after the mark `from` (see
+/// `StartReports::Implied`), as its agent's `Running` report at this instant would:
+/// agents in id order, each agent's containers in launch order, as the simulator's
+/// report batches came. `starts` is a scratch buffer, left empty.
+pub(crate) fn start_launched(
+    state: &mut State,
+    cx: &mut Ctx,
+    from: usize,
+    starts: &mut Vec<(AgentId, ContainerReport)>,
+) {
+    let at = cx.now;
+    starts.extend(cx.since(from).iter().filter_map(|command| match command {
+        Command::Launch { agent, launch } => {
+            let (container, task, attempt) = (launch.container, launch.task, launch.attempt);
+            let state = ContainerState::Running;
+            Some((
+                *agent,
+                ContainerReport { container, task, attempt, state, at, exit_code: None, message: None },
+            ))
+        }
+        _ => None,
+    }));
+    // Stable, so each agent's starts keep their order; usually one launch: sorted.
+    if !starts.is_sorted_by_key(|(agent, _)| *agent) {
+        starts.sort_by_key(|(agent, _)| *agent);
+    }
+    for (agent, report) in starts.drain(..) {
+        on_container_reports(state, cx, agent, std::iter::once(report));
+    }
+}
+
 /// A report counts only if `agent` holds the container `rec`, it names the container's
 /// task and attempt, and the container may move to the reported state. Anything else is
 /// late (an older attempt, a replaced registration) or a duplicate. With
