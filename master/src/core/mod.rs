@@ -51,7 +51,7 @@ mod tests;
 use std::time::Duration;
 
 use slotmarket_common::identity::Identity;
-use slotmarket_common::ids::{AgentId, JobId};
+use slotmarket_common::ids::{AgentId, ContainerId, JobId};
 use slotmarket_common::protocol::{ContainerReport, ReservationView};
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
@@ -206,7 +206,7 @@ pub struct Core {
     start_reports: StartReports,
     /// Scratch buffer for the starts a step implies ([`StartReports::Implied`]), kept to
     /// spare an allocation per step.
-    starts: Vec<(AgentId, ContainerReport)>,
+    starts: Vec<(AgentId, ContainerId)>,
 }
 
 /// Which reports a driver's agents send when a task starts (see
