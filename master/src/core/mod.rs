@@ -51,7 +51,7 @@ mod tests;
 use std::time::Duration;
 
 use slotmarket_common::identity::Identity;
-use slotmarket_common::ids::{AgentId, JobId};
+use slotmarket_common::ids::{AgentId, ContainerId, JobId};
 use slotmarket_common::protocol::{ContainerReport, ReservationView};
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
@@ -201,6 +201,28 @@ pub struct Core {
     /// Whether a step ends with its `Command::JobChanged` notices (see
     /// [`Core::set_job_notices`]).
     job_notices: bool,
+    /// Which reports the driver's agents send when a task starts (see
+    /// [`Core::set_start_reports`]).
+    start_reports: StartReports,
+    /// Scratch buffer for the starts a step implies ([`StartReports::Implied`]), kept to
+    /// spare an allocation per step.
+    starts: Vec<(AgentId, ContainerId)>,
+}
+
+/// Which reports a driver's agents send when a task starts (see
+/// [`Core::set_start_reports`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum StartReports {
+    /// `Acquired`, then `Running`: what the master's agents send. A report that skips a
+    /// state is refused.
+    #[default]
+    AcquiredAndRunning,
+    /// One `Running` report, standing for `Acquired` and `Running` at the same instant.
+    Running,
+    /// None: every launched container starts in the instant it is launched, and the core
+    /// applies its `Running` report itself at the end of the step that launched it.
+    /// Granted only to the `fifo` policy (see [`Core::set_start_reports`]).
+    Implied,
 }
 
 impl Core {
@@ -219,7 +241,9 @@ impl Core {
         let mut market = quote::Market::default();
         market.rescale = config.predict_from_progress;
         let changed = Vec::new();
-        Core { config, state, policy, latest: Timestamp::ZERO, changed, market, job_notices: true }
+        let (job_notices, start_reports, starts) = (true, StartReports::default(), Vec::new());
+        let latest = Timestamp::ZERO;
+        Core { config, state, policy, latest, changed, market, job_notices, start_reports, starts }
     }
 
     /// Whether each step ends with one [`Command::JobChanged`] per job it changed (on by
@@ -229,6 +253,41 @@ impl Core {
     /// Nothing else in the stream changes.
     pub fn set_job_notices(&mut self, on: bool) {
         self.job_notices = on;
+    }
+
+    /// Which reports the driver's agents send when a task starts; the master's send
+    /// both (the default). A driver whose agents start every task in the instant it is
+    /// launched (the simulator) may say so once, before the first event:
+    /// - [`StartReports::Running`]: a `Running` report may come straight after
+    ///   `Allocated`. An `Acquired` report changes nothing a later step reads but the
+    ///   container's state, so the stream is the same, less the `Acquired` transition's
+    ///   `Persist::Container` (which the simulator does not build).
+    /// - [`StartReports::Implied`]: no start report at all; each step applies the
+    ///   `Running` report of every container it launched, in the order the driver's
+    ///   report batches would (agents in id order, each agent's in launch order), at the
+    ///   step's instant. The stream is the one the driver would get by feeding those
+    ///   reports back at once, but the policy is not asked again after them and the
+    ///   starts' commands (a job's first `Persist::JobState { Running }`) close the step
+    ///   that launched them. That is the same stream only for a policy whose step after
+    ///   starts alone does nothing: `fifo` decides from free slots and ready tasks alone,
+    ///   which a start changes neither of, and its previous step left no free slot
+    ///   beside a ready task (without `retry_elsewhere` every assignment it makes is
+    ///   placed). Other policies count their steps or read the running containers
+    ///   (`proportional`'s outcome changed): they are given [`StartReports::Running`].
+    ///
+    /// [`start_reports`](Core::start_reports) says which was granted.
+    pub fn set_start_reports(&mut self, reports: StartReports) {
+        let implied_is_exact =
+            self.policy.name() == PolicyName::Fifo && !self.config.node_health.retry_elsewhere;
+        self.start_reports = match reports {
+            StartReports::Implied if !implied_is_exact => StartReports::Running,
+            reports => reports,
+        };
+    }
+
+    /// Which start reports the core expects (see [`set_start_reports`](Core::set_start_reports)).
+    pub fn start_reports(&self) -> StartReports {
+        self.start_reports
     }
 
     /// Applies one event, then lets the policy schedule; returns the commands to run.
@@ -413,6 +472,7 @@ impl Core {
             (out, changed),
         );
         cx.persists = config.persists;
+        cx.one_start_report = self.start_reports != StartReports::AcquiredAndRunning;
         cx.task_limits = reactor::TaskLimits {
             per_job: config.max_tasks_per_job,
             per_account: config.max_queued_tasks_per_account,
@@ -423,7 +483,11 @@ impl Core {
     /// Asks the policy for decisions over the current state and carries them out.
     fn schedule(&mut self, cx: &mut Ctx, trigger: Trigger) {
         let decisions = self.policy.schedule(cx.now, &SchedView::new(&self.state), trigger);
+        let launched_from = cx.pushed();
         reactor::apply_decisions(&mut self.state, cx, decisions);
+        if self.start_reports == StartReports::Implied {
+            reactor::start_launched(&mut self.state, cx, launched_from, &mut self.starts);
+        }
         for request in self.policy.take_model_requests() {
             cx.push(Command::BuildCompletionModel(Box::new(request)));
         }

@@ -54,6 +54,8 @@ pub(super) struct Agents {
     job_busy_ms: Vec<u64>,
     lost_ms: u64,
     failed: u64,
+    /// Whether a start is reported (`Running`); not when the core applies it itself.
+    report_starts: bool,
 }
 
 /// What the agents add up over a run.
@@ -71,9 +73,10 @@ pub(super) struct SlotTotals {
 }
 
 impl Agents {
-    /// Agents for a trace of `jobs` jobs. Their draws are keyed by each task's key,
-    /// which the caller passes to [`launch`](Agents::launch).
-    pub(super) fn new(noise: f64, fail_prob: f64, jobs: usize) -> Agents {
+    /// Agents for a trace of `jobs` jobs, reporting each start if `report_starts`.
+    /// Their draws are keyed by each task's key, which the caller passes to
+    /// [`launch`](Agents::launch).
+    pub(super) fn new(noise: f64, fail_prob: f64, jobs: usize, report_starts: bool) -> Agents {
         Agents {
             noise,
             fail_prob,
@@ -84,10 +87,13 @@ impl Agents {
             job_busy_ms: vec![0; jobs],
             lost_ms: 0,
             failed: 0,
+            report_starts,
         }
     }
 
-    /// Starts an attempt: reports `Acquired` and `Running` now and returns when it ends.
+    /// Starts an attempt now and returns when it ends: reports it `Running` (one report
+    /// for `Acquired` and `Running`), unless the core applies the start itself in the
+    /// step that launched it (`StartReports::Implied`).
     /// `base` is the task's drawn duration and `key` the [`task_key`] it was drawn by;
     /// noise and failure are drawn per attempt from the key.
     pub(super) fn launch(
@@ -119,8 +125,8 @@ impl Agents {
             fails,
         };
         self.live.insert(launch.container, attempt);
-        for state in [ContainerState::Acquired, ContainerState::Running] {
-            self.reports.push((agent, report(launch.container, &attempt, state, now)));
+        if self.report_starts {
+            self.reports.push((agent, report(launch.container, &attempt, ContainerState::Running, now)));
         }
         now + std::time::Duration::from_millis(ms)
     }
@@ -160,8 +166,7 @@ impl Agents {
         batches: &mut Vec<(AgentId, Vec<ContainerReport>)>,
         spare: &mut Vec<Vec<ContainerReport>>,
     ) {
-        // Stable, so each agent's reports keep their order. Usually one launch's two
-        // reports: already sorted.
+        // Stable, so each agent's reports keep their order. Usually one report: sorted.
         if !self.reports.is_sorted_by_key(|(agent, _)| *agent) {
             self.reports.sort_by_key(|(agent, _)| *agent);
         }

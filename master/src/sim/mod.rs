@@ -17,8 +17,8 @@
 //! events go before arrivals and among themselves in the order they were pushed. Each
 //! step pops the earliest event and feeds it to the core (`handle`, or `tick` for a
 //! wakeup; one the core has since moved earlier is stale and skipped, see `wakeup`),
-//! then carries out the commands like an agent would: a `Launch` is reported `Acquired`
-//! and `Running` at once and ends `Completed` (or `Failed`) after its duration, drawn
+//! then carries out the commands like an agent would: a `Launch` starts at once (reported
+//! `Running`, or under fifo applied by the core itself, see `StartReports`) and ends `Completed` (or `Failed`) after its duration, drawn
 //! then (draws are keyed, so not when but which task decides it); a `Kill` is reported `Killed` at once and cancels the pending end, losing
 //! the attempt's work. Those reports go back into the core at the same instant, until it
 //! has nothing more to say. The run stops when nothing is left to happen, at the horizon,
@@ -53,7 +53,7 @@ use thiserror::Error;
 
 use crate::core::{
     Command, Core, CoreConfig, Event, IdHasher, KillReason, NodeHealth, Persist, Persists, RequestId,
-    invariants,
+    StartReports, invariants,
 };
 use agents::Agents;
 use longest::LongestTasks;
@@ -302,6 +302,12 @@ impl<'t> Simulation<'t> {
         let mut core = Core::new(core_config);
         // Nobody watches a simulated job: its outcome comes from `Persist::JobState`.
         core.set_job_notices(false);
+        // The simulated agents start a task in the instant it is launched. They send no
+        // report of it where the core can apply the start in the step that launched it
+        // (fifo), which spares a report batch and a core call per task, and one
+        // `Running` report (for `Acquired` and `Running`) elsewhere.
+        core.set_start_reports(StartReports::Implied);
+        let report_starts = core.start_reports() != StartReports::Implied;
         Ok(Simulation {
             trace,
             config: config.clone(),
@@ -312,7 +318,7 @@ impl<'t> Simulation<'t> {
             arrivals,
             next_arrival: 0,
             followers,
-            agents: Agents::new(config.noise, config.fail_prob, trace.len()),
+            agents: Agents::new(config.noise, config.fail_prob, trace.len(), report_starts),
             jobs: (0..trace.len()).map(JobResult::new).collect(),
             job_of: HashMap::default(),
             open_jobs: 0,

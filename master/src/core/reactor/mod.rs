@@ -28,7 +28,7 @@ mod reports;
 pub(crate) mod reserve;
 pub(crate) mod waits;
 
-pub(crate) use reports::on_container_reports;
+pub(crate) use reports::{on_container_reports, start_launched};
 
 use std::time::Duration;
 
@@ -73,6 +73,9 @@ pub(crate) struct Ctx {
     pub(crate) task_limits: TaskLimits,
     /// Which `Persist` commands the driver wants (see `CoreConfig::persists`).
     pub(crate) persists: Persists,
+    /// Whether a `Running` report may follow `Allocated` directly, standing for the
+    /// agent's `Acquired` and `Running` at once (see `Core::set_start_reports`).
+    pub(crate) one_start_report: bool,
     /// The step's commands, after those the driver's buffer already held.
     out: Vec<Command>,
     /// Jobs whose status changed in this step, possibly repeated; one `JobChanged` each
@@ -91,8 +94,8 @@ impl Ctx {
         health: NodeHealth,
         (out, changed): (Vec<Command>, Vec<JobId>),
     ) -> Ctx {
-        let (task_limits, persists) = (TaskLimits::NONE, Persists::All);
-        Ctx { now, agent_timeout, retention, health, task_limits, persists, out, changed }
+        let (task_limits, persists, one_start_report) = (TaskLimits::NONE, Persists::All, false);
+        Ctx { now, agent_timeout, retention, health, task_limits, persists, one_start_report, out, changed }
     }
 
     /// A command buffer for one step's commands when the driver brings none.
@@ -102,6 +105,17 @@ impl Ctx {
         // limit (1032 bytes); eight, or growing past four, did not, and the allocator's
         // slow path was a quarter of the simulator's profile.
         Vec::with_capacity(5)
+    }
+
+    /// How many commands the buffer holds (the driver's earlier ones included): a mark
+    /// for [`since`](Ctx::since).
+    pub(crate) fn pushed(&self) -> usize {
+        self.out.len()
+    }
+
+    /// The commands appended after the mark `from` taken by [`pushed`](Ctx::pushed).
+    pub(crate) fn since(&self, from: usize) -> &[Command] {
+        self.out.get(from..).unwrap_or_default()
     }
 
     /// Appends a command.

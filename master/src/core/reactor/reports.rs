@@ -33,7 +33,7 @@ pub(crate) fn on_container_reports(
         // The fence and the transition's record share one look-up of the container (a
         // look-up each was two hashings per report, millions of them in the simulator).
         let recorded = match state.containers.get_mut(&report.container) {
-            Some(rec) if passes_fence(rec, agent, &report) => Some(record(rec, &report)),
+            Some(rec) if passes_fence(rec, agent, &report, cx.one_start_report) => Some(record(rec, &report)),
             _ => None,
         };
         match recorded {
@@ -44,14 +44,81 @@ pub(crate) fn on_container_reports(
     }
 }
 
+/// Starts every container launched by the step's commands after the mark `from` (see
+/// `StartReports::Implied`), as its agent's `Running` report at this instant would:
+/// agents in id order, each agent's containers in launch order, as the simulator's
+/// report batches came. `starts` is a scratch buffer, left empty.
+pub(crate) fn start_launched(
+    state: &mut State,
+    cx: &mut Ctx,
+    from: usize,
+    starts: &mut Vec<(AgentId, ContainerId)>,
+) {
+    starts.extend(cx.since(from).iter().filter_map(|command| match command {
+        Command::Launch { agent, launch } => Some((*agent, launch.container)),
+        _ => None,
+    }));
+    // Stable, so each agent's starts keep their order; usually one launch: sorted.
+    if !starts.is_sorted_by_key(|(agent, _)| *agent) {
+        starts.sort_by_key(|(agent, _)| *agent);
+    }
+    for (agent, container) in starts.drain(..) {
+        start(state, cx, agent, container);
+    }
+}
+
+/// What `agent`'s `Running` report for `container`, launched in this step, would do,
+/// without building and fencing the report: the container was attached in this step, so
+/// it is `Allocated` on `agent` (checked all the same) and the fence would pass it. The
+/// report's path cost twice as much per start (the report, the node name's reference
+/// count, the fence's checks, `carry_on`'s dispatch).
+fn start(state: &mut State, cx: &mut Ctx, agent: AgentId, container: ContainerId) {
+    let now = cx.now;
+    let Some(a) = state.agents.get_mut(&agent) else { return };
+    a.last_seen = now;
+    let Some(rec) = state.containers.get_mut(&container) else { return };
+    if rec.holder != Holder::Agent(agent) || rec.state != ContainerState::Allocated {
+        return;
+    }
+    (rec.state, rec.started, rec.entered) = (ContainerState::Running, Some(now), now);
+    let (task, attempt, draining) = (rec.task, rec.attempt, rec.draining);
+    if cx.persists_all() {
+        let node = state.holder_node(&Holder::Agent(agent));
+        let (exit_code, message) = (None, None);
+        let report = ContainerReport {
+            container,
+            task,
+            attempt,
+            state: ContainerState::Running,
+            at: now,
+            exit_code,
+            message,
+        };
+        cx.persist(Persist::Container { node, report });
+    }
+    if !draining {
+        task_running(state, cx, task, container);
+    }
+}
+
 /// A report counts only if `agent` holds the container `rec`, it names the container's
 /// task and attempt, and the container may move to the reported state. Anything else is
-/// late (an older attempt, a replaced registration) or a duplicate.
-fn passes_fence(rec: &ContainerRec, agent: AgentId, report: &ContainerReport) -> bool {
+/// late (an older attempt, a replaced registration) or a duplicate. With
+/// `one_start_report`, `Running` may follow `Allocated`: the driver's agents report a
+/// start once, for `Acquired` and `Running` at the same instant.
+fn passes_fence(
+    rec: &ContainerRec,
+    agent: AgentId,
+    report: &ContainerReport,
+    one_start_report: bool,
+) -> bool {
     rec.holder == Holder::Agent(agent)
         && rec.task == report.task
         && rec.attempt == report.attempt
-        && rec.state.can_become(report.state)
+        && (rec.state.can_become(report.state)
+            || (one_start_report
+                && rec.state == ContainerState::Allocated
+                && report.state == ContainerState::Running))
 }
 
 /// What an accepted transition left on its container record, for the rest of its

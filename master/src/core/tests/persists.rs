@@ -4,7 +4,9 @@
 //! `handle_into`/`tick_into` append exactly what `handle`/`tick` return (and
 //! `reports_into` exactly what `handle` returns for the same `Event::ContainerReports`);
 //! a core with its job notices off (`Core::set_job_notices`) leaves out exactly the
-//! `JobChanged` commands.
+//! `JobChanged` commands; and a core told that one `Running` report stands for
+//! `Acquired` and `Running` (`Core::set_start_reports`), fed no `Acquired` reports,
+//! emits the same stream as one fed both.
 
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AgentId, ContainerId, JobId};
@@ -14,16 +16,20 @@ use slotmarket_common::time::Timestamp;
 
 use super::builders::JobBuilder;
 use super::env::{START, alice, bob};
-use crate::core::{Command, Core, CoreConfig, Event, Persist, Persists, RequestId};
+use crate::core::{
+    Command, Core, CoreConfig, Event, NodeHealth, Persist, Persists, PolicySettings, RequestId, StartReports,
+};
 
 /// Two cores fed the same events: `full` as the master runs it (every write, `handle`),
 /// `light` with `persists` through `handle_into`/`tick_into` (reports through
-/// `reports_into`) on one reused buffer, with its job notices on or off.
+/// `reports_into`) on one reused buffer, with its job notices on or off, and fed no
+/// `Acquired` reports when it takes one start report.
 struct Pair {
     full: Core,
     light: Core,
     persists: Persists,
     notices: bool,
+    one_start: bool,
     buffer: Vec<Command>,
     now: Timestamp,
     /// Every command the full core emitted, for the test's own checks.
@@ -34,14 +40,16 @@ struct Pair {
 const EARLIER: Command = Command::JobChanged { job: JobId(u64::MAX) };
 
 impl Pair {
-    fn new(persists: Persists, notices: bool) -> Pair {
+    fn new(persists: Persists, notices: bool, one_start: bool) -> Pair {
         let mut light = Core::new(CoreConfig { persists, ..CoreConfig::default() });
         light.set_job_notices(notices);
+        light.set_start_reports(if one_start { StartReports::Running } else { StartReports::default() });
         Pair {
             full: Core::new(CoreConfig::default()),
             light,
             persists,
             notices,
+            one_start,
             buffer: Vec::new(),
             now: START,
             seen: Vec::new(),
@@ -59,6 +67,9 @@ impl Pair {
                 let full =
                     self.full.handle(self.now, Event::ContainerReports { agent, reports: reports.clone() });
                 let mut kept = reports;
+                if self.one_start {
+                    kept.retain(|r| r.state != ContainerState::Acquired);
+                }
                 self.light.reports_into(self.now, agent, &mut kept, &mut self.buffer);
                 assert!(kept.is_empty(), "reports_into left {kept:?}");
                 full
@@ -155,7 +166,12 @@ fn submit(request: u64, spec: JobSpec, by_bob: bool) -> Event {
 /// completes, one uses up its attempts and fails (killing its other live task); then a
 /// fourth is cancelled while it runs.
 fn scenario(persists: Persists, notices: bool) -> Pair {
-    let mut pair = Pair::new(persists, notices);
+    scenario_with(persists, notices, false)
+}
+
+/// [`scenario`], the light core fed no `Acquired` reports if `one_start`.
+fn scenario_with(persists: Persists, notices: bool, one_start: bool) -> Pair {
+    let mut pair = Pair::new(persists, notices, one_start);
     let mut out = Vec::new();
     for n in 1..=2 {
         out.extend(pair.step(Some(join(n))));
@@ -244,6 +260,37 @@ fn a_core_without_job_notices_emits_the_stream_without_them() {
 }
 
 #[test]
+fn a_core_taking_one_start_report_emits_the_stream_of_one_fed_acquired_and_running() {
+    // The simulator's settings: the `Acquired` transition's own write is not built.
+    let pair = scenario_with(Persists::JobStates, false, true);
+    let [containers, .., states, _, _] = kinds(&pair.seen);
+    assert!(containers > 20 && states == 7, "{:?}", kinds(&pair.seen));
+}
+
+#[test]
+fn a_running_report_straight_after_allocated_is_refused_unless_the_core_takes_one_start_report() {
+    for one_start in [false, true] {
+        let mut core = Core::new(CoreConfig::default());
+        core.set_start_reports(if one_start { StartReports::Running } else { StartReports::default() });
+        let _ = core.handle(START, join(1));
+        let out = core.handle(START, submit(1, JobBuilder::maps(1).build(), false));
+        let Some((agent, launch)) = out.iter().find_map(|c| match c {
+            Command::Launch { agent, launch } => Some((*agent, launch.clone())),
+            _ => None,
+        }) else {
+            panic!("nothing launched: {out:?}")
+        };
+        let reports = vec![report(&launch, ContainerState::Running, START)];
+        let out = core.handle(START, Event::ContainerReports { agent, reports });
+        let started = out.iter().any(
+            |c| matches!(c, Command::Persist(Persist::JobState { state, .. }) if state.name() == "running"),
+        );
+        let persisted = out.iter().any(|c| matches!(c, Command::Persist(Persist::Container { .. })));
+        assert_eq!((started, persisted), (one_start, one_start), "one start report: {one_start}");
+    }
+}
+
+#[test]
 fn persists_wants_only_what_it_names() {
     let state = Persist::JobState {
         job: JobId(1),
@@ -259,4 +306,127 @@ fn persists_wants_only_what_it_names() {
     assert!(
         Persists::All.history() && Persists::JobStatesAndHistory.history() && !Persists::JobStates.history()
     );
+}
+
+/// A core driven as the simulator drives it: the starts of each step's launches reported
+/// at once, one batch per agent in id order (`Acquired` and `Running`, or only
+/// `Running`), unless the core applies them itself; every live task ending a second
+/// after the last round.
+struct LikeTheSimulator {
+    core: Core,
+    now: Timestamp,
+    /// Every command emitted, in order.
+    seen: Vec<Command>,
+    /// Launched attempts whose end has not been reported.
+    live: Vec<(AgentId, Launch)>,
+    calls: usize,
+}
+
+impl LikeTheSimulator {
+    fn new(config: CoreConfig, starts: StartReports, notices: bool) -> LikeTheSimulator {
+        let mut core = Core::new(config);
+        core.set_job_notices(notices);
+        core.set_start_reports(starts);
+        LikeTheSimulator { core, now: START, seen: Vec::new(), live: Vec::new(), calls: 0 }
+    }
+
+    /// Feeds `event` and the start reports its launches owe, breadth first.
+    fn feed(&mut self, event: Event) {
+        let mut queue = std::collections::VecDeque::from([event]);
+        while let Some(event) = queue.pop_front() {
+            self.calls += 1;
+            let out = self.core.handle(self.now, event);
+            let mut started: Vec<(AgentId, Launch)> = launches(&out);
+            self.live.extend(started.iter().cloned());
+            self.seen.extend(out);
+            let states = match self.core.start_reports() {
+                StartReports::AcquiredAndRunning => &[ContainerState::Acquired, ContainerState::Running][..],
+                StartReports::Running => &[ContainerState::Running][..],
+                StartReports::Implied => continue,
+            };
+            started.sort_by_key(|(agent, _)| *agent);
+            for batch in started.chunk_by(|a, b| a.0 == b.0) {
+                let reports =
+                    batch.iter().flat_map(|(_, l)| states.iter().map(|&s| report(l, s, self.now))).collect();
+                queue.push_back(Event::ContainerReports { agent: batch[0].0, reports });
+            }
+        }
+    }
+
+    /// The scenario of [`scenario`] (less the cancel): three jobs on two agents, one
+    /// task failing once and one failing all its attempts.
+    fn run(mut self) -> LikeTheSimulator {
+        for n in 1..=2 {
+            self.feed(join(n));
+        }
+        self.feed(submit(1, JobBuilder::map_reduce(3, 2).build(), false));
+        self.feed(submit(2, JobBuilder::maps(2).name("flaky").build(), true));
+        self.feed(submit(3, JobBuilder::maps(2).name("doomed").max_attempts(2).build(), false));
+        let fail = |l: &Launch| {
+            (l.task.job == JobId(2) && l.task.index == 0 && l.attempt.0 == 1)
+                || (l.task.job == JobId(3) && l.task.index == 0)
+        };
+        for _ in 0..100 {
+            if self.live.is_empty() {
+                return self;
+            }
+            self.now = Timestamp(self.now.0 + 1000);
+            for (agent, launch) in std::mem::take(&mut self.live) {
+                let end = if fail(&launch) { ContainerState::Failed } else { ContainerState::Completed };
+                self.feed(Event::ContainerReports { agent, reports: vec![report(&launch, end, self.now)] });
+            }
+        }
+        panic!("the jobs did not finish in 100 rounds");
+    }
+}
+
+fn launches(out: &[Command]) -> Vec<(AgentId, Launch)> {
+    out.iter()
+        .filter_map(|c| match c {
+            Command::Launch { agent, launch } => Some((*agent, launch.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_fifo_core_applying_its_launches_starts_emits_the_stream_of_one_fed_them() {
+    // The simulator's setting: a retry need not keep off the node its task failed on.
+    let node_health = NodeHealth { retry_elsewhere: false, ..NodeHealth::default() };
+    let config = CoreConfig { node_health, ..CoreConfig::default() };
+    let full = LikeTheSimulator::new(config.clone(), StartReports::default(), true).run();
+    let light_config = CoreConfig { persists: Persists::JobStates, ..config };
+    let light = LikeTheSimulator::new(light_config, StartReports::Implied, false).run();
+    assert_eq!(light.core.start_reports(), StartReports::Implied);
+    let wanted = |c: &&Command| match c {
+        Command::Persist(p) => Persists::JobStates.wants(p),
+        Command::JobChanged { .. } => false,
+        _ => true,
+    };
+    let expected: Vec<&Command> = full.seen.iter().filter(wanted).collect();
+    assert_eq!(light.seen.iter().collect::<Vec<_>>(), expected);
+    // The stream has starts and ends to get right: three jobs ran; one failed.
+    let [_, _, states, _, _] = kinds(&full.seen);
+    assert_eq!(states, 6, "{:?}", kinds(&full.seen));
+    // Every launch's start report batch was a call the light core was spared.
+    let started = launches(&full.seen).len();
+    assert!(
+        started > 10 && full.calls >= light.calls + started / 2,
+        "{} {} {started}",
+        full.calls,
+        light.calls
+    );
+}
+
+#[test]
+fn a_policy_other_than_fifo_is_given_one_running_report_for_implied_starts() {
+    let config = CoreConfig { policy: PolicySettings::GangFifo {}, ..CoreConfig::default() };
+    let mut core = Core::new(config.clone());
+    core.set_start_reports(StartReports::Implied);
+    assert_eq!(core.start_reports(), StartReports::Running);
+    // And it runs the scenario on those reports as the master's core does on both.
+    let full = LikeTheSimulator::new(config.clone(), StartReports::default(), true).run();
+    let light = LikeTheSimulator::new(config, StartReports::Implied, true).run();
+    let wanted = |c: &&Command| !matches!(c, Command::Persist(Persist::Container { report, .. }) if report.state == ContainerState::Acquired);
+    assert_eq!(light.seen.iter().collect::<Vec<_>>(), full.seen.iter().filter(wanted).collect::<Vec<_>>());
 }
