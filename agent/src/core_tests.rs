@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use slotmarket_common::container::ContainerState::{self, *};
-use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::ids::{AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, Launch};
 use slotmarket_common::spec::{SlotKind, TaskVars};
 use slotmarket_common::time::Timestamp;
@@ -28,7 +28,7 @@ fn launch(container: u64, slot: SlotKind) -> Launch {
             input: None,
             stage_tasks: BTreeMap::new().into(),
         },
-        account: AccountId("alice".into()),
+        account: "alice".into(),
     }
 }
 

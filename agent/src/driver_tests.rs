@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use slotmarket_common::container::ContainerState::{self, *};
-use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::ids::{AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::{AgentToMaster, ContainerReport, DEFAULT_MAX_FRAME, Launch, MasterToAgent};
 use slotmarket_common::spec::{SlotKind, TaskVars};
 use tokio::sync::oneshot;
@@ -55,7 +55,7 @@ fn launch(container: u64, slot: SlotKind, command: &str) -> Launch {
             input: None,
             stage_tasks: BTreeMap::new().into(),
         },
-        account: AccountId("alice".into()),
+        account: "alice".into(),
     }
 }
 

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use slotmarket_common::ids::ContainerId;
+use slotmarket_common::ids::{AccountId, ContainerId};
 use slotmarket_common::process_group::ProcessGroup;
 use slotmarket_common::protocol::{ENV_FETCH_SOCKET, ENV_FETCH_TOKEN, Launch};
 use slotmarket_common::spec::{TemplateError, render};
@@ -400,7 +400,7 @@ fn prepare_blocking(
     config: &ProcessConfig,
     launch: &Launch,
 ) -> Result<(PreparedTask, Option<TokenGuard>), SpawnError> {
-    let user = config.run_as.user_for(&launch.account)?.cloned();
+    let user = config.run_as.user_for(&AccountId(launch.account.to_string()))?.cloned();
     let job_dir = config.job_dir(launch.task.job);
     let dir = config.container_dir(launch.container);
     std::fs::create_dir_all(&job_dir)

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::ids::{AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::Launch;
 use slotmarket_common::spec::{SlotKind, TaskVars};
 use tokio::sync::mpsc;
@@ -90,7 +90,7 @@ fn launch(container: u64, command: &str) -> Launch {
             input: None,
             stage_tasks: BTreeMap::new().into(),
         },
-        account: AccountId("alice".into()),
+        account: "alice".into(),
     }
 }
 
@@ -298,7 +298,7 @@ async fn a_mapped_account_runs_as_its_unix_user_and_an_unmapped_one_is_refused()
     assert_eq!(written.uid(), nobody.uid);
 
     let mut bob = launch(12, "true");
-    bob.account = AccountId("bob".into());
+    bob.account = "bob".into();
     let (tx, mut events) = mpsc::unbounded_channel();
     let _handle = start(fx.config.clone(), bob, move |event| {
         let _ = tx.send(event);

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use slotmarket_common::container::ContainerState::{self, *};
-use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::ids::{AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::{
     AgentToMaster, ContainerReport, DEFAULT_MAX_FRAME, DataMode, InputHolder, Launch, Locate, Located,
     MasterToAgent, PROTOCOL_VERSION, StageOutputs,
@@ -166,7 +166,7 @@ fn launch(container: u64) -> Launch {
             input: None,
             stage_tasks: BTreeMap::new().into(),
         },
-        account: AccountId("alice".into()),
+        account: "alice".into(),
     }
 }
 

@@ -143,9 +143,11 @@ pub struct Launch {
     pub command: std::sync::Arc<str>,
     /// Values for the template.
     pub vars: TaskVars,
-    /// The job's account: an agent running as root may run the task as the Unix user it
-    /// maps this account to.
-    pub account: AccountId,
+    /// The job's account (its name): an agent running as root may run the task as the
+    /// Unix user it maps this account to. Shared by every launch of the job, as `command`
+    /// is (a per-launch copy of the name was an allocation per task); encodes as the
+    /// string an `AccountId` encodes as.
+    pub account: std::sync::Arc<str>,
 }
 
 // ---------------------------------------------------------------------------------
@@ -762,11 +764,60 @@ mod tests {
                     (0..MAX_STAGES).map(|i| (name(i), MAX_TASKS_PER_STAGE)).collect(),
                 ),
             },
-            account: AccountId("a".repeat(MAX_TEXT_LEN)),
+            account: "a".repeat(MAX_TEXT_LEN).into(),
         };
         let size = postcard::to_allocvec(&launch).unwrap().len();
         assert!(size > MAX_INPUT_LEN + MAX_STAGES * MAX_STAGE_NAME_LEN, "{size}");
         assert!(size <= MAX_LAUNCH_BYTES, "{size} > {MAX_LAUNCH_BYTES}");
+    }
+
+    /// `Launch` as it was before its account became a shared `Arc<str>`.
+    #[derive(Serialize)]
+    struct LaunchWithOwnedAccount {
+        container: ContainerId,
+        task: TaskId,
+        attempt: AttemptId,
+        slot: SlotKind,
+        command: std::sync::Arc<str>,
+        vars: TaskVars,
+        account: AccountId,
+    }
+
+    #[test]
+    fn a_launchs_shared_account_encodes_as_the_owned_account_id_did() {
+        let vars = TaskVars {
+            job: JobId(7),
+            stage: "map".into(),
+            task: 3,
+            tasks: 4,
+            attempt: AttemptId(2),
+            input: None,
+            stage_tasks: std::sync::Arc::new([("map".to_string(), 4)].into_iter().collect()),
+        };
+        let task = TaskId { job: JobId(7), stage: StageId(0), index: 3 };
+        let (container, attempt, slot, command) =
+            (ContainerId(11), AttemptId(2), SlotKind::Map, "run {task}");
+        let launch = Launch {
+            container,
+            task,
+            attempt,
+            slot,
+            command: command.into(),
+            vars: vars.clone(),
+            account: "alice".into(),
+        };
+        let before = LaunchWithOwnedAccount {
+            container,
+            task,
+            attempt,
+            slot,
+            command: command.into(),
+            vars,
+            account: AccountId("alice".into()),
+        };
+        let bytes = postcard::to_allocvec(&launch).unwrap();
+        assert_eq!(bytes, postcard::to_allocvec(&before).unwrap());
+        assert_eq!(postcard::from_bytes::<Launch>(&bytes).unwrap(), launch);
     }
 
     #[test]

@@ -131,6 +131,8 @@ pub(crate) struct Job {
     pub(crate) id: JobId,
     /// The account it runs on and is charged to.
     pub(crate) account: AccountId,
+    /// The account's name, shared by every launch of the job.
+    pub(crate) account_name: Arc<str>,
     /// The principal who submitted it; with admins, the only ones who may act on it.
     pub(crate) owner: AccountId,
     /// When it should finish, resolved at admission.
@@ -380,6 +382,7 @@ impl Job {
         Job {
             id,
             owner: account.clone(),
+            account_name: account.0.as_str().into(),
             account,
             deadline: None,
             submitted,

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
+use slotmarket_common::ids::{AttemptId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::Launch;
 use slotmarket_common::spec::{SlotKind, TaskVars};
 
@@ -26,7 +26,7 @@ fn launch_of(job: u64) -> Action {
         slot: SlotKind::Map,
         command: "true".into(),
         vars,
-        account: AccountId("alice".into()),
+        account: "alice".into(),
     };
     Action::Launch { agent: AgentId(1), launch }
 }

@@ -46,7 +46,7 @@ pub(super) fn pack_launches(batch: Vec<Launch>, budget: usize) -> Vec<LaunchChun
 mod tests {
     use std::collections::BTreeMap;
 
-    use slotmarket_common::ids::{AccountId, AttemptId, ContainerId, JobId, StageId, TaskId};
+    use slotmarket_common::ids::{AttemptId, ContainerId, JobId, StageId, TaskId};
     use slotmarket_common::protocol::{MasterToAgent, encode_frame};
     use slotmarket_common::spec::{SlotKind, TaskVars};
 
@@ -69,7 +69,7 @@ mod tests {
                 input: Some("x".repeat(input_bytes)),
                 stage_tasks: BTreeMap::new().into(),
             },
-            account: AccountId("alice".into()),
+            account: "alice".into(),
         }
     }
 

@@ -12,7 +12,8 @@
 //!
 //! # The loop
 //!
-//! A `BinaryHeap` holds `(time, seq, SimEvent)`; trace arrivals come from a sorted list
+//! A timeline (`timeline`: earliest first, push order at one time) holds the `SimEvent`s
+//! due later; trace arrivals come from a sorted list
 //! beside it (half a million arrivals need not sit in the heap). At one instant, heap
 //! events go before arrivals and among themselves in the order they were pushed. Each
 //! step pops the earliest event and feeds it to the core (`handle`, or `tick` for a
@@ -34,11 +35,11 @@ pub mod market;
 pub mod plot;
 pub mod report;
 pub mod rng;
+mod timeline;
 mod wakeup;
 pub mod workload;
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::time::Duration;
 
@@ -58,6 +59,7 @@ use crate::core::{
 use agents::Agents;
 use longest::LongestTasks;
 use report::{JobResult, Outcome, SloSample, SlotUsage};
+use timeline::Timeline;
 use wakeup::Wakeup;
 use workload::{Trace, secs_to_ms, task_key};
 
@@ -225,8 +227,8 @@ struct Simulation<'t> {
     config: SimConfig,
     core: Core,
     now: Timestamp,
-    heap: BinaryHeap<Reverse<(Timestamp, u64, SimEvent)>>,
-    seq: u64,
+    /// Events due later, earliest first and in push order at one time.
+    heap: Timeline<SimEvent>,
     /// Jobs that arrive on their own (no `follows`), by arrival time then trace order.
     arrivals: Vec<u32>,
     next_arrival: usize,
@@ -313,8 +315,7 @@ impl<'t> Simulation<'t> {
             config: config.clone(),
             core,
             now: Timestamp::ZERO,
-            heap: BinaryHeap::new(),
-            seq: 0,
+            heap: Timeline::default(),
             arrivals,
             next_arrival: 0,
             followers,
@@ -367,7 +368,7 @@ impl<'t> Simulation<'t> {
 
     /// When the next event is due: the heap's head or the next trace arrival.
     fn next_time(&self) -> Option<Timestamp> {
-        let heap = self.heap.peek().map(|Reverse((t, _, _))| *t);
+        let heap = self.heap.peek();
         let arrival = self.arrivals.get(self.next_arrival).map(|&ix| self.trace.jobs[ix as usize].arrival());
         match (heap, arrival) {
             (Some(h), Some(a)) => Some(h.min(a)),
@@ -377,13 +378,13 @@ impl<'t> Simulation<'t> {
 
     /// Processes the next event, heap first on ties.
     fn step(&mut self) -> Result<(), SimError> {
-        let heap_due = self.heap.peek().is_some_and(|Reverse((t, _, _))| *t <= self.now);
+        let heap_due = self.heap.peek().is_some_and(|t| t <= self.now);
         if !heap_due {
             let ix = self.arrivals[self.next_arrival];
             self.next_arrival += 1;
             return self.submit(ix);
         }
-        let Some(Reverse((at, _, event))) = self.heap.pop() else { return Ok(()) };
+        let Some((at, event)) = self.heap.pop() else { return Ok(()) };
         match event {
             SimEvent::End(container) => match self.agents.end(container, self.now) {
                 Some((agent, report)) => {
@@ -416,11 +417,10 @@ impl<'t> Simulation<'t> {
     }
 
     fn push(&mut self, at: Timestamp, event: SimEvent) {
-        self.seq += 1;
         if let SimEvent::Arrive(_) = event {
             self.queued_arrivals += 1;
         }
-        self.heap.push(Reverse((at, self.seq, event)));
+        self.heap.push(at, event);
     }
 
     /// Whether nothing but wakeups can happen any more: every arrival submitted, every

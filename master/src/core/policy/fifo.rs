@@ -59,9 +59,15 @@ pub(super) fn fill_in_order<'a>(
     let mut free = FreeSlots::in_table(std::mem::take(table), view.agents_with_free(kind), kind);
     // At most one assignment per free slot: reserve them at once rather than growing.
     out.reserve(free.remaining() as usize);
-    'jobs: for job in jobs {
-        for _ in 0..job.ready(kind) {
-            let Some(agent) = free.take() else { break 'jobs };
+    for job in jobs {
+        // Stop when the slots run out rather than when a take finds none: that take
+        // scanned every agent of the table for nothing, in most steps (one slot freed,
+        // a job with more ready tasks than that).
+        if free.remaining() == 0 {
+            break;
+        }
+        for _ in 0..job.ready(kind).min(free.remaining()) {
+            let Some(agent) = free.take() else { break };
             out.push(Assignment { agent, job: job.id(), kind });
         }
     }

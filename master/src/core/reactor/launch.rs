@@ -120,6 +120,6 @@ fn build_launch(job: &Job, task: TaskId, attempt: AttemptId, container: Containe
             input: job.spec.input.clone(),
             stage_tasks: job.stage_tasks.clone(),
         },
-        account: job.account.clone(),
+        account: job.account_name.clone(),
     })
 }

@@ -51,8 +51,11 @@ impl Gate {
     /// Opens the gate for `reservations` over the state before any assignment.
     pub(crate) fn open(state: &mut State, reservations: Vec<Reservation>) -> Gate {
         if reservations.is_empty() {
-            // Most policies reserve nothing: spare them a walk over the agents per step.
-            state.reservations.clear();
+            // Most policies reserve nothing: spare them a walk over the agents per step,
+            // and the write when nothing was reserved before either.
+            if !state.reservations.is_empty() {
+                state.reservations.clear();
+            }
             return Gate::default();
         }
         let mut free = [0u32; 2];

@@ -56,7 +56,7 @@ fn create_account(env: &mut TestEnv, name: &str, budget: &str) {
 fn launches_by_account(env: &mut TestEnv) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
     for launch in env.take_all_launches() {
-        *out.entry(launch.account.0).or_default() += 1;
+        *out.entry(launch.account.to_string()).or_default() += 1;
     }
     out
 }
