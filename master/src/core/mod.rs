@@ -221,7 +221,7 @@ pub enum StartReports {
     Running,
     /// None: every launched container starts in the instant it is launched, and the core
     /// applies its `Running` report itself at the end of the step that launched it.
-    /// Granted only to the `fifo` policy (see [`Core::set_start_reports`]).
+    /// Granted only to a policy that ignores starts, `fifo` (see [`Core::set_start_reports`]).
     Implied,
 }
 
@@ -269,16 +269,16 @@ impl Core {
     ///   reports back at once, but the policy is not asked again after them and the
     ///   starts' commands (a job's first `Persist::JobState { Running }`) close the step
     ///   that launched them. That is the same stream only for a policy whose step after
-    ///   starts alone does nothing: `fifo` decides from free slots and ready tasks alone,
-    ///   which a start changes neither of, and its previous step left no free slot
+    ///   starts alone does nothing ([`Policy::ignores_starts`]): `fifo` decides from free
+    ///   slots and ready tasks alone, which a start changes neither of, and its previous
+    ///   step left no free slot
     ///   beside a ready task (without `retry_elsewhere` every assignment it makes is
     ///   placed). Other policies count their steps or read the running containers
     ///   (`proportional`'s outcome changed): they are given [`StartReports::Running`].
     ///
     /// [`start_reports`](Core::start_reports) says which was granted.
     pub fn set_start_reports(&mut self, reports: StartReports) {
-        let implied_is_exact =
-            self.policy.name() == PolicyName::Fifo && !self.config.node_health.retry_elsewhere;
+        let implied_is_exact = self.policy.ignores_starts() && !self.config.node_health.retry_elsewhere;
         self.start_reports = match reports {
             StartReports::Implied if !implied_is_exact => StartReports::Running,
             reports => reports,

@@ -21,6 +21,10 @@ impl Policy for Fifo {
         PolicyName::Fifo
     }
 
+    fn ignores_starts(&self) -> bool {
+        true
+    }
+
     fn schedule(&mut self, _now: Timestamp, view: &SchedView<'_>, _trigger: Trigger) -> Decisions {
         let mut decisions = Decisions::default();
         for kind in SlotKind::ALL {

@@ -191,6 +191,14 @@ pub trait Policy: fmt::Debug + Send {
     fn queue_rank(&self, _job: &JobInfo<'_>) -> u64 {
         0
     }
+
+    /// Whether a step after nothing but containers starting never decides anything: the
+    /// policy reads only free slots and ready tasks, which a start changes neither of, and
+    /// keeps no count of its steps. A driver whose tasks start in the instant they are
+    /// launched may then leave the starts to the core (`StartReports::Implied`).
+    fn ignores_starts(&self) -> bool {
+        false
+    }
 }
 
 /// Why the core asks a policy to [`schedule`](Policy::schedule).
