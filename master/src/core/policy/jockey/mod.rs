@@ -90,7 +90,18 @@ pub struct JockeyConfig {
     /// Keep the model's straggler reserve at this quantile ([`ModelRequest::tail_quantile`]);
     /// 0 (or at most `quantile`): none.
     pub tail_quantile: f64,
+    /// Keep time in hand for one straggler as bad as the job's worst on the stages still
+    /// to finish, this share of it ([`JobProfile::straggler_reserve_ms`]); the larger of
+    /// it and the tail reserve is added to C(p, a). 0: none.
+    pub stage_reserve: f64,
+    /// Size the raw allocation by the expected utility over C(p, a)'s spread
+    /// ([`Control::expected_allocation`]) with this tolerance, not by U at the kept
+    /// quantile; `None`: the point estimate (§4.3).
+    pub expected_utility: Option<f64>,
 }
+
+/// Points of C(p, a)'s spread a model keeps for [`JockeyConfig::expected_utility`].
+const SPREAD_POINTS: u32 = 20;
 
 impl Default for JockeyConfig {
     fn default() -> JockeyConfig {
@@ -111,6 +122,8 @@ impl Default for JockeyConfig {
             pooled_below: 0,
             profile_runs: 0,
             tail_quantile: 0.97,
+            stage_reserve: 0.0,
+            expected_utility: None,
         }
     }
 }
@@ -301,10 +314,11 @@ impl Jockey {
         let progress = self.config.indicator.progress(&profile, &done);
         let amdahl = Amdahl::of(&profile, &done);
         let slowdown = self.slowdown(now, view, &profile, &job);
+        let straggler = profile.straggler_reserve_ms(&done, self.config.stage_reserve);
         let remaining = |a: u32| {
             slowdown
                 * match &model {
-                    Some(m) => m.remaining_between(progress, a) + m.tail_reserve(progress),
+                    Some(m) => m.remaining_between(progress, a) + m.tail_reserve(progress).max(straggler),
                     None => amdahl.remaining(a),
                 }
         };
@@ -325,7 +339,16 @@ impl Jockey {
             }
             None => &self.config.control,
         };
-        let raw = control.raw_allocation(now.0 as i64, deadline.0 as i64, &grid, remaining).unwrap_or(cap);
+        let raw = match (self.config.expected_utility, &model) {
+            (Some(tolerance), Some(m)) if !m.spread_ms.is_empty() => {
+                let reserve = m.tail_reserve(progress).max(straggler);
+                let spread =
+                    |a: u32| m.spread_between(progress, a).iter().map(|r| slowdown * (r + reserve)).collect();
+                control.expected_allocation(now.0 as i64, deadline.0 as i64, &grid, spread, tolerance)
+            }
+            _ => control.raw_allocation(now.0 as i64, deadline.0 as i64, &grid, remaining),
+        }
+        .unwrap_or(cap);
         let previous = slo.smoothed.map(|s| s.ceil().max(1.0) as u32).unwrap_or(raw);
         let finish_previous = now.0 as f64 + control.slack * remaining(previous);
         let smoothed =
@@ -394,6 +417,7 @@ impl Jockey {
                 pooled_tail: self.config.pooled_tail,
                 pooled_below: self.config.pooled_below,
                 tail_quantile: self.config.tail_quantile,
+                spread_points: if self.config.expected_utility.is_some() { SPREAD_POINTS } else { 0 },
             });
         }
         // A stale model still beats none while the new one is built.

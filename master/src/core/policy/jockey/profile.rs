@@ -195,6 +195,31 @@ impl JobProfile {
         self.observed_slowdown(&completed, started, &observed_ms)
     }
 
+    /// The job's worst straggler relative to its stage: the longest of every stage's
+    /// task times over that stage's mean (1 for a profile without tasks).
+    pub fn straggler_ratio(&self) -> f64 {
+        let ratio = |s: &StageProfile| s.longest_ms() as f64 / s.mean_ms().max(1.0);
+        self.stages.iter().map(ratio).fold(1.0, f64::max)
+    }
+
+    /// Time to keep in hand for one straggler in the stages not yet done (`done[s]`:
+    /// the share of stage `s` completed), `scale` of the worst of them: a task as much
+    /// longer than its stage's mean as the job's worst straggler
+    /// ([`straggler_ratio`](Self::straggler_ratio)), less the stage's own longest task
+    /// (which the completion model already draws). A stage of a few tasks rarely shows
+    /// a straggler in its own samples, yet one straggling task in the last stage decides
+    /// when the job ends: keeping this in hand starts that stage earlier. 0 once every
+    /// stage is done, or with `scale` 0.
+    pub fn straggler_reserve_ms(&self, done: &[f64], scale: f64) -> f64 {
+        if scale <= 0.0 {
+            return 0.0;
+        }
+        let ratio = self.straggler_ratio();
+        let exposed = self.stages.iter().zip(done).filter(|&(_, &d)| d < 1.0);
+        let worst = exposed.map(|(s, _)| ratio * s.mean_ms() - s.longest_ms() as f64).fold(0.0, f64::max);
+        scale * worst
+    }
+
     /// The longest chain of longest tasks through the DAG, in milliseconds.
     pub fn critical_path_ms(&self) -> u64 {
         let after = self.path_after_ms();
@@ -457,5 +482,26 @@ pub(crate) mod tests {
         let runs = [run(1, "etl", &[("extract", &[2_000, 4_000], &[1, 1])])];
         let profile = JobProfile::from_history(&spec, &runs).unwrap();
         assert_eq!(profile.stages[1].run_ms, vec![3_000]);
+    }
+
+    #[test]
+    fn a_straggler_reserve_prices_the_jobs_worst_straggler_on_the_stages_left() {
+        // Stage a shows a 5x straggler (mean 20 s, longest 60 s: ratio 3); the last
+        // stage z, two tasks of 10 s, shows none.
+        let spec = spec("etl", &[("a", 5, &[]), ("z", 2, &["a"])]);
+        let history = [run(
+            1,
+            "etl",
+            &[("a", &[10_000, 10_000, 10_000, 10_000, 60_000], &[]), ("z", &[10_000, 10_000], &[])],
+        )];
+        let profile = JobProfile::from_history(&spec, &history).unwrap();
+        assert!((profile.straggler_ratio() - 3.0).abs() < 1e-9);
+        // With a still to run: its own longest covers its ratio (3 × 20 − 60 = 0), z's
+        // does not (3 × 10 − 10 = 20 s).
+        assert!((profile.straggler_reserve_ms(&[0.0, 0.0], 1.0) - 20_000.0).abs() < 1e-6);
+        assert!((profile.straggler_reserve_ms(&[1.0, 0.5], 0.5) - 10_000.0).abs() < 1e-6);
+        // Nothing left, or the reserve off: nothing kept.
+        assert_eq!(profile.straggler_reserve_ms(&[1.0, 1.0], 1.0), 0.0);
+        assert_eq!(profile.straggler_reserve_ms(&[0.0, 0.0], 0.0), 0.0);
     }
 }
