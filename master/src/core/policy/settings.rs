@@ -178,6 +178,11 @@ pub enum PolicySettings {
         /// (default 0: none); the larger of it and the `tail_quantile` reserve counts.
         #[serde(default)]
         stage_reserve: f64,
+        /// How likely a stage's straggler stays within `stage_reserve`: the quantile of
+        /// the longest of the stage's tasks left, drawn from the job's profiled task
+        /// times over their stage's mean (default 1: the job's worst straggler).
+        #[serde(default = "jockey_defaults::one")]
+        stage_reserve_quantile: f64,
         /// Size the raw allocation by the expected utility over the completion model's
         /// spread of remaining times, the smallest allocation within this much utility
         /// of the best, not by the utility at the `quantile` (default unset: the point
@@ -231,6 +236,9 @@ mod jockey_defaults {
     }
     pub(super) fn tail_quantile() -> f64 {
         0.97
+    }
+    pub(super) fn one() -> f64 {
+        1.0
     }
 }
 
@@ -383,6 +391,7 @@ impl PolicySettings {
             tail_quantile,
             raise_early,
             stage_reserve,
+            stage_reserve_quantile,
             expected_utility,
         } = self
         else {
@@ -402,6 +411,8 @@ impl PolicySettings {
         within("quantile", "in [0, 1]", *quantile, (0.0..=1.0).contains(quantile))?;
         within("tail_quantile", "in [0, 1]", *tail_quantile, (0.0..=1.0).contains(tail_quantile))?;
         within("stage_reserve", "at least 0", *stage_reserve, *stage_reserve >= 0.0)?;
+        let q = *stage_reserve_quantile;
+        within("stage_reserve_quantile", "in [0, 1]", q, (0.0..=1.0).contains(&q))?;
         if let Some(tolerance) = expected_utility {
             within("expected_utility", "at least 0", *tolerance, *tolerance >= 0.0)?;
         }
@@ -438,6 +449,7 @@ impl PolicySettings {
             profile_runs: *profile_runs,
             tail_quantile: *tail_quantile,
             stage_reserve: *stage_reserve,
+            stage_reserve_quantile: *stage_reserve_quantile,
             expected_utility: *expected_utility,
         })
     }
@@ -589,6 +601,8 @@ mod tests {
         assert_eq!((config.control.raise_early, config.stage_reserve), (false, 0.0));
         assert_eq!(parse("expected_utility = 0.05").jockey_config().unwrap().expected_utility, Some(0.05));
         assert_eq!(config.expected_utility, None);
+        let quantile = parse("stage_reserve_quantile = 0.95").jockey_config().unwrap();
+        assert_eq!((quantile.stage_reserve_quantile, config.stage_reserve_quantile), (0.95, 1.0));
         let err = parse("stage_reserve = -1").jockey_config().unwrap_err();
         assert_eq!(err.to_string(), "stage_reserve: must be at least 0, got -1");
         let err = parse("tail_quantile = 1.5").check().unwrap_err();

@@ -94,6 +94,9 @@ pub struct JockeyConfig {
     /// to finish, this share of it ([`JobProfile::straggler_reserve_ms`]); the larger of
     /// it and the tail reserve is added to C(p, a). 0: none.
     pub stage_reserve: f64,
+    /// How likely a stage's straggler stays within the stage reserve
+    /// ([`JobProfile::straggler_reserve_ms`]); 1: the job's worst.
+    pub stage_reserve_quantile: f64,
     /// Size the raw allocation by the expected utility over C(p, a)'s spread
     /// ([`Control::expected_allocation`]) with this tolerance, not by U at the kept
     /// quantile; `None`: the point estimate (§4.3).
@@ -123,6 +126,7 @@ impl Default for JockeyConfig {
             profile_runs: 0,
             tail_quantile: 0.97,
             stage_reserve: 0.0,
+            stage_reserve_quantile: 1.0,
             expected_utility: None,
         }
     }
@@ -314,7 +318,12 @@ impl Jockey {
         let progress = self.config.indicator.progress(&profile, &done);
         let amdahl = Amdahl::of(&profile, &done);
         let slowdown = self.slowdown(now, view, &profile, &job);
-        let straggler = profile.straggler_reserve_ms(&done, self.config.stage_reserve);
+        let left: Vec<u32> = job.stages().map(|s| s.tasks.saturating_sub(s.completed)).collect();
+        let straggler = profile.straggler_reserve_ms(
+            &left,
+            self.config.stage_reserve,
+            self.config.stage_reserve_quantile,
+        );
         let remaining = |a: u32| {
             slowdown
                 * match &model {

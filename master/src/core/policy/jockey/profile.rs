@@ -195,29 +195,41 @@ impl JobProfile {
         self.observed_slowdown(&completed, started, &observed_ms)
     }
 
-    /// The job's worst straggler relative to its stage: the longest of every stage's
-    /// task times over that stage's mean (1 for a profile without tasks).
-    pub fn straggler_ratio(&self) -> f64 {
-        let ratio = |s: &StageProfile| s.longest_ms() as f64 / s.mean_ms().max(1.0);
-        self.stages.iter().map(ratio).fold(1.0, f64::max)
+    /// Every profiled task time over its stage's mean, ascending: how much longer than
+    /// its stage's typical task a task of this job runs.
+    pub fn straggler_ratios(&self) -> Vec<f64> {
+        let mut ratios: Vec<f64> = self
+            .stages
+            .iter()
+            .flat_map(|s| s.run_ms.iter().map(move |&t| t as f64 / s.mean_ms().max(1.0)))
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        ratios
     }
 
-    /// Time to keep in hand for one straggler in the stages not yet done (`done[s]`:
-    /// the share of stage `s` completed), `scale` of the worst of them: a task as much
-    /// longer than its stage's mean as the job's worst straggler
-    /// ([`straggler_ratio`](Self::straggler_ratio)), less the stage's own longest task
-    /// (which the completion model already draws). A stage of a few tasks rarely shows
-    /// a straggler in its own samples, yet one straggling task in the last stage decides
-    /// when the job ends: keeping this in hand starts that stage earlier. 0 once every
-    /// stage is done, or with `scale` 0.
-    pub fn straggler_reserve_ms(&self, done: &[f64], scale: f64) -> f64 {
+    /// Time to keep in hand, `scale` of it, for a straggler in the stages not yet done
+    /// (`left[s]`: tasks of stage `s` not completed): for each such stage, the
+    /// `quantile` of the longest of its `left[s]` tasks drawn from the job's
+    /// [`straggler_ratios`](Self::straggler_ratios) (the ratio at `quantile^(1 / left)`,
+    /// so a stage of many tasks left is more exposed than one of few; `quantile` 1: the
+    /// job's worst straggler) times the stage's mean, less the stage's own longest
+    /// task, which the completion model already draws; the worst stage counts. A stage
+    /// of a few tasks rarely shows a straggler in its own samples, yet one straggling
+    /// task in the last stage decides when the job ends: keeping this in hand starts
+    /// that stage earlier. 0 once every stage is done, or with `scale` 0.
+    pub fn straggler_reserve_ms(&self, left: &[u32], scale: f64, quantile: f64) -> f64 {
         if scale <= 0.0 {
             return 0.0;
         }
-        let ratio = self.straggler_ratio();
-        let exposed = self.stages.iter().zip(done).filter(|&(_, &d)| d < 1.0);
-        let worst = exposed.map(|(s, _)| ratio * s.mean_ms() - s.longest_ms() as f64).fold(0.0, f64::max);
-        scale * worst
+        let ratios = self.straggler_ratios();
+        let Some(last) = ratios.len().checked_sub(1) else { return 0.0 };
+        let exposed = self.stages.iter().zip(left).filter(|&(_, &n)| n > 0);
+        let extra = exposed.map(|(s, &n)| {
+            let q = quantile.clamp(0.0, 1.0).powf(1.0 / f64::from(n));
+            let ratio = ratios[((last as f64 * q).round() as usize).min(last)];
+            ratio * s.mean_ms() - s.longest_ms() as f64
+        });
+        scale * extra.fold(0.0, f64::max)
     }
 
     /// The longest chain of longest tasks through the DAG, in milliseconds.
@@ -485,23 +497,24 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_straggler_reserve_prices_the_jobs_worst_straggler_on_the_stages_left() {
-        // Stage a shows a 5x straggler (mean 20 s, longest 60 s: ratio 3); the last
-        // stage z, two tasks of 10 s, shows none.
+    fn a_straggler_reserve_prices_the_jobs_stragglers_on_the_stages_left() {
+        // Stage a shows a straggler (mean 20 s, longest 60 s: ratio 3); the last stage
+        // z, two tasks of 10 s, shows none.
         let spec = spec("etl", &[("a", 5, &[]), ("z", 2, &["a"])]);
-        let history = [run(
-            1,
-            "etl",
-            &[("a", &[10_000, 10_000, 10_000, 10_000, 60_000], &[]), ("z", &[10_000, 10_000], &[])],
-        )];
+        let a: &[u64] = &[10_000, 10_000, 10_000, 10_000, 60_000];
+        let history = [run(1, "etl", &[("a", a, &[]), ("z", &[10_000, 10_000], &[])])];
         let profile = JobProfile::from_history(&spec, &history).unwrap();
-        assert!((profile.straggler_ratio() - 3.0).abs() < 1e-9);
-        // With a still to run: its own longest covers its ratio (3 × 20 − 60 = 0), z's
-        // does not (3 × 10 − 10 = 20 s).
-        assert!((profile.straggler_reserve_ms(&[0.0, 0.0], 1.0) - 20_000.0).abs() < 1e-6);
-        assert!((profile.straggler_reserve_ms(&[1.0, 0.5], 0.5) - 10_000.0).abs() < 1e-6);
+        assert_eq!(profile.straggler_ratios(), vec![0.5, 0.5, 0.5, 0.5, 1.0, 1.0, 3.0]);
+        // The worst straggler (quantile 1) with everything left: a's own longest covers
+        // it (3 × 20 − 60 = 0), z's does not (3 × 10 − 10 = 20 s).
+        assert!((profile.straggler_reserve_ms(&[5, 2], 1.0, 1.0) - 20_000.0).abs() < 1e-6);
+        assert!((profile.straggler_reserve_ms(&[0, 1], 0.5, 1.0) - 10_000.0).abs() < 1e-6);
+        // At the 0.9 quantile one task left draws the ratio at 0.9 (the sixth of seven:
+        // 1.0), nothing beyond z's own 10 s; two left draw it at 0.95 (the worst, 3).
+        assert_eq!(profile.straggler_reserve_ms(&[0, 1], 1.0, 0.9), 0.0);
+        assert!((profile.straggler_reserve_ms(&[0, 2], 1.0, 0.9) - 20_000.0).abs() < 1e-6);
         // Nothing left, or the reserve off: nothing kept.
-        assert_eq!(profile.straggler_reserve_ms(&[1.0, 1.0], 1.0), 0.0);
-        assert_eq!(profile.straggler_reserve_ms(&[0.0, 0.0], 0.0), 0.0);
+        assert_eq!(profile.straggler_reserve_ms(&[0, 0], 1.0, 1.0), 0.0);
+        assert_eq!(profile.straggler_reserve_ms(&[5, 2], 0.0, 1.0), 0.0);
     }
 }
