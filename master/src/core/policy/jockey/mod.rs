@@ -348,14 +348,17 @@ impl Jockey {
             }
             None => &self.config.control,
         };
-        let raw = match (self.config.expected_utility, &model) {
-            (Some(tolerance), Some(m)) if !m.spread_ms.is_empty() => {
-                let reserve = m.tail_reserve(progress).max(straggler);
-                let spread =
-                    |a: u32| m.spread_between(progress, a).iter().map(|r| slowdown * (r + reserve)).collect();
-                control.expected_allocation(now.0 as i64, deadline.0 as i64, &grid, spread, tolerance)
+        // Only a model built with a spread can be read as a distribution.
+        let spread = model.as_ref().filter(|m| !m.spread_ms.is_empty()).map(|m| {
+            let reserve = m.tail_reserve(progress).max(straggler);
+            move |a: u32| m.spread_between(progress, a).iter().map(|r| slowdown * (r + reserve)).collect()
+        });
+        let (now_ms, deadline_ms) = (now.0 as i64, deadline.0 as i64);
+        let raw = match (self.config.expected_utility, spread) {
+            (Some(tolerance), Some(spread)) => {
+                control.expected_allocation(now_ms, deadline_ms, &grid, spread, tolerance)
             }
-            _ => control.raw_allocation(now.0 as i64, deadline.0 as i64, &grid, remaining),
+            _ => control.raw_allocation(now_ms, deadline_ms, &grid, remaining),
         }
         .unwrap_or(cap);
         let previous = slo.smoothed.map(|s| s.ceil().max(1.0) as u32).unwrap_or(raw);
