@@ -168,6 +168,27 @@ pub enum PolicySettings {
         /// under the whole cluster (default 0.97; 0: no reserve).
         #[serde(default = "jockey_defaults::tail_quantile")]
         tail_quantile: f64,
+        /// Raise a deadline job's allocation as soon as it is predicted past the
+        /// deadline less the dead zone, not only past the deadline; the dead zone still
+        /// holds cuts (default false: the paper's band both ways).
+        #[serde(default)]
+        raise_early: bool,
+        /// Keep time in hand for one straggler as much longer than its stage's mean as
+        /// the job's worst profiled one, on the stages still to finish, this share of it
+        /// (default 0: none); the larger of it and the `tail_quantile` reserve counts.
+        #[serde(default)]
+        stage_reserve: f64,
+        /// How likely a stage's straggler stays within `stage_reserve`: the quantile of
+        /// the longest of the stage's tasks left, drawn from the job's profiled task
+        /// times over their stage's mean (default 1: the job's worst straggler).
+        #[serde(default = "jockey_defaults::one")]
+        stage_reserve_quantile: f64,
+        /// Size the raw allocation by the expected utility over the completion model's
+        /// spread of remaining times, the smallest allocation within this much utility
+        /// of the best, not by the utility at the `quantile` (default unset: the point
+        /// estimate).
+        #[serde(default)]
+        expected_utility: Option<f64>,
     },
 }
 
@@ -215,6 +236,9 @@ mod jockey_defaults {
     }
     pub(super) fn tail_quantile() -> f64 {
         0.97
+    }
+    pub(super) fn one() -> f64 {
+        1.0
     }
 }
 
@@ -365,6 +389,10 @@ impl PolicySettings {
             pooled_below,
             profile_runs,
             tail_quantile,
+            raise_early,
+            stage_reserve,
+            stage_reserve_quantile,
+            expected_utility,
         } = self
         else {
             return Ok(JockeyConfig::default());
@@ -382,6 +410,12 @@ impl PolicySettings {
         within("model_runs", "at least 1", f64::from(*model_runs), *model_runs >= 1)?;
         within("quantile", "in [0, 1]", *quantile, (0.0..=1.0).contains(quantile))?;
         within("tail_quantile", "in [0, 1]", *tail_quantile, (0.0..=1.0).contains(tail_quantile))?;
+        within("stage_reserve", "at least 0", *stage_reserve, *stage_reserve >= 0.0)?;
+        let q = *stage_reserve_quantile;
+        within("stage_reserve_quantile", "in [0, 1]", q, (0.0..=1.0).contains(&q))?;
+        if let Some(tolerance) = expected_utility {
+            within("expected_utility", "at least 0", *tolerance, *tolerance >= 0.0)?;
+        }
         // The policy's curve applies to deadline jobs only, so it always has a deadline.
         let utility = if utility.0.is_empty() {
             Utility::default()
@@ -398,6 +432,7 @@ impl PolicySettings {
                 dead_zone_ms: (dead_zone_s * 1000.0).round() as i64,
                 utility,
                 hysteresis_down: *hysteresis_down,
+                raise_early: *raise_early,
             },
             indicator: *indicator,
             predictor: *predictor,
@@ -413,6 +448,9 @@ impl PolicySettings {
             pooled_below: *pooled_below,
             profile_runs: *profile_runs,
             tail_quantile: *tail_quantile,
+            stage_reserve: *stage_reserve,
+            stage_reserve_quantile: *stage_reserve_quantile,
+            expected_utility: *expected_utility,
         })
     }
 }
@@ -558,6 +596,15 @@ mod tests {
         let newer = parse("profile_runs = 3\ntail_quantile = 0.99").jockey_config().unwrap();
         assert_eq!((newer.profile_runs, newer.tail_quantile), (3, 0.99));
         assert_eq!((config.profile_runs, config.tail_quantile), (0, 0.97));
+        let split = parse("raise_early = true\nstage_reserve = 0.5").jockey_config().unwrap();
+        assert_eq!((split.control.raise_early, split.stage_reserve), (true, 0.5));
+        assert_eq!((config.control.raise_early, config.stage_reserve), (false, 0.0));
+        assert_eq!(parse("expected_utility = 0.05").jockey_config().unwrap().expected_utility, Some(0.05));
+        assert_eq!(config.expected_utility, None);
+        let quantile = parse("stage_reserve_quantile = 0.95").jockey_config().unwrap();
+        assert_eq!((quantile.stage_reserve_quantile, config.stage_reserve_quantile), (0.95, 1.0));
+        let err = parse("stage_reserve = -1").jockey_config().unwrap_err();
+        assert_eq!(err.to_string(), "stage_reserve: must be at least 0, got -1");
         let err = parse("tail_quantile = 1.5").check().unwrap_err();
         assert_eq!(err.to_string(), "tail_quantile: must be in [0, 1], got 1.5");
         let err = parse("hysteresis_down = 1.5").check().unwrap_err();

@@ -401,3 +401,90 @@ fn a_tail_reserve_keeps_time_in_hand_for_a_straggler_the_median_leaves_out() {
     assert_eq!(reserved.guarantee, 4);
     assert!(reserved.predicted_finish > plain.predicted_finish);
 }
+
+/// etl due in 20 minutes, then a last stage of two 60 s tasks after its maps, on 10
+/// slots under the simulator's model (median of 200 runs per allocation, no tail
+/// reserve), from two profiled runs of which one had a 600 s map straggler (8.2 × the
+/// maps' mean): the controller's state once the model is in, under `settings`.
+fn etl_with_a_last_stage(settings: &str) -> crate::core::policy::jockey::SloState {
+    let toml = format!(
+        "name = \"jockey\"\ninterval_s = 60\nspare = false\nquantile = 0.5\nmodel_runs = 200\ntail_quantile = 0\n{settings}"
+    );
+    let with_reduce = |job: u64, straggler: Option<u64>| {
+        let mut run = etl_run(job);
+        run.stages[0].run_ms[19] = straggler.or(run.stages[0].run_ms[19]);
+        run.stages.push(StageHistory {
+            name: "reduce".into(),
+            slot: SlotKind::Map,
+            run_ms: vec![Some(60_000); 2],
+            attempts: vec![1; 2],
+        });
+        run
+    };
+    let history = vec![with_reduce(7, None), with_reduce(8, Some(600_000))];
+    let mut env = recovered_env(toml::from_str(&toml).expect("jockey settings parse"), history, 10);
+    let mut spec = etl_due_in(20);
+    let mut reduce = spec.stages[0].clone();
+    (reduce.name, reduce.tasks, reduce.after) = ("reduce".into(), 2, vec!["map".into()]);
+    spec.stages.push(reduce);
+    let etl = env.submit(spec);
+    let requests = env.take_model_requests();
+    assert_eq!(requests.len(), 1);
+    env.handle(Event::CompletionModelBuilt(Box::new(build_completion_model(&requests[0]))));
+    env.advance(60);
+    env.heartbeat("n1");
+    env.tick();
+    env.jockey_state(etl)
+}
+
+#[test]
+fn a_stage_reserve_keeps_time_in_hand_for_a_straggler_in_the_last_stage() {
+    let plain = etl_with_a_last_stage("");
+    // The reduce's two 60 s tasks never straggled, but the job's maps did (8.2 × their
+    // mean): kept in hand, one such reduce task is 7.2 minutes more than the model's,
+    // so the maps must be done that much sooner: more slots now.
+    let reserved = etl_with_a_last_stage("stage_reserve = 1.0");
+    assert!(reserved.guarantee > plain.guarantee, "{} {}", reserved.guarantee, plain.guarantee);
+    assert!(reserved.predicted_finish > plain.predicted_finish);
+    // At a quantile that one or two tasks' longest rarely reaches, nothing is kept.
+    let likely = etl_with_a_last_stage("stage_reserve = 1.0\nstage_reserve_quantile = 0.5");
+    assert_eq!((likely.guarantee, likely.predicted_finish), (plain.guarantee, plain.predicted_finish));
+}
+
+#[test]
+fn an_expected_utility_sizes_the_job_from_the_spread_of_its_model() {
+    let point = etl_with_a_last_stage("");
+    // Every sampled run on time (no tolerance): the runs that draw the 600 s map
+    // straggler must fit too, which the median leaves out.
+    let every = etl_with_a_last_stage("expected_utility = 0.0");
+    assert!(every.guarantee > point.guarantee, "{} {}", every.guarantee, point.guarantee);
+    // A tolerance as wide as the utility's range takes the smallest allocation.
+    let any = etl_with_a_last_stage("expected_utility = 2000.0");
+    assert_eq!(any.raw, 1);
+}
+
+#[test]
+fn raising_early_acts_on_a_job_predicted_inside_the_dead_zone() {
+    let state = |raise_early: bool| {
+        let toml = format!(
+            "name = \"jockey\"\npredictor = \"amdahl\"\ninterval_s = 60\nspare = false\nraise_early = {raise_early}\n"
+        );
+        let mut env = recovered_env(
+            toml::from_str(&toml).expect("jockey settings parse"),
+            vec![etl_run(7), etl_run(8)],
+            10,
+        );
+        let etl = env.submit(etl_due_in(10));
+        env.take_launches(4);
+        // A minute on, nothing done: 60 s + 1.2 × (60 + 1140 / 4) s = 7.9 minutes, past
+        // d − D (7) but before d (10); the raw allocation is 5.
+        env.advance(60);
+        env.heartbeat("n1");
+        env.tick();
+        env.jockey_state(etl)
+    };
+    let (held, raised) = (state(false), state(true));
+    assert_eq!((held.raw, held.guarantee), (5, 4));
+    // Half the gap (α = 0.5): 4.5, rounded up.
+    assert_eq!((raised.raw, raised.guarantee), (5, 5));
+}

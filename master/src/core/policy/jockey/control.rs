@@ -68,6 +68,11 @@ pub struct Control {
     /// one (`None`: `hysteresis` both ways). §4.3 smooths against oscillation when
     /// raising; coming down faster frees what a job found ahead no longer needs.
     pub hysteresis_down: Option<f64>,
+    /// Raise as soon as the predicted finish passes the shifted deadline `d − D`, not
+    /// only once it passes `d` itself; the dead zone still holds cuts. §4.3's band
+    /// holds both ways: a job predicted just inside it keeps its guarantee while the
+    /// raw allocation asks for twice as much, and a straggler later finds no margin.
+    pub raise_early: bool,
 }
 
 impl Default for Control {
@@ -78,6 +83,7 @@ impl Default for Control {
             dead_zone_ms: 3 * MINUTE_MS,
             utility: Utility::default(),
             hysteresis_down: None,
+            raise_early: false,
         }
     }
 }
@@ -106,6 +112,40 @@ impl Control {
         best.map(|(a, _)| a)
     }
 
+    /// The raw allocation by expected utility: the smallest of `allocations` whose
+    /// mean utility over C(p, a)'s spread (`remaining_ms(a)`: equally likely remaining
+    /// times) is within `tolerance` of the best, each finish `now + slack × sample`
+    /// against the deadline moved `dead_zone_ms` earlier. §4.3 takes U at one point
+    /// estimate, which prices a tail of late samples at nothing until the quantile
+    /// itself is late; here each late sample costs what U says its lateness costs, so
+    /// an allocation where the tail is heavy pays for it and one where it is not does
+    /// not. The tolerance stops the search where more slots only shave a few late
+    /// samples (U keeps rising with `a` while any sample is late). `None` when
+    /// `allocations` is empty.
+    pub fn expected_allocation(
+        &self,
+        now_ms: i64,
+        deadline_ms: i64,
+        allocations: &[u32],
+        remaining_ms: impl Fn(u32) -> Vec<f64>,
+        tolerance: f64,
+    ) -> Option<u32> {
+        let target = (deadline_ms - self.dead_zone_ms) as f64;
+        let expected: Vec<(u32, f64)> = allocations
+            .iter()
+            .map(|&a| {
+                let samples = remaining_ms(a);
+                let total: f64 = samples
+                    .iter()
+                    .map(|r| self.utility.at((now_ms as f64 + self.slack * r - target).round() as i64))
+                    .sum();
+                (a, total / samples.len().max(1) as f64)
+            })
+            .collect();
+        let best = expected.iter().map(|e| e.1).fold(f64::NEG_INFINITY, f64::max);
+        expected.iter().find(|e| e.1 >= best - tolerance - 1e-9).map(|e| e.0)
+    }
+
     /// One control step: the next smoothed allocation from the previous one (`None` on
     /// the first step, which jumps to the raw allocation), the raw allocation, and the
     /// predicted finish under the previous allocation (with slack).
@@ -119,10 +159,14 @@ impl Control {
         let Some(previous) = previous else { return f64::from(raw) };
         let raw = f64::from(raw);
         // Dead zone: predicted to finish between d − D and d, leave the allocation be;
-        // a job is only sped up once it is predicted past the deadline itself.
+        // a job is only sped up once it is predicted past the deadline itself (with
+        // `raise_early`, past d − D: the band then holds cuts only).
+        let raise_from = if self.raise_early { deadline_ms - self.dead_zone_ms } else { deadline_ms };
         let in_dead_zone = finish_at_previous_ms <= deadline_ms as f64
             && finish_at_previous_ms >= (deadline_ms - self.dead_zone_ms) as f64;
-        if in_dead_zone || (raw > previous && finish_at_previous_ms <= deadline_ms as f64) {
+        let hold_raise = raw > previous && finish_at_previous_ms <= raise_from as f64;
+        let hold_cut = raw <= previous && in_dead_zone;
+        if hold_raise || hold_cut {
             return previous;
         }
         let alpha =
@@ -233,5 +277,44 @@ mod tests {
         // Predicted past the deadline itself: it acts.
         let late = (deadline + 1) as f64;
         assert!(control.smooth(Some(10.0), 30, late, deadline) > 10.0);
+    }
+
+    #[test]
+    fn raising_early_acts_inside_the_dead_zone_on_raises_only() {
+        let control = Control { raise_early: true, ..Control::default() };
+        let deadline = 60 * MINUTE_MS;
+        // Predicted 2 minutes before the deadline, inside [d − 3 min, d]: a raise goes
+        // ahead (the paper's band would hold it, as the test above shows)...
+        let near = (deadline - 2 * MINUTE_MS) as f64;
+        assert_eq!(control.smooth(Some(10.0), 30, near, deadline), 20.0);
+        assert_eq!(Control::default().smooth(Some(10.0), 30, near, deadline), 10.0);
+        // ...a cut is still held there.
+        assert_eq!(control.smooth(Some(10.0), 2, near, deadline), 10.0);
+        // Before d − D a raise is still not needed, and a cut goes ahead.
+        let early = (deadline - 10 * MINUTE_MS) as f64;
+        assert_eq!(control.smooth(Some(10.0), 30, early, deadline), 10.0);
+        assert!(control.smooth(Some(10.0), 2, early, deadline) < 10.0);
+    }
+
+    #[test]
+    fn the_expected_utility_pays_for_a_heavy_tail_only_where_it_is_heavy() {
+        let control = Control { slack: 1.0, dead_zone_ms: 0, ..Control::default() };
+        let allocations: Vec<u32> = (1..=40).collect();
+        // 20 minutes to go, 100 slot-minutes of work; one sample in ten takes 5 minutes
+        // longer (a straggler no allocation shortens).
+        let spread = |a: u32| {
+            let mut samples = vec![hundred_slot_minutes(a); 10];
+            samples[9] += 5.0 * MINUTE_MS as f64;
+            samples
+        };
+        // Without tolerance every late sample must go: 100 / 15 needs 7 slots.
+        assert_eq!(control.expected_allocation(0, 20 * MINUTE_MS, &allocations, spread, 0.0), Some(7));
+        // A tenth of the runs late by at most a minute costs 0.02 of utility: with a
+        // tolerance of 0.05, 6 slots do (16.7 + 5 min is 1.7 min late: 0.033).
+        assert_eq!(control.expected_allocation(0, 20 * MINUTE_MS, &allocations, spread, 0.05), Some(6));
+        // Without a tail it is the point estimate's answer.
+        let narrow = |a: u32| vec![hundred_slot_minutes(a); 10];
+        assert_eq!(control.expected_allocation(0, 20 * MINUTE_MS, &allocations, narrow, 0.05), Some(5));
+        assert_eq!(control.expected_allocation(0, 20 * MINUTE_MS, &[], narrow, 0.05), None);
     }
 }

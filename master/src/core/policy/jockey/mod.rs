@@ -90,7 +90,21 @@ pub struct JockeyConfig {
     /// Keep the model's straggler reserve at this quantile ([`ModelRequest::tail_quantile`]);
     /// 0 (or at most `quantile`): none.
     pub tail_quantile: f64,
+    /// Keep time in hand for one straggler as bad as the job's worst on the stages still
+    /// to finish, this share of it ([`JobProfile::straggler_reserve_ms`]); the larger of
+    /// it and the tail reserve is added to C(p, a). 0: none.
+    pub stage_reserve: f64,
+    /// How likely a stage's straggler stays within the stage reserve
+    /// ([`JobProfile::straggler_reserve_ms`]); 1: the job's worst.
+    pub stage_reserve_quantile: f64,
+    /// Size the raw allocation by the expected utility over C(p, a)'s spread
+    /// ([`Control::expected_allocation`]) with this tolerance, not by U at the kept
+    /// quantile; `None`: the point estimate (§4.3).
+    pub expected_utility: Option<f64>,
 }
+
+/// Points of C(p, a)'s spread a model keeps for [`JockeyConfig::expected_utility`].
+const SPREAD_POINTS: u32 = 20;
 
 impl Default for JockeyConfig {
     fn default() -> JockeyConfig {
@@ -111,6 +125,9 @@ impl Default for JockeyConfig {
             pooled_below: 0,
             profile_runs: 0,
             tail_quantile: 0.97,
+            stage_reserve: 0.0,
+            stage_reserve_quantile: 1.0,
+            expected_utility: None,
         }
     }
 }
@@ -301,10 +318,16 @@ impl Jockey {
         let progress = self.config.indicator.progress(&profile, &done);
         let amdahl = Amdahl::of(&profile, &done);
         let slowdown = self.slowdown(now, view, &profile, &job);
+        let left: Vec<u32> = job.stages().map(|s| s.tasks.saturating_sub(s.completed)).collect();
+        let straggler = profile.straggler_reserve_ms(
+            &left,
+            self.config.stage_reserve,
+            self.config.stage_reserve_quantile,
+        );
         let remaining = |a: u32| {
             slowdown
                 * match &model {
-                    Some(m) => m.remaining_between(progress, a) + m.tail_reserve(progress),
+                    Some(m) => m.remaining_between(progress, a) + m.tail_reserve(progress).max(straggler),
                     None => amdahl.remaining(a),
                 }
         };
@@ -325,7 +348,19 @@ impl Jockey {
             }
             None => &self.config.control,
         };
-        let raw = control.raw_allocation(now.0 as i64, deadline.0 as i64, &grid, remaining).unwrap_or(cap);
+        // Only a model built with a spread can be read as a distribution.
+        let spread = model.as_ref().filter(|m| !m.spread_ms.is_empty()).map(|m| {
+            let reserve = m.tail_reserve(progress).max(straggler);
+            move |a: u32| m.spread_between(progress, a).iter().map(|r| slowdown * (r + reserve)).collect()
+        });
+        let (now_ms, deadline_ms) = (now.0 as i64, deadline.0 as i64);
+        let raw = match (self.config.expected_utility, spread) {
+            (Some(tolerance), Some(spread)) => {
+                control.expected_allocation(now_ms, deadline_ms, &grid, spread, tolerance)
+            }
+            _ => control.raw_allocation(now_ms, deadline_ms, &grid, remaining),
+        }
+        .unwrap_or(cap);
         let previous = slo.smoothed.map(|s| s.ceil().max(1.0) as u32).unwrap_or(raw);
         let finish_previous = now.0 as f64 + control.slack * remaining(previous);
         let smoothed =
@@ -394,6 +429,7 @@ impl Jockey {
                 pooled_tail: self.config.pooled_tail,
                 pooled_below: self.config.pooled_below,
                 tail_quantile: self.config.tail_quantile,
+                spread_points: if self.config.expected_utility.is_some() { SPREAD_POINTS } else { 0 },
             });
         }
         // A stale model still beats none while the new one is built.

@@ -46,6 +46,10 @@ pub struct ModelRequest {
     /// A higher quantile for the tail reserve ([`CompletionModel::tail_reserve`]); at or
     /// below `quantile`: no reserve.
     pub tail_quantile: f64,
+    /// Keep this many evenly spaced quantiles of the sampled remaining times per bucket
+    /// ([`CompletionModel::spread_ms`]), for an expected utility over C(p, a)'s spread;
+    /// 0: none.
+    pub spread_points: u32,
 }
 
 /// A built C(p, a): for each modelled allocation, the quantile of the remaining time per
@@ -72,6 +76,11 @@ pub struct CompletionModel {
     /// is the critical path: the straggler risk no allocation can shorten. Empty without
     /// a `tail_quantile`.
     pub reserve_ms: Vec<f64>,
+    /// `spread_ms[i][b]`: the `spread_points` quantiles `(k + ½) / n` of the sampled
+    /// remaining times under `allocations[i]` in bucket `b`, ascending — C(p, a)'s
+    /// distribution, each point standing for an equal share of the runs. Empty without
+    /// `spread_points`.
+    pub spread_ms: Vec<Vec<Vec<f64>>>,
 }
 
 /// The quantiles of the simulated remaining times a model keeps as its interval.
@@ -108,6 +117,21 @@ impl CompletionModel {
     pub fn tail_reserve(&self, p: f64) -> f64 {
         let b = ((p.clamp(0.0, 1.0) * BUCKETS as f64) as usize).min(BUCKETS - 1);
         self.reserve_ms.get(b).copied().unwrap_or(0.0)
+    }
+
+    /// C(p, a)'s spread ([`spread_ms`](Self::spread_ms)) at any `a`, each point
+    /// interpolated between the modelled allocations around `a` as
+    /// [`remaining_between`](Self::remaining_between) does; empty without a spread.
+    pub fn spread_between(&self, p: f64, a: u32) -> Vec<f64> {
+        let b = ((p.clamp(0.0, 1.0) * BUCKETS as f64) as usize).min(BUCKETS - 1);
+        let row = |i: usize| self.spread_ms.get(i).and_then(|r| r.get(b)).cloned().unwrap_or_default();
+        let Some(i) = self.allocations.iter().rposition(|&m| m <= a) else { return row(0) };
+        let (Some(&low), Some(&high)) = (self.allocations.get(i), self.allocations.get(i + 1)) else {
+            return row(i);
+        };
+        let inverse = |x: u32| 1.0 / f64::from(x.max(1));
+        let w = ((inverse(low) - inverse(a)) / (inverse(low) - inverse(high))).clamp(0.0, 1.0);
+        row(i).iter().zip(row(i + 1)).map(|(l, h)| l + w * (h - l)).collect()
     }
 
     /// The [`INTERVAL`] of remaining times at progress `p` under allocation `a`, chosen
@@ -147,6 +171,7 @@ pub fn build_completion_model(request: &ModelRequest) -> CompletionModel {
         stage.queue_ms = q;
     }
     let (mut remaining_ms, mut interval_ms, mut reserve_ms) = (Vec::new(), Vec::new(), Vec::new());
+    let mut spread_ms = Vec::new();
     for (i, &a) in request.allocations.iter().enumerate() {
         let sampled = {
             let mut buckets: Vec<Vec<f64>> = vec![Vec::new(); BUCKETS];
@@ -171,6 +196,12 @@ pub fn build_completion_model(request: &ModelRequest) -> CompletionModel {
             reserve_ms = tail.iter().zip(&kept).map(|(t, k)| (t - k).max(0.0)).collect();
         }
         remaining_ms.push(kept);
+        if request.spread_points > 0 {
+            let n = request.spread_points;
+            let points: Vec<Vec<f64>> =
+                (0..n).map(|k| quantiles(&sampled, (f64::from(k) + 0.5) / f64::from(n))).collect();
+            spread_ms.push((0..BUCKETS).map(|b| points.iter().map(|q| q[b]).collect()).collect());
+        }
         let (low, high) = (quantiles(&sampled, INTERVAL.0), quantiles(&sampled, INTERVAL.1));
         interval_ms.push(low.into_iter().zip(high).collect());
     }
@@ -182,6 +213,7 @@ pub fn build_completion_model(request: &ModelRequest) -> CompletionModel {
         queue_ms,
         interval_ms,
         reserve_ms,
+        spread_ms,
     }
 }
 
@@ -354,6 +386,7 @@ mod tests {
             pooled_tail: false,
             pooled_below: 0,
             tail_quantile: 0.0,
+            spread_points: 0,
         }
     }
 
@@ -410,6 +443,7 @@ mod tests {
             pooled_tail: false,
             pooled_below: 0,
             tail_quantile: 0.0,
+            spread_points: 0,
         };
         // Maps done is progress 16/19 (0.84): only the reduce is left.
         assert_eq!(build_completion_model(&slowest).remaining(0.85, 1), 3_000.0);
@@ -444,6 +478,7 @@ mod tests {
             pooled_tail: false,
             pooled_below: 0,
             tail_quantile: 0.0,
+            spread_points: 0,
         };
         let plain = build_completion_model(&reserved);
         assert!(plain.reserve_ms.is_empty());
@@ -462,6 +497,35 @@ mod tests {
         // A tail quantile at or below the kept one keeps nothing.
         reserved.tail_quantile = 0.2;
         assert!(build_completion_model(&reserved).reserve_ms.is_empty());
+    }
+
+    #[test]
+    fn the_spread_keeps_c_of_p_a_s_distribution_and_interpolates_it_like_the_quantile() {
+        // Maps of 1 s with one straggler of 10 s in twelve, then one reduce of 3 s.
+        let spec = spec("two", &[("map", 12, &[]), ("reduce", 1, &["map"])]);
+        let mut maps = [1_000; 12];
+        maps[11] = 10_000;
+        let runs = [run(5, "two", &[("map", &maps, &[1; 12]), ("reduce", &[3_000], &[1])])];
+        let mut spread = request(vec![1, 12]);
+        spread.profile = JobProfile::from_history(&spec, &runs).unwrap();
+        spread.runs = 200;
+        assert!(build_completion_model(&spread).spread_ms.is_empty());
+        spread.spread_points = 10;
+        let model = build_completion_model(&spread);
+        let at_twelve = model.spread_between(0.0, 12);
+        // On twelve slots about a third of the runs draw no straggler (1 s + 3 s) and
+        // the rest one (10 s + 3 s): the lowest point is the one, the highest the other.
+        assert_eq!(at_twelve.len(), 10);
+        assert!(at_twelve.windows(2).all(|w| w[0] <= w[1]), "{at_twelve:?}");
+        assert_eq!((at_twelve[0], at_twelve[9]), (4_000.0, 13_000.0));
+        // Between allocations each point lies between its neighbours' points.
+        let (one, six) = (model.spread_between(0.0, 1), model.spread_between(0.0, 6));
+        for ((l, m), h) in one.iter().zip(&six).zip(&at_twelve) {
+            assert!(h <= m && m <= l, "{l} {m} {h}");
+        }
+        // The kept quantile is unchanged by keeping the spread.
+        spread.spread_points = 0;
+        assert_eq!(model.remaining_ms, build_completion_model(&spread).remaining_ms);
     }
 
     #[test]
