@@ -16,6 +16,7 @@
 
 mod control;
 mod model;
+mod predict;
 mod profile;
 mod progress;
 
@@ -307,79 +308,33 @@ impl Jockey {
             };
             return;
         };
-        let model = self.model_for(&profile, total).cloned();
-        if let Some(model) = &model {
-            for (stage, &q) in profile.stages.iter_mut().zip(&model.queue_ms) {
-                stage.queue_ms = q;
-            }
-        }
-        let done: Vec<f64> =
-            job.stages().map(|s| f64::from(s.completed) / f64::from(s.tasks.max(1))).collect();
-        let progress = self.config.indicator.progress(&profile, &done);
-        let amdahl = Amdahl::of(&profile, &done);
-        let slowdown = self.slowdown(now, view, &profile, &job);
-        let left: Vec<u32> = job.stages().map(|s| s.tasks.saturating_sub(s.completed)).collect();
-        let straggler = profile.straggler_reserve_ms(
-            &left,
-            self.config.stage_reserve,
-            self.config.stage_reserve_quantile,
-        );
-        let remaining = |a: u32| {
-            slowdown
-                * match &model {
-                    Some(m) => m.remaining_between(progress, a) + m.tail_reserve(progress).max(straggler),
-                    None => amdahl.remaining(a),
-                }
-        };
+        let prediction = self.predict(now, view, &mut profile, &job, total);
         // More slots than tasks left cannot speed the job up: a job behind in its tail
         // (one straggler in a last stage of a few tasks) would otherwise be raised to
         // the whole cluster, which the model's C(p, a) — flat beyond that — cannot stop
         // when no allocation meets the deadline and the largest loses least utility.
         let cap = total.min(job.stages().map(|s| s.tasks.saturating_sub(s.completed)).sum::<u32>().max(1));
-        // Every allocation is a candidate, not only the modelled ones: picking from a
-        // grid of 15 % steps would round each raw allocation up by up to 15 %.
-        let grid: Vec<u32> = (1..=cap).collect();
-        // The job's own utility curve, when its spec gives one, else the policy's.
-        let own;
-        let control = match &job.spec().utility {
-            Some(curve) => {
-                own = Control { utility: Utility::from(curve), ..self.config.control.clone() };
-                &own
-            }
-            None => &self.config.control,
-        };
-        // Only a model built with a spread can be read as a distribution.
-        let spread = model.as_ref().filter(|m| !m.spread_ms.is_empty()).map(|m| {
-            let reserve = m.tail_reserve(progress).max(straggler);
-            move |a: u32| m.spread_between(progress, a).iter().map(|r| slowdown * (r + reserve)).collect()
-        });
-        let (now_ms, deadline_ms) = (now.0 as i64, deadline.0 as i64);
-        let raw = match (self.config.expected_utility, spread) {
-            (Some(tolerance), Some(spread)) => {
-                control.expected_allocation(now_ms, deadline_ms, &grid, spread, tolerance)
-            }
-            _ => control.raw_allocation(now_ms, deadline_ms, &grid, remaining),
-        }
-        .unwrap_or(cap);
+        let control = self.control_for(&job);
+        let raw = self.raw_allocation(&control, now, deadline, cap, &prediction);
+        let remaining = |a: u32| prediction.remaining_ms(a);
         let previous = slo.smoothed.map(|s| s.ceil().max(1.0) as u32).unwrap_or(raw);
         let finish_previous = now.0 as f64 + control.slack * remaining(previous);
         let smoothed =
             control.smooth(slo.smoothed, raw, finish_previous, deadline.0 as i64).clamp(1.0, f64::from(cap));
         let guarantee = smoothed.ceil() as u32;
-        let model_based = model.is_some() || self.config.predictor != Predictor::Simulator;
+        let model_based = prediction.model.is_some() || self.config.predictor != Predictor::Simulator;
         let finish = now.0 as f64 + control.slack * remaining(guarantee);
-        let at = |ms: f64| Timestamp((now.0 as f64 + slowdown * ms).max(0.0) as u64);
-        let finish_interval =
-            model.as_ref().map(|m| m.interval(progress, guarantee)).map(|(lo, hi)| (at(lo), at(hi)));
+        let at = |ms: f64| Timestamp((now.0 as f64 + ms).max(0.0) as u64);
+        let finish_interval = prediction.interval_ms(guarantee).map(|(lo, hi)| (at(lo), at(hi)));
         *slo = SloState {
             // A guess made while the simulated model is being built is not a history to
             // smooth from: the first model-based step starts afresh.
             smoothed: model_based.then_some(smoothed),
             guarantee,
-            progress,
+            progress: prediction.progress,
             predicted_finish: Some(Timestamp(finish.max(0.0) as u64)),
             frozen: !self.config.adapt && model_based,
-            slowdown,
+            slowdown: prediction.slowdown,
             finish_interval,
             deadline: Some(deadline),
             raw,
