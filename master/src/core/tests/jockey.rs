@@ -376,15 +376,24 @@ fn etl_with_a_rare_straggler(tail_quantile: f64) -> crate::core::policy::jockey:
     let mut straggled = etl_run(8);
     straggled.stages[0].run_ms[19] = Some(600_000);
     let history = vec![etl_run(7), straggled];
-    let mut env = recovered_env(toml::from_str(&toml).expect("jockey settings parse"), history, 10);
-    let etl = env.submit(etl_due_in(20));
+    let env = recovered_env(toml::from_str(&toml).expect("jockey settings parse"), history, 10);
+    state_once_modelled(env, etl_due_in(20))
+}
+
+/// Submits `spec`, builds the completion model the policy asks for, and answers the job's
+/// controller state after the first control step a minute later.
+fn state_once_modelled(
+    mut env: TestEnv,
+    spec: slotmarket_common::spec::JobSpec,
+) -> crate::core::policy::jockey::SloState {
+    let job = env.submit(spec);
     let requests = env.take_model_requests();
     assert_eq!(requests.len(), 1);
     env.handle(Event::CompletionModelBuilt(Box::new(build_completion_model(&requests[0]))));
     env.advance(60);
     env.heartbeat("n1");
     env.tick();
-    env.jockey_state(etl)
+    env.jockey_state(job)
 }
 
 #[test]
@@ -422,19 +431,12 @@ fn etl_with_a_last_stage(settings: &str) -> crate::core::policy::jockey::SloStat
         run
     };
     let history = vec![with_reduce(7, None), with_reduce(8, Some(600_000))];
-    let mut env = recovered_env(toml::from_str(&toml).expect("jockey settings parse"), history, 10);
+    let env = recovered_env(toml::from_str(&toml).expect("jockey settings parse"), history, 10);
     let mut spec = etl_due_in(20);
     let mut reduce = spec.stages[0].clone();
     (reduce.name, reduce.tasks, reduce.after) = ("reduce".into(), 2, vec!["map".into()]);
     spec.stages.push(reduce);
-    let etl = env.submit(spec);
-    let requests = env.take_model_requests();
-    assert_eq!(requests.len(), 1);
-    env.handle(Event::CompletionModelBuilt(Box::new(build_completion_model(&requests[0]))));
-    env.advance(60);
-    env.heartbeat("n1");
-    env.tick();
-    env.jockey_state(etl)
+    state_once_modelled(env, spec)
 }
 
 #[test]

@@ -370,8 +370,15 @@ mod tests {
 
     /// One stage of 12 tasks of exactly 1 s, then one of 1 task of 3 s.
     fn profile() -> JobProfile {
+        profile_with_straggler(1_000)
+    }
+
+    /// [`profile`]'s job whose last map took `straggler_ms`.
+    fn profile_with_straggler(straggler_ms: u64) -> JobProfile {
         let spec = spec("two", &[("map", 12, &[]), ("reduce", 1, &["map"])]);
-        let runs = [run(5, "two", &[("map", &[1_000; 12], &[1; 12]), ("reduce", &[3_000], &[1])])];
+        let mut maps = [1_000; 12];
+        maps[11] = straggler_ms;
+        let runs = [run(5, "two", &[("map", &maps, &[1; 12]), ("reduce", &[3_000], &[1])])];
         JobProfile::from_history(&spec, &runs).unwrap()
     }
 
@@ -429,12 +436,9 @@ mod tests {
     fn a_pooled_tail_lends_one_stages_straggler_to_the_others() {
         // Maps of 1 s with one straggler of 5 s (3.75 × their mean), then one reduce of
         // exactly 3 s: its own samples never show it slower than 3 s.
-        let spec = spec("two", &[("map", 12, &[]), ("reduce", 1, &["map"])]);
-        let mut maps = [1_000; 12];
-        maps[11] = 5_000;
-        let runs = [run(5, "two", &[("map", &maps, &[1; 12]), ("reduce", &[3_000], &[1])])];
+        let profile = profile_with_straggler(5_000);
         let mut slowest = ModelRequest {
-            profile: JobProfile::from_history(&spec, &runs).unwrap(),
+            profile,
             indicator: Indicator::TotalWork,
             allocations: vec![1],
             runs: 200,
@@ -464,12 +468,9 @@ mod tests {
     #[test]
     fn the_tail_reserve_is_the_critical_paths_straggler_risk_above_the_kept_quantile() {
         // Maps of 1 s with one straggler of 10 s in twelve, then one reduce of 3 s.
-        let spec = spec("two", &[("map", 12, &[]), ("reduce", 1, &["map"])]);
-        let mut maps = [1_000; 12];
-        maps[11] = 10_000;
-        let runs = [run(5, "two", &[("map", &maps, &[1; 12]), ("reduce", &[3_000], &[1])])];
+        let profile = profile_with_straggler(10_000);
         let mut reserved = ModelRequest {
-            profile: JobProfile::from_history(&spec, &runs).unwrap(),
+            profile,
             indicator: Indicator::TotalWork,
             allocations: vec![1, 12],
             runs: 200,
@@ -502,12 +503,9 @@ mod tests {
     #[test]
     fn the_spread_keeps_c_of_p_a_s_distribution_and_interpolates_it_like_the_quantile() {
         // Maps of 1 s with one straggler of 10 s in twelve, then one reduce of 3 s.
-        let spec = spec("two", &[("map", 12, &[]), ("reduce", 1, &["map"])]);
-        let mut maps = [1_000; 12];
-        maps[11] = 10_000;
-        let runs = [run(5, "two", &[("map", &maps, &[1; 12]), ("reduce", &[3_000], &[1])])];
+        let profile = profile_with_straggler(10_000);
         let mut spread = request(vec![1, 12]);
-        spread.profile = JobProfile::from_history(&spec, &runs).unwrap();
+        spread.profile = profile;
         spread.runs = 200;
         assert!(build_completion_model(&spread).spread_ms.is_empty());
         spread.spread_points = 10;
