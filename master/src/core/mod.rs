@@ -484,7 +484,8 @@ impl Core {
     fn schedule(&mut self, cx: &mut Ctx, trigger: Trigger) {
         let decisions = self.policy.schedule(cx.now, &SchedView::new(&self.state), trigger);
         let launched_from = cx.pushed();
-        reactor::apply_decisions(&mut self.state, cx, decisions);
+        let emptied = reactor::apply_decisions(&mut self.state, cx, decisions);
+        self.policy.recycle(emptied);
         if self.start_reports == StartReports::Implied {
             reactor::start_launched(&mut self.state, cx, launched_from, &mut self.starts);
         }

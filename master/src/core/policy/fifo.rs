@@ -10,10 +10,12 @@ use super::slots::{FreeSlots, SlotTable};
 use super::{Assignment, Decisions, JobInfo, Policy, PolicyName, SchedView, Trigger};
 
 /// The first-in-first-out policy. Keeps nothing between steps but the room for its
-/// free-slot table.
+/// free-slot table and for its assignments.
 #[derive(Clone, Debug, Default)]
 pub struct Fifo {
     table: SlotTable,
+    /// The last decisions' assignment buffer, handed back empty (see `Policy::recycle`).
+    spare: Vec<Assignment>,
 }
 
 impl Policy for Fifo {
@@ -26,7 +28,8 @@ impl Policy for Fifo {
     }
 
     fn schedule(&mut self, _now: Timestamp, view: &SchedView<'_>, _trigger: Trigger) -> Decisions {
-        let mut decisions = Decisions::default();
+        let mut decisions =
+            Decisions { assignments: std::mem::take(&mut self.spare), ..Decisions::default() };
         for kind in SlotKind::ALL {
             fill_in_order(
                 view,
@@ -37,6 +40,11 @@ impl Policy for Fifo {
             );
         }
         decisions
+    }
+
+    fn recycle(&mut self, mut assignments: Vec<Assignment>) {
+        assignments.clear();
+        self.spare = assignments;
     }
 }
 

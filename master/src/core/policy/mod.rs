@@ -199,6 +199,11 @@ pub trait Policy: fmt::Debug + Send {
     fn ignores_starts(&self) -> bool {
         false
     }
+
+    /// Takes back the assignment buffer of the last [`Decisions`], emptied, so that the
+    /// next step may fill it again instead of allocating one: the core carries out
+    /// decisions at every step (millions in the simulator). Dropped by default.
+    fn recycle(&mut self, _assignments: Vec<Assignment>) {}
 }
 
 /// Why the core asks a policy to [`schedule`](Policy::schedule).
