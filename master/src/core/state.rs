@@ -637,6 +637,13 @@ impl State {
     /// Removes a container record and frees what its holder had for it.
     pub(crate) fn detach(&mut self, id: ContainerId) -> Option<ContainerRec> {
         let rec = self.containers.remove(&id)?;
+        self.release_holder(id, &rec);
+        Some(rec)
+    }
+
+    /// Frees what the holder of `rec`, already taken out of the container table (the
+    /// rest of [`detach`](State::detach)), had for container `id`.
+    pub(crate) fn release_holder(&mut self, id: ContainerId, rec: &ContainerRec) {
         match &rec.holder {
             Holder::Agent(a) => {
                 if let Some(agent) = self.agents.get_mut(a) {
@@ -658,7 +665,6 @@ impl State {
                 }
             }
         }
-        Some(rec)
     }
 
     /// Hands out the next job id.

@@ -1,6 +1,7 @@
 //! Container reports: fencing (right agent, current attempt, allowed transition), and what
 //! each accepted transition, or the loss of a container, does to its task and job.
 
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,14 +31,21 @@ pub(crate) fn on_container_reports(
     // count's atomic updates were a third of this function's time in the simulator).
     let node = a.node.clone();
     for report in reports {
-        // The fence and the transition's record share one look-up of the container (a
-        // look-up each was two hashings per report, millions of them in the simulator).
-        let recorded = match state.containers.get_mut(&report.container) {
-            Some(rec) if passes_fence(rec, agent, &report, cx.one_start_report) => Some(record(rec, &report)),
+        // The fence, the transition's record and, for a terminal state, the record's
+        // removal share one look-up of the container (a look-up each was two hashings
+        // and probes per report, millions of them in the simulator). The table's order
+        // is not relied on (see `SchedView::live_unordered`), so the entry's room for
+        // an unknown container does not matter.
+        let recorded = match state.containers.entry(report.container) {
+            Entry::Occupied(mut entry) if passes_fence(entry.get(), agent, &report, cx.one_start_report) => {
+                let recorded = record(entry.get_mut(), &report);
+                let removed = report.state.is_terminal().then(|| entry.remove());
+                Some((recorded, removed))
+            }
             _ => None,
         };
         match recorded {
-            Some(recorded) => carry_on(state, cx, report, &node, recorded),
+            Some((recorded, removed)) => carry_on(state, cx, report, &node, recorded, removed),
             None if !release_stray(state, agent, &report) => state.ignored_reports += 1,
             None => {}
         }
@@ -166,12 +174,20 @@ fn record(rec: &mut ContainerRec, report: &ContainerReport) -> Recorded {
 pub(super) fn apply_transition(state: &mut State, cx: &mut Ctx, report: ContainerReport, node: &Arc<str>) {
     let Some(rec) = state.containers.get_mut(&report.container) else { return };
     let recorded = record(rec, &report);
-    carry_on(state, cx, report, node, recorded);
+    carry_on(state, cx, report, node, recorded, None);
 }
 
 /// [`apply_transition`] after the container's record was updated: persists the
-/// transition, frees the slot of a terminal one and decides the task's fate.
-fn carry_on(state: &mut State, cx: &mut Ctx, report: ContainerReport, node: &Arc<str>, recorded: Recorded) {
+/// transition, frees the slot of a terminal one and decides the task's fate. `removed`:
+/// the record of a terminal one if the caller already took it out of the table.
+fn carry_on(
+    state: &mut State,
+    cx: &mut Ctx,
+    report: ContainerReport,
+    node: &Arc<str>,
+    recorded: Recorded,
+    removed: Option<ContainerRec>,
+) {
     let Recorded { ran_for, never_ran, draining, task, holder, run_ms } = recorded;
     let (container, to) = (report.container, report.state);
     // Only a failure needs the report afterwards (its exit code and message).
@@ -179,8 +195,12 @@ fn carry_on(state: &mut State, cx: &mut Ctx, report: ContainerReport, node: &Arc
     if cx.persists_all() {
         cx.persist(Persist::Container { node: node.clone(), report });
     }
-    if to.is_terminal() {
-        release_slot(state, cx, container);
+    match removed {
+        Some(rec) => release_removed(state, cx, container, &rec),
+        None if to.is_terminal() => {
+            release_slot(state, cx, container);
+        }
+        None => {}
     }
     if let (Holder::Agent(agent), Some(failed)) = (&holder, &failure) {
         let fast = never_ran || ran_for.is_some_and(|d| d <= cx.health.fast_failure_within);
@@ -274,11 +294,17 @@ fn give_up(
 
 /// Removes a container that ended, adding the time it held its slot to its job's total.
 fn release_slot(state: &mut State, cx: &Ctx, container: ContainerId) -> Option<ContainerRec> {
-    let rec = state.detach(container)?;
+    let rec = state.containers.remove(&container)?;
+    release_removed(state, cx, container, &rec);
+    Some(rec)
+}
+
+/// [`release_slot`] of a container whose record `rec` was already taken out of the table.
+fn release_removed(state: &mut State, cx: &Ctx, container: ContainerId, rec: &ContainerRec) {
+    state.release_holder(container, rec);
     if let Some(job) = state.jobs.get_mut(&rec.task.job) {
         job.slot_ms[kind_ix(rec.kind)] += cx.now.0.saturating_sub(rec.allocated.0);
     }
-    Some(rec)
 }
 
 /// Whether `container` runs the current attempt of `task`.
