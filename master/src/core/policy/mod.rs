@@ -357,6 +357,19 @@ impl<'a> SchedView<'a> {
         by_scan.into_iter().flatten().chain(by_index.into_iter().flatten())
     }
 
+    /// The agent [`agents_with_free`](SchedView::agents_with_free) would yield alone, when
+    /// it would yield exactly one (read from the free-agent index, as it is for more than
+    /// four agents). After one container ends on a busy cluster this is the usual case,
+    /// and a policy can then hand out that agent's slots without a table of agents.
+    pub fn sole_agent_with_free(&self, kind: SlotKind) -> Option<AgentSlots> {
+        let (agents, index) = (&self.state.agents, &self.state.free_agents[kind_ix(kind)]);
+        if index.len() != 1 || index.len() * 4 >= agents.len() {
+            return None;
+        }
+        let id = *index.iter().next()?;
+        agents.get(&id).map(|a| AgentSlots::of(id, a))
+    }
+
     /// Whether some agent that takes work has a free slot of `kind` (one index look).
     pub fn has_free(&self, kind: SlotKind) -> bool {
         !self.state.free_agents[kind_ix(kind)].is_empty()
