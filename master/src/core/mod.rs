@@ -362,9 +362,13 @@ impl Core {
         {
             cx.persist(Persist::Capacity { map_slots, reduce_slots });
         }
-        let touched = std::mem::take(&mut self.state.touched);
-        self.market.note_changed(cx.changed_jobs().iter().chain(&touched).copied());
-        self.state.touched = touched;
+        // Without a kept schedule (no quote yet, as in a simulation without a market)
+        // there is nothing to note.
+        if self.market.keeps_schedule() {
+            let touched = std::mem::take(&mut self.state.touched);
+            self.market.note_changed(cx.changed_jobs().iter().chain(&touched).copied());
+            self.state.touched = touched;
+        }
         self.state.touched.clear();
         cx.finish(&self.state, &mut self.changed, self.job_notices)
     }
@@ -373,10 +377,12 @@ impl Core {
     /// quarantine deadline, job time limit, the next ended job to drop from memory, or the policy's own
     /// next interval. `None` when nothing is waiting on time.
     pub fn next_wakeup(&self) -> Option<Timestamp> {
+        // Asked after every step (by the simulator, millions of times): the earliest of
+        // four options, compared pairwise rather than through a chain of iterators.
         let silence = reactor::next_deadline(&self.state, self.config.agent_timeout);
         let drop_ended = self.state.ended.front().map(|&(at, _)| at);
         let time_limit = self.state.waits.next_expiry();
-        silence.into_iter().chain(drop_ended).chain(time_limit).chain(self.policy.next_wakeup()).min()
+        [drop_ended, time_limit, self.policy.next_wakeup()].into_iter().fold(silence, earliest)
     }
 
     /// MRM's quote for `spec` at `now`: its estimate, earliest feasible finish and
@@ -492,5 +498,14 @@ impl Core {
         for request in self.policy.take_model_requests() {
             cx.push(Command::BuildCompletionModel(Box::new(request)));
         }
+    }
+}
+
+/// The earlier of two optional times; `None` only when both are.
+fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
     }
 }
