@@ -138,6 +138,8 @@ pub(crate) struct Job {
     /// When it should finish, resolved at admission.
     pub(crate) deadline: Option<Timestamp>,
     pub(crate) spec: JobSpec,
+    /// Tasks over all stages, counted once: `all_done` asks after every completion.
+    total_tasks: u64,
     pub(crate) submitted: Timestamp,
     pub(crate) started: Option<Timestamp>,
     pub(crate) finished: Option<Timestamp>,
@@ -397,13 +399,15 @@ impl Job {
             live: [0; KINDS],
             slot_ms: [0; KINDS],
             purchase: None,
+            total_tasks: spec.total_tasks(),
             spec,
         }
     }
 
-    /// Tasks over all stages (from the spec: an ended job no longer keeps its tasks).
+    /// Tasks over all stages (counted from the spec at admission: an ended job no longer
+    /// keeps its tasks, and a spec's stages never change).
     pub(crate) fn total(&self) -> u64 {
-        self.spec.total_tasks()
+        self.total_tasks
     }
 
     /// The number of tasks of stage `ix` (from the spec, see [`total`](Job::total)).
