@@ -51,7 +51,7 @@ mod tests;
 use std::time::Duration;
 
 use slotmarket_common::identity::Identity;
-use slotmarket_common::ids::{AgentId, ContainerId, JobId};
+use slotmarket_common::ids::{AgentId, AttemptId, ContainerId, JobId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, ReservationView};
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
@@ -206,7 +206,7 @@ pub struct Core {
     start_reports: StartReports,
     /// Scratch buffer for the starts a step implies ([`StartReports::Implied`]), kept to
     /// spare an allocation per step.
-    starts: Vec<(AgentId, ContainerId)>,
+    starts: Vec<(AgentId, ContainerId, TaskId, AttemptId)>,
 }
 
 /// Which reports a driver's agents send when a task starts (see
@@ -479,6 +479,7 @@ impl Core {
         );
         cx.persists = config.persists;
         cx.one_start_report = self.start_reports != StartReports::AcquiredAndRunning;
+        cx.implied_starts = self.start_reports == StartReports::Implied;
         cx.task_limits = reactor::TaskLimits {
             per_job: config.max_tasks_per_job,
             per_account: config.max_queued_tasks_per_account,

@@ -87,7 +87,10 @@ fn launch(state: &mut State, cx: &mut Ctx, a: Assignment, gate: &mut Gate) {
     job.set_phase(task, TaskPhase::Live(container));
     cx.changed(task.job);
     let holder = Holder::Agent(agent);
-    let rec = ContainerRec::new(task, attempt, launch.slot, holder, (ContainerState::Allocated, cx.now));
+    // A start the core implies is written here, in the record's one look-up; the rest of
+    // it (the job's start, the write) waits for the end of the step (`start_launched`).
+    let entered = if cx.implied_starts { ContainerState::Running } else { ContainerState::Allocated };
+    let rec = ContainerRec::new(task, attempt, launch.slot, holder, (entered, cx.now));
     state.attach(container, rec);
     if cx.persists_all() {
         let report = ContainerReport {

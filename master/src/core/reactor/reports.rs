@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slotmarket_common::container::ContainerState;
-use slotmarket_common::ids::{AgentId, ContainerId, TaskId};
+use slotmarket_common::ids::{AgentId, AttemptId, ContainerId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, DrainCause, JobState};
 
 use super::agents::release_stray;
@@ -60,36 +60,36 @@ pub(crate) fn start_launched(
     state: &mut State,
     cx: &mut Ctx,
     from: usize,
-    starts: &mut Vec<(AgentId, ContainerId)>,
+    starts: &mut Vec<(AgentId, ContainerId, TaskId, AttemptId)>,
 ) {
     starts.extend(cx.since(from).iter().filter_map(|command| match command {
-        Command::Launch { agent, launch } => Some((*agent, launch.container)),
+        Command::Launch { agent, launch } => Some((*agent, launch.container, launch.task, launch.attempt)),
         _ => None,
     }));
     // Stable, so each agent's starts keep their order; usually one launch: sorted.
-    if !starts.is_sorted_by_key(|(agent, _)| *agent) {
-        starts.sort_by_key(|(agent, _)| *agent);
+    if !starts.is_sorted_by_key(|(agent, ..)| *agent) {
+        starts.sort_by_key(|(agent, ..)| *agent);
     }
-    for (agent, container) in starts.drain(..) {
-        start(state, cx, agent, container);
+    for (agent, container, task, attempt) in starts.drain(..) {
+        start(state, cx, agent, container, (task, attempt));
     }
 }
 
-/// What `agent`'s `Running` report for `container`, launched in this step, would do,
-/// without building and fencing the report: the container was attached in this step, so
-/// it is `Allocated` on `agent` (checked all the same) and the fence would pass it. The
-/// report's path cost twice as much per start (the report, the node name's reference
-/// count, the fence's checks, `carry_on`'s dispatch).
-fn start(state: &mut State, cx: &mut Ctx, agent: AgentId, container: ContainerId) {
+/// What `agent`'s `Running` report for `container`, launched in this step, would do
+/// beyond the record, which `launch` already wrote as running (attached in this step,
+/// on `agent`, not draining: the fence would pass the report). Building the report
+/// and fencing it cost twice as much per start, and looking the record up again a
+/// hashed probe more.
+fn start(
+    state: &mut State,
+    cx: &mut Ctx,
+    agent: AgentId,
+    container: ContainerId,
+    (task, attempt): (TaskId, AttemptId),
+) {
     let now = cx.now;
     let Some(a) = state.agents.get_mut(&agent) else { return };
     a.last_seen = now;
-    let Some(rec) = state.containers.get_mut(&container) else { return };
-    if rec.holder != Holder::Agent(agent) || rec.state != ContainerState::Allocated {
-        return;
-    }
-    (rec.state, rec.started, rec.entered) = (ContainerState::Running, Some(now), now);
-    let (task, attempt, draining) = (rec.task, rec.attempt, rec.draining);
     if cx.persists_all() {
         let node = state.holder_node(&Holder::Agent(agent));
         let (exit_code, message) = (None, None);
@@ -104,9 +104,7 @@ fn start(state: &mut State, cx: &mut Ctx, agent: AgentId, container: ContainerId
         };
         cx.persist(Persist::Container { node, report });
     }
-    if !draining {
-        task_running(state, cx, task, container);
-    }
+    task_running(state, cx, task, container);
 }
 
 /// A report counts only if `agent` holds the container `rec`, it names the container's
