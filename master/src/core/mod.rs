@@ -51,7 +51,7 @@ mod tests;
 use std::time::Duration;
 
 use slotmarket_common::identity::Identity;
-use slotmarket_common::ids::{AgentId, ContainerId, JobId};
+use slotmarket_common::ids::{AgentId, AttemptId, ContainerId, JobId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, ReservationView};
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
@@ -206,7 +206,7 @@ pub struct Core {
     start_reports: StartReports,
     /// Scratch buffer for the starts a step implies ([`StartReports::Implied`]), kept to
     /// spare an allocation per step.
-    starts: Vec<(AgentId, ContainerId)>,
+    starts: Vec<(AgentId, ContainerId, TaskId, AttemptId)>,
 }
 
 /// Which reports a driver's agents send when a task starts (see
@@ -362,9 +362,13 @@ impl Core {
         {
             cx.persist(Persist::Capacity { map_slots, reduce_slots });
         }
-        let touched = std::mem::take(&mut self.state.touched);
-        self.market.note_changed(cx.changed_jobs().iter().chain(&touched).copied());
-        self.state.touched = touched;
+        // Without a kept schedule (no quote yet, as in a simulation without a market)
+        // there is nothing to note.
+        if self.market.keeps_schedule() {
+            let touched = std::mem::take(&mut self.state.touched);
+            self.market.note_changed(cx.changed_jobs().iter().chain(&touched).copied());
+            self.state.touched = touched;
+        }
         self.state.touched.clear();
         cx.finish(&self.state, &mut self.changed, self.job_notices)
     }
@@ -373,10 +377,12 @@ impl Core {
     /// quarantine deadline, job time limit, the next ended job to drop from memory, or the policy's own
     /// next interval. `None` when nothing is waiting on time.
     pub fn next_wakeup(&self) -> Option<Timestamp> {
+        // Asked after every step (by the simulator, millions of times): the earliest of
+        // four options, compared pairwise rather than through a chain of iterators.
         let silence = reactor::next_deadline(&self.state, self.config.agent_timeout);
         let drop_ended = self.state.ended.front().map(|&(at, _)| at);
         let time_limit = self.state.waits.next_expiry();
-        silence.into_iter().chain(drop_ended).chain(time_limit).chain(self.policy.next_wakeup()).min()
+        [drop_ended, time_limit, self.policy.next_wakeup()].into_iter().fold(silence, earliest)
     }
 
     /// MRM's quote for `spec` at `now`: its estimate, earliest feasible finish and
@@ -473,6 +479,7 @@ impl Core {
         );
         cx.persists = config.persists;
         cx.one_start_report = self.start_reports != StartReports::AcquiredAndRunning;
+        cx.implied_starts = self.start_reports == StartReports::Implied;
         cx.task_limits = reactor::TaskLimits {
             per_job: config.max_tasks_per_job,
             per_account: config.max_queued_tasks_per_account,
@@ -484,12 +491,22 @@ impl Core {
     fn schedule(&mut self, cx: &mut Ctx, trigger: Trigger) {
         let decisions = self.policy.schedule(cx.now, &SchedView::new(&self.state), trigger);
         let launched_from = cx.pushed();
-        reactor::apply_decisions(&mut self.state, cx, decisions);
+        let emptied = reactor::apply_decisions(&mut self.state, cx, decisions);
+        self.policy.recycle(emptied);
         if self.start_reports == StartReports::Implied {
             reactor::start_launched(&mut self.state, cx, launched_from, &mut self.starts);
         }
         for request in self.policy.take_model_requests() {
             cx.push(Command::BuildCompletionModel(Box::new(request)));
         }
+    }
+}
+
+/// The earlier of two optional times; `None` only when both are.
+fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
     }
 }

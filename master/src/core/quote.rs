@@ -339,6 +339,12 @@ impl Market {
         }
     }
 
+    /// Whether a schedule is kept, so that [`note_changed`](Market::note_changed) has
+    /// anything to do: a step that finds none skips gathering the jobs it touched.
+    pub(crate) fn keeps_schedule(&self) -> bool {
+        self.kept.is_some()
+    }
+
     /// Notes jobs a core step touched (admitted, progressed, re-queued, deadline moved,
     /// ended): the next quote takes them out of the kept schedule and puts back what
     /// they are now. Nothing is kept before the first quote, so nothing is noted.

@@ -138,6 +138,8 @@ pub(crate) struct Job {
     /// When it should finish, resolved at admission.
     pub(crate) deadline: Option<Timestamp>,
     pub(crate) spec: JobSpec,
+    /// Tasks over all stages, counted once: `all_done` asks after every completion.
+    total_tasks: u64,
     pub(crate) submitted: Timestamp,
     pub(crate) started: Option<Timestamp>,
     pub(crate) finished: Option<Timestamp>,
@@ -397,13 +399,15 @@ impl Job {
             live: [0; KINDS],
             slot_ms: [0; KINDS],
             purchase: None,
+            total_tasks: spec.total_tasks(),
             spec,
         }
     }
 
-    /// Tasks over all stages (from the spec: an ended job no longer keeps its tasks).
+    /// Tasks over all stages (counted from the spec at admission: an ended job no longer
+    /// keeps its tasks, and a spec's stages never change).
     pub(crate) fn total(&self) -> u64 {
-        self.spec.total_tasks()
+        self.total_tasks
     }
 
     /// The number of tasks of stage `ix` (from the spec, see [`total`](Job::total)).
@@ -637,6 +641,13 @@ impl State {
     /// Removes a container record and frees what its holder had for it.
     pub(crate) fn detach(&mut self, id: ContainerId) -> Option<ContainerRec> {
         let rec = self.containers.remove(&id)?;
+        self.release_holder(id, &rec);
+        Some(rec)
+    }
+
+    /// Frees what the holder of `rec`, already taken out of the container table (the
+    /// rest of [`detach`](State::detach)), had for container `id`.
+    pub(crate) fn release_holder(&mut self, id: ContainerId, rec: &ContainerRec) {
         match &rec.holder {
             Holder::Agent(a) => {
                 if let Some(agent) = self.agents.get_mut(a) {
@@ -658,7 +669,6 @@ impl State {
                 }
             }
         }
-        Some(rec)
     }
 
     /// Hands out the next job id.

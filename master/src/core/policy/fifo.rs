@@ -7,13 +7,15 @@ use slotmarket_common::spec::SlotKind;
 use slotmarket_common::time::Timestamp;
 
 use super::slots::{FreeSlots, SlotTable};
-use super::{Assignment, Decisions, JobInfo, Policy, PolicyName, SchedView, Trigger};
+use super::{AgentSlots, Assignment, Decisions, JobInfo, Policy, PolicyName, SchedView, Trigger};
 
 /// The first-in-first-out policy. Keeps nothing between steps but the room for its
-/// free-slot table.
+/// free-slot table and for its assignments.
 #[derive(Clone, Debug, Default)]
 pub struct Fifo {
     table: SlotTable,
+    /// The last decisions' assignment buffer, handed back empty (see `Policy::recycle`).
+    spare: Vec<Assignment>,
 }
 
 impl Policy for Fifo {
@@ -26,7 +28,8 @@ impl Policy for Fifo {
     }
 
     fn schedule(&mut self, _now: Timestamp, view: &SchedView<'_>, _trigger: Trigger) -> Decisions {
-        let mut decisions = Decisions::default();
+        let mut decisions =
+            Decisions { assignments: std::mem::take(&mut self.spare), ..Decisions::default() };
         for kind in SlotKind::ALL {
             fill_in_order(
                 view,
@@ -37,6 +40,11 @@ impl Policy for Fifo {
             );
         }
         decisions
+    }
+
+    fn recycle(&mut self, mut assignments: Vec<Assignment>) {
+        assignments.clear();
+        self.spare = assignments;
     }
 }
 
@@ -60,6 +68,10 @@ pub(super) fn fill_in_order<'a>(
     if jobs.peek().is_none() {
         return;
     }
+    if let Some(agent) = view.sole_agent_with_free(kind) {
+        fill_from_one(agent, kind, jobs, out);
+        return;
+    }
     let mut free = FreeSlots::in_table(std::mem::take(table), view.agents_with_free(kind), kind);
     // At most one assignment per free slot: reserve them at once rather than growing.
     out.reserve(free.remaining() as usize);
@@ -76,6 +88,26 @@ pub(super) fn fill_in_order<'a>(
         }
     }
     *table = free.into_table();
+}
+
+/// [`fill_in_order`] when one agent alone has free slots of `kind`: every slot taken is
+/// that agent's, as the free-slot table would hand them out (least loaded first: the only
+/// one), so the table is not built.
+fn fill_from_one<'a>(
+    agent: AgentSlots,
+    kind: SlotKind,
+    jobs: impl Iterator<Item = JobInfo<'a>>,
+    out: &mut Vec<Assignment>,
+) {
+    let mut remaining = agent.free(kind);
+    for job in jobs {
+        if remaining == 0 {
+            break;
+        }
+        let take = job.ready(kind).min(remaining);
+        out.extend((0..take).map(|_| Assignment { agent: agent.agent, job: job.id(), kind }));
+        remaining -= take;
+    }
 }
 
 /// Gang-start first-come-first-served, the baseline of the DRESS paper's Figure 1: a

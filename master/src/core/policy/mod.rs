@@ -199,6 +199,11 @@ pub trait Policy: fmt::Debug + Send {
     fn ignores_starts(&self) -> bool {
         false
     }
+
+    /// Takes back the assignment buffer of the last [`Decisions`], emptied, so that the
+    /// next step may fill it again instead of allocating one: the core carries out
+    /// decisions at every step (millions in the simulator). Dropped by default.
+    fn recycle(&mut self, _assignments: Vec<Assignment>) {}
 }
 
 /// Why the core asks a policy to [`schedule`](Policy::schedule).
@@ -350,6 +355,19 @@ impl<'a> SchedView<'a> {
         let by_index = (!scan)
             .then(|| index.iter().filter_map(move |id| agents.get(id).map(|a| AgentSlots::of(*id, a))));
         by_scan.into_iter().flatten().chain(by_index.into_iter().flatten())
+    }
+
+    /// The agent [`agents_with_free`](SchedView::agents_with_free) would yield alone, when
+    /// it would yield exactly one (read from the free-agent index, as it is for more than
+    /// four agents). After one container ends on a busy cluster this is the usual case,
+    /// and a policy can then hand out that agent's slots without a table of agents.
+    pub fn sole_agent_with_free(&self, kind: SlotKind) -> Option<AgentSlots> {
+        let (agents, index) = (&self.state.agents, &self.state.free_agents[kind_ix(kind)]);
+        if index.len() != 1 || index.len() * 4 >= agents.len() {
+            return None;
+        }
+        let id = *index.iter().next()?;
+        agents.get(&id).map(|a| AgentSlots::of(id, a))
     }
 
     /// Whether some agent that takes work has a free slot of `kind` (one index look).

@@ -16,22 +16,24 @@ use crate::core::state::{ContainerRec, Holder, Job, State, TaskPhase};
 /// Applies ledger postings first (so the entries precede what they paid for), then
 /// preemptions (they free nothing until the agent confirms), then assignments in the
 /// order the policy gave them, refusing those that would eat into a reservation held for
-/// other jobs.
-pub(crate) fn apply_decisions(state: &mut State, cx: &mut Ctx, decisions: Decisions) {
-    for posting in decisions.postings {
+/// other jobs. Hands back the emptied assignment buffer (see `Policy::recycle`).
+pub(crate) fn apply_decisions(state: &mut State, cx: &mut Ctx, decisions: Decisions) -> Vec<Assignment> {
+    let Decisions { mut assignments, preemptions, reservations, postings } = decisions;
+    for posting in postings {
         post(state, cx, posting);
     }
-    for preemption in decisions.preemptions {
+    for preemption in preemptions {
         preempt(state, cx, preemption);
     }
-    let mut gate = Gate::open(state, decisions.reservations);
+    let mut gate = Gate::open(state, reservations);
     // Each launch is a `Persist` and a `Launch`.
-    cx.reserve(2 * decisions.assignments.len());
-    for assignment in decisions.assignments {
+    cx.reserve(2 * assignments.len());
+    for assignment in assignments.drain(..) {
         if gate.allows(assignment.job, assignment.kind) {
             launch(state, cx, assignment, &mut gate);
         }
     }
+    assignments
 }
 
 /// Writes one posting to the ledger and the store. Postings to accounts that were never
@@ -85,7 +87,10 @@ fn launch(state: &mut State, cx: &mut Ctx, a: Assignment, gate: &mut Gate) {
     job.set_phase(task, TaskPhase::Live(container));
     cx.changed(task.job);
     let holder = Holder::Agent(agent);
-    let rec = ContainerRec::new(task, attempt, launch.slot, holder, (ContainerState::Allocated, cx.now));
+    // A start the core implies is written here, in the record's one look-up; the rest of
+    // it (the job's start, the write) waits for the end of the step (`start_launched`).
+    let entered = if cx.implied_starts { ContainerState::Running } else { ContainerState::Allocated };
+    let rec = ContainerRec::new(task, attempt, launch.slot, holder, (entered, cx.now));
     state.attach(container, rec);
     if cx.persists_all() {
         let report = ContainerReport {

@@ -76,6 +76,9 @@ pub(crate) struct Ctx {
     /// Whether a `Running` report may follow `Allocated` directly, standing for the
     /// agent's `Acquired` and `Running` at once (see `Core::set_start_reports`).
     pub(crate) one_start_report: bool,
+    /// Whether the core starts each container it launches at the end of the step
+    /// (`StartReports::Implied`): a launch then records its container as running at once.
+    pub(crate) implied_starts: bool,
     /// The step's commands, after those the driver's buffer already held.
     out: Vec<Command>,
     /// Jobs whose status changed in this step, possibly repeated; one `JobChanged` each
@@ -94,8 +97,20 @@ impl Ctx {
         health: NodeHealth,
         (out, changed): (Vec<Command>, Vec<JobId>),
     ) -> Ctx {
-        let (task_limits, persists, one_start_report) = (TaskLimits::NONE, Persists::All, false);
-        Ctx { now, agent_timeout, retention, health, task_limits, persists, one_start_report, out, changed }
+        let (task_limits, persists, one_start_report, implied_starts) =
+            (TaskLimits::NONE, Persists::All, false, false);
+        Ctx {
+            now,
+            agent_timeout,
+            retention,
+            health,
+            task_limits,
+            persists,
+            one_start_report,
+            implied_starts,
+            out,
+            changed,
+        }
     }
 
     /// A command buffer for one step's commands when the driver brings none.

@@ -1,11 +1,12 @@
 //! Container reports: fencing (right agent, current attempt, allowed transition), and what
 //! each accepted transition, or the loss of a container, does to its task and job.
 
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 use std::time::Duration;
 
 use slotmarket_common::container::ContainerState;
-use slotmarket_common::ids::{AgentId, ContainerId, TaskId};
+use slotmarket_common::ids::{AgentId, AttemptId, ContainerId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, DrainCause, JobState};
 
 use super::agents::release_stray;
@@ -30,14 +31,21 @@ pub(crate) fn on_container_reports(
     // count's atomic updates were a third of this function's time in the simulator).
     let node = a.node.clone();
     for report in reports {
-        // The fence and the transition's record share one look-up of the container (a
-        // look-up each was two hashings per report, millions of them in the simulator).
-        let recorded = match state.containers.get_mut(&report.container) {
-            Some(rec) if passes_fence(rec, agent, &report, cx.one_start_report) => Some(record(rec, &report)),
+        // The fence, the transition's record and, for a terminal state, the record's
+        // removal share one look-up of the container (a look-up each was two hashings
+        // and probes per report, millions of them in the simulator). The table's order
+        // is not relied on (see `SchedView::live_unordered`), so the entry's room for
+        // an unknown container does not matter.
+        let recorded = match state.containers.entry(report.container) {
+            Entry::Occupied(mut entry) if passes_fence(entry.get(), agent, &report, cx.one_start_report) => {
+                let recorded = record(entry.get_mut(), &report);
+                let removed = report.state.is_terminal().then(|| entry.remove());
+                Some((recorded, removed))
+            }
             _ => None,
         };
         match recorded {
-            Some(recorded) => carry_on(state, cx, report, &node, recorded),
+            Some((recorded, removed)) => carry_on(state, cx, report, &node, recorded, removed),
             None if !release_stray(state, agent, &report) => state.ignored_reports += 1,
             None => {}
         }
@@ -52,36 +60,36 @@ pub(crate) fn start_launched(
     state: &mut State,
     cx: &mut Ctx,
     from: usize,
-    starts: &mut Vec<(AgentId, ContainerId)>,
+    starts: &mut Vec<(AgentId, ContainerId, TaskId, AttemptId)>,
 ) {
     starts.extend(cx.since(from).iter().filter_map(|command| match command {
-        Command::Launch { agent, launch } => Some((*agent, launch.container)),
+        Command::Launch { agent, launch } => Some((*agent, launch.container, launch.task, launch.attempt)),
         _ => None,
     }));
     // Stable, so each agent's starts keep their order; usually one launch: sorted.
-    if !starts.is_sorted_by_key(|(agent, _)| *agent) {
-        starts.sort_by_key(|(agent, _)| *agent);
+    if !starts.is_sorted_by_key(|(agent, ..)| *agent) {
+        starts.sort_by_key(|(agent, ..)| *agent);
     }
-    for (agent, container) in starts.drain(..) {
-        start(state, cx, agent, container);
+    for (agent, container, task, attempt) in starts.drain(..) {
+        start(state, cx, agent, container, (task, attempt));
     }
 }
 
-/// What `agent`'s `Running` report for `container`, launched in this step, would do,
-/// without building and fencing the report: the container was attached in this step, so
-/// it is `Allocated` on `agent` (checked all the same) and the fence would pass it. The
-/// report's path cost twice as much per start (the report, the node name's reference
-/// count, the fence's checks, `carry_on`'s dispatch).
-fn start(state: &mut State, cx: &mut Ctx, agent: AgentId, container: ContainerId) {
+/// What `agent`'s `Running` report for `container`, launched in this step, would do
+/// beyond the record, which `launch` already wrote as running (attached in this step,
+/// on `agent`, not draining: the fence would pass the report). Building the report
+/// and fencing it cost twice as much per start, and looking the record up again a
+/// hashed probe more.
+fn start(
+    state: &mut State,
+    cx: &mut Ctx,
+    agent: AgentId,
+    container: ContainerId,
+    (task, attempt): (TaskId, AttemptId),
+) {
     let now = cx.now;
     let Some(a) = state.agents.get_mut(&agent) else { return };
     a.last_seen = now;
-    let Some(rec) = state.containers.get_mut(&container) else { return };
-    if rec.holder != Holder::Agent(agent) || rec.state != ContainerState::Allocated {
-        return;
-    }
-    (rec.state, rec.started, rec.entered) = (ContainerState::Running, Some(now), now);
-    let (task, attempt, draining) = (rec.task, rec.attempt, rec.draining);
     if cx.persists_all() {
         let node = state.holder_node(&Holder::Agent(agent));
         let (exit_code, message) = (None, None);
@@ -96,9 +104,7 @@ fn start(state: &mut State, cx: &mut Ctx, agent: AgentId, container: ContainerId
         };
         cx.persist(Persist::Container { node, report });
     }
-    if !draining {
-        task_running(state, cx, task, container);
-    }
+    task_running(state, cx, task, container);
 }
 
 /// A report counts only if `agent` holds the container `rec`, it names the container's
@@ -166,12 +172,20 @@ fn record(rec: &mut ContainerRec, report: &ContainerReport) -> Recorded {
 pub(super) fn apply_transition(state: &mut State, cx: &mut Ctx, report: ContainerReport, node: &Arc<str>) {
     let Some(rec) = state.containers.get_mut(&report.container) else { return };
     let recorded = record(rec, &report);
-    carry_on(state, cx, report, node, recorded);
+    carry_on(state, cx, report, node, recorded, None);
 }
 
 /// [`apply_transition`] after the container's record was updated: persists the
-/// transition, frees the slot of a terminal one and decides the task's fate.
-fn carry_on(state: &mut State, cx: &mut Ctx, report: ContainerReport, node: &Arc<str>, recorded: Recorded) {
+/// transition, frees the slot of a terminal one and decides the task's fate. `removed`:
+/// the record of a terminal one if the caller already took it out of the table.
+fn carry_on(
+    state: &mut State,
+    cx: &mut Ctx,
+    report: ContainerReport,
+    node: &Arc<str>,
+    recorded: Recorded,
+    removed: Option<ContainerRec>,
+) {
     let Recorded { ran_for, never_ran, draining, task, holder, run_ms } = recorded;
     let (container, to) = (report.container, report.state);
     // Only a failure needs the report afterwards (its exit code and message).
@@ -179,8 +193,12 @@ fn carry_on(state: &mut State, cx: &mut Ctx, report: ContainerReport, node: &Arc
     if cx.persists_all() {
         cx.persist(Persist::Container { node: node.clone(), report });
     }
-    if to.is_terminal() {
-        release_slot(state, cx, container);
+    match removed {
+        Some(rec) => release_removed(state, cx, container, &rec),
+        None if to.is_terminal() => {
+            release_slot(state, cx, container);
+        }
+        None => {}
     }
     if let (Holder::Agent(agent), Some(failed)) = (&holder, &failure) {
         let fast = never_ran || ran_for.is_some_and(|d| d <= cx.health.fast_failure_within);
@@ -274,11 +292,17 @@ fn give_up(
 
 /// Removes a container that ended, adding the time it held its slot to its job's total.
 fn release_slot(state: &mut State, cx: &Ctx, container: ContainerId) -> Option<ContainerRec> {
-    let rec = state.detach(container)?;
+    let rec = state.containers.remove(&container)?;
+    release_removed(state, cx, container, &rec);
+    Some(rec)
+}
+
+/// [`release_slot`] of a container whose record `rec` was already taken out of the table.
+fn release_removed(state: &mut State, cx: &Ctx, container: ContainerId, rec: &ContainerRec) {
+    state.release_holder(container, rec);
     if let Some(job) = state.jobs.get_mut(&rec.task.job) {
         job.slot_ms[kind_ix(rec.kind)] += cx.now.0.saturating_sub(rec.allocated.0);
     }
-    Some(rec)
 }
 
 /// Whether `container` runs the current attempt of `task`.

@@ -7,7 +7,7 @@ use slotmarket_common::spec::SlotKind;
 
 use super::builders::JobBuilder;
 use super::env::TestEnv;
-use crate::core::{Command, Persist};
+use crate::core::{Command, Event, Persist};
 
 #[test]
 fn fifo_gives_each_free_slot_to_the_earliest_job() {
@@ -169,4 +169,36 @@ fn launches_of_one_job_share_its_stage_texts_and_task_counts() {
     assert!(std::sync::Arc::ptr_eq(&maps[0].vars.stage, &maps[1].vars.stage));
     assert!(std::sync::Arc::ptr_eq(&maps[0].vars.stage_tasks, &maps[2].vars.stage_tasks));
     assert_eq!((&*maps[1].vars.stage, maps[1].vars.tasks), ("map", 3));
+}
+
+#[test]
+fn the_one_agent_with_free_slots_takes_them_all_in_job_order() {
+    let mut env = TestEnv::new();
+    // More than four agents: the free slots are found through the free-agent index.
+    for n in 1..=6 {
+        env.join_agent(&format!("n{n}"), 2, 0);
+    }
+    let a = env.submit(JobBuilder::maps(13).build());
+    let first = env.take_launches_on(12);
+    let b = env.submit(JobBuilder::maps(3).build());
+    env.assert_no_commands();
+
+    // Both of one agent's containers end in one batch: that agent alone has free slots,
+    // two of them; A's last map takes the first, B's first map the second.
+    let agent = first[0].0;
+    let ended: Vec<_> = first.iter().filter(|(on, _)| *on == agent).map(|(_, l)| l.container).collect();
+    assert_eq!(ended.len(), 2);
+    let reports = ended
+        .iter()
+        .flat_map(|&c| {
+            [ContainerState::Acquired, ContainerState::Running, ContainerState::Completed]
+                .map(|s| env.report_of(c, s))
+        })
+        .collect();
+    env.handle(Event::ContainerReports { agent, reports });
+    let next = env.take_launches_on(2);
+    assert!(next.iter().all(|(on, _)| *on == agent));
+    let picked: Vec<_> = next.iter().map(|(_, l)| (l.task.job, l.task.index)).collect();
+    assert_eq!(picked, [(a, 12), (b, 0)]);
+    env.assert_no_commands();
 }
