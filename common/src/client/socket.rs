@@ -11,7 +11,8 @@
 //! quinn-udp. A client that makes one or a few requests gains nothing from GRO, GSO, ECN
 //! or the packet-info options anyway, so this socket does without them: one datagram per
 //! send and per receive. It keeps what matters to QUIC: no IP fragmentation (the
-//! `IP_PMTUDISC_PROBE` quinn-udp sets), so quinn's path-MTU discovery stays on.
+//! `IP_PMTUDISC_PROBE` quinn-udp sets), so the socket would carry quinn's path-MTU
+//! discovery, though the master's protocol turns that off (see `transport_config`).
 
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
