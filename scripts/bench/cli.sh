@@ -37,44 +37,8 @@ else
     cargo build --quiet --bins
 fi
 BIN=${CARGO_TARGET_DIR:-$PWD/target}/$PROFILE
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/slotmarket-cli-bench.XXXXXX")
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
-    sleep 0.5
-    for pid in "${PIDS[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
-# Starts a master from the binaries in $1, in $2, with a new CA; sets MASTER_ADDR.
-start_master() { # bin_dir dir
-    local bin=$1 dir=$2
-    "$bin/slotmarket" pki init --dir "$dir/pki" >/dev/null
-    setsid "$bin/slotmarket-master" --listen 127.0.0.1:0 --data-dir "$dir/master" --cert-dir "$dir/pki" \
-        2>"$dir/master.log" &
-    PIDS+=($!)
-    disown # no "Killed" notice from bash when cleanup ends it
-    for _ in $(seq 100); do [ -s "$dir/master/master.addr" ] && break; sleep 0.05; done
-    MASTER_ADDR=$(cat "$dir/master/master.addr")
-}
-
-# Starts a master and one agent (8 map slots) from the binaries in $1, in $2; sets
-# MASTER_ADDR.
-start_pair() { # bin_dir dir
-    local bin=$1 dir=$2
-    start_master "$bin" "$dir"
-    "$bin/slotmarket" pki issue --dir "$dir/pki" --role agent --name node-1 >/dev/null
-    SLOTMARKET_MASTER=$MASTER_ADDR setsid "$bin/slotmarket-agent" --name node-1 --cert-dir "$dir/pki" --map-slots 8 --reduce-slots 1 \
-        --work-dir "$dir/agent" --data-dir "$dir/shared" 2>"$dir/node-1.log" &
-    PIDS+=($!)
-    disown
-    for _ in $(seq 100); do
-        SLOTMARKET_MASTER=$MASTER_ADDR SLOTMARKET_CERT_DIR=$dir/pki SLOTMARKET_IDENTITY=admin \
-            "$bin/slotmarket" nodes --json | grep -q '"connected": *true' && break
-        sleep 0.1
-    done
-}
+. scripts/bench/lib.sh
+bench_workdir cli-bench
 
 start_pair "$BIN" "$WORK"
 export SLOTMARKET_MASTER=$MASTER_ADDR

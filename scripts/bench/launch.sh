@@ -23,15 +23,8 @@ SLEEP_TASKS=${SLEEP_TASKS:-200}
 SLOTS=8
 [ -n "${NO_BUILD:-}" ] || cargo build --release --quiet
 BIN=${CARGO_TARGET_DIR:-$PWD/target}/release
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
-    sleep 0.5
-    for pid in "${PIDS[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
+. scripts/bench/lib.sh
+bench_workdir launch-bench
 
 # Starts a master and two agents from the binaries in $1, in $WORK/$2; sets CLUSTER_PIDS
 # and exports SLOTMARKET_MASTER for the CLI.

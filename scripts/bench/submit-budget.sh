@@ -17,35 +17,11 @@ SUBMITS=${SUBMITS:-40}
 ROUNDS=${ROUNDS:-3}
 [ -n "${NO_BUILD:-}" ] || cargo build --release --quiet --bins
 BIN=${BIN:-${CARGO_TARGET_DIR:-$PWD/target}/release}
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/slotmarket-budget.XXXXXX")
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
-    sleep 0.5
-    for pid in "${PIDS[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
-"$BIN/slotmarket" pki init --dir "$WORK/pki" >/dev/null
-setsid "$BIN/slotmarket-master" --listen 127.0.0.1:0 --data-dir "$WORK/master" --cert-dir "$WORK/pki" \
-    2>"$WORK/master.log" &
-MASTER=$!
-PIDS+=("$MASTER")
-disown # no "Killed" notice from bash when cleanup ends it
-for _ in $(seq 100); do [ -s "$WORK/master/master.addr" ] && break; sleep 0.05; done
-export SLOTMARKET_MASTER=$(cat "$WORK/master/master.addr")
-export SLOTMARKET_CERT_DIR=$WORK/pki SLOTMARKET_IDENTITY=admin
-"$BIN/slotmarket" pki issue --dir "$WORK/pki" --role agent --name node-1 >/dev/null
-setsid "$BIN/slotmarket-agent" --name node-1 --cert-dir "$WORK/pki" --map-slots 8 --reduce-slots 1 \
-    --work-dir "$WORK/agent" --data-dir "$WORK/shared" 2>"$WORK/agent.log" &
-AGENT=$!
-PIDS+=("$AGENT")
-disown
-for _ in $(seq 100); do
-    "$BIN/slotmarket" nodes --json | grep -q '"connected": *true' && break
-    sleep 0.1
-done
+. scripts/bench/lib.sh
+bench_workdir budget
+start_pair "$BIN" "$WORK"
+MASTER=$MASTER_PID AGENT=$AGENT_PID
+export SLOTMARKET_MASTER=$MASTER_ADDR SLOTMARKET_CERT_DIR=$WORK/pki SLOTMARKET_IDENTITY=admin
 printf 'name = "one"\n[[stage]]\nname = "run"\ntasks = 1\nslot = "map"\ncommand = "true"\n' >"$WORK/one.toml"
 
 hz=$(getconf CLK_TCK)

@@ -1,0 +1,48 @@
+# Shared by the benchmark scripts (sourced, not run): a scratch directory, the daemons
+# started there, and their removal however the script ends.
+#
+#   bench_workdir NAME          # WORK: a fresh scratch directory; the trap stops and removes all
+#   start_master BIN_DIR DIR    # a master on a free loopback port; sets MASTER_ADDR, MASTER_PID
+#   start_pair BIN_DIR DIR      # the same plus one agent (8 map slots) connected; sets AGENT_PID
+
+PIDS=()
+
+bench_workdir() { # name
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/slotmarket-$1.XXXXXX")
+    trap bench_cleanup EXIT INT TERM
+}
+
+bench_cleanup() {
+    for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
+    sleep 0.5
+    for pid in "${PIDS[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
+    rm -rf "$WORK"
+}
+
+start_master() { # bin_dir dir
+    local bin=$1 dir=$2
+    "$bin/slotmarket" pki init --dir "$dir/pki" >/dev/null
+    setsid "$bin/slotmarket-master" --listen 127.0.0.1:0 --data-dir "$dir/master" --cert-dir "$dir/pki" \
+        2>"$dir/master.log" &
+    MASTER_PID=$!
+    PIDS+=($!)
+    disown # no "Killed" notice from bash when cleanup ends it
+    for _ in $(seq 100); do [ -s "$dir/master/master.addr" ] && break; sleep 0.05; done
+    MASTER_ADDR=$(cat "$dir/master/master.addr")
+}
+
+start_pair() { # bin_dir dir
+    local bin=$1 dir=$2
+    start_master "$bin" "$dir"
+    "$bin/slotmarket" pki issue --dir "$dir/pki" --role agent --name node-1 >/dev/null
+    SLOTMARKET_MASTER=$MASTER_ADDR setsid "$bin/slotmarket-agent" --name node-1 --cert-dir "$dir/pki" --map-slots 8 --reduce-slots 1 \
+        --work-dir "$dir/agent" --data-dir "$dir/shared" 2>"$dir/node-1.log" &
+    AGENT_PID=$!
+    PIDS+=($!)
+    disown
+    for _ in $(seq 100); do
+        SLOTMARKET_MASTER=$MASTER_ADDR SLOTMARKET_CERT_DIR=$dir/pki SLOTMARKET_IDENTITY=admin \
+            "$bin/slotmarket" nodes --json | grep -q '"connected": *true' && break
+        sleep 0.1
+    done
+}
