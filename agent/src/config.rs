@@ -22,6 +22,7 @@ use crate::containment::{Containment, ContainmentError, ContainmentMode};
 use crate::process::{FetchEnv, ProcessConfig};
 use crate::run_as::{RunAs, RunAsError};
 use crate::session::{BackoffConfig, DataDirIdentity, SessionConfig};
+use crate::set_up::SetUpSite;
 
 /// The shared data directory when none is given.
 pub const DEFAULT_DATA_DIR: &str = "./slotmarket-data/shared";
@@ -377,6 +378,7 @@ impl AgentConfig {
             run_as: self.run_as.clone(),
             fetch,
             ready_dirs: Arc::default(),
+            set_up: SetUpSite::for_dirs([self.work_dir.as_path(), self.data_dir.as_path()]),
         }))
     }
 

@@ -10,6 +10,8 @@
 //!   process scan), and sweeping what a killed agent left.
 //! - [`ready`]: what the next task of a slot needs from the file systems (a cgroup, a
 //!   directory with its output files), made ahead of its launch.
+//! - [`set_up`]: whether a task's set-up runs on the async worker or in the blocking pool
+//!   (local or possibly remote file systems).
 //! - [`data_dir`]: the data directory's id, which tells agents sharing it from others.
 //! - [`run_as`]: which Unix user a task runs as (`[run_as]`, for agents running as root).
 //! - [`stderr_tail`]: the last lines of a failed task's stderr, for its report.
@@ -32,6 +34,7 @@ pub mod process;
 pub mod ready;
 pub mod run_as;
 pub mod session;
+pub mod set_up;
 pub mod shuffle;
 pub mod slots;
 pub mod spawn;

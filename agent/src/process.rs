@@ -33,6 +33,7 @@ use crate::containment::{Containment, ContainmentError, join_cgroup_in_child};
 use crate::core::TaskExit;
 use crate::ready::ReadyDirs;
 use crate::run_as::{RunAs, RunAsError, UnixUser};
+use crate::set_up::SetUpSite;
 use crate::shuffle::fetch::{FetchTokens, TokenGuard};
 use crate::spawn::{self, SpawnFailure, TaskCommand, TaskProcess};
 use crate::stderr_tail;
@@ -61,6 +62,8 @@ pub struct ProcessConfig {
     pub fetch: Option<FetchEnv>,
     /// Container directories made ahead of their launch (see [`crate::ready`]).
     pub ready_dirs: Arc<ReadyDirs>,
+    /// Where a task's set-up runs (see [`crate::set_up`]).
+    pub set_up: SetUpSite,
 }
 
 /// What a task of a local-mode agent is given to fetch its inputs through the agent.
@@ -386,11 +389,16 @@ impl TaskChild {
 
 /// Creates the job and container directories and the output files, renders the command
 /// and gathers what the process needs (but does not start it). The file system work is
-/// one blocking call: a trivial task's launch cost is mostly these few system calls.
+/// one blocking call: a trivial task's launch cost is mostly these few system calls. It
+/// runs right here where the file systems are local (no hand-off on the slot's path, see
+/// [`crate::set_up`]), else in the blocking pool.
 async fn prepare(
     config: Arc<ProcessConfig>,
     launch: Launch,
 ) -> Result<(PreparedTask, Option<TokenGuard>), SpawnError> {
+    if config.set_up == SetUpSite::Inline {
+        return prepare_blocking(&config, &launch);
+    }
     tokio::task::spawn_blocking(move || prepare_blocking(&config, &launch)).await.unwrap_or_else(|join| {
         Err(SpawnError::Prepare { path: PathBuf::new(), source: io::Error::other(join) })
     })

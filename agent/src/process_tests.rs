@@ -17,6 +17,7 @@ use crate::config::task_path;
 use crate::containment::{Containment, ContainmentMode, session_of};
 use crate::core::TaskExit;
 use crate::run_as::RunAs;
+use crate::set_up::SetUpSite;
 
 /// Upper bound for any single wait in these tests.
 const WAIT: Duration = Duration::from_secs(10);
@@ -34,6 +35,10 @@ impl Fixture {
     }
 
     fn with(grace: Duration, mode: ContainmentMode) -> Fixture {
+        Fixture::with_set_up(grace, mode, SetUpSite::Inline)
+    }
+
+    fn with_set_up(grace: Duration, mode: ContainmentMode, set_up: SetUpSite) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let path_prefix = dir.path().join("bin");
         let work_dir = dir.path().join("work");
@@ -46,6 +51,7 @@ impl Fixture {
             kill_grace: grace,
             task_path: task_path(&path_prefix),
             ready_dirs: Arc::default(),
+            set_up,
         };
         Fixture { _dir: dir, config: Arc::new(config), path_prefix }
     }
@@ -136,6 +142,50 @@ async fn assert_group_gone(pgid: i32) {
     while group_alive(pgid) {
         assert!(Instant::now() < deadline, "process group {pgid} outlived its container");
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The set-up's place, seen from outside: with the blocking pool's only thread held, a
+/// task whose set-up runs inline starts at once, and one whose set-up goes to the pool
+/// (a possibly remote file system) waits until the pool is free, then starts as before.
+#[test]
+fn inline_set_up_starts_a_task_while_the_blocking_pool_is_busy_and_pool_set_up_waits_for_it() {
+    for site in [SetUpSite::Inline, SetUpSite::BlockingPool] {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .max_blocking_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let fx = Fixture::with_set_up(Duration::from_secs(3), ContainmentMode::Auto, site);
+            let (release, held) = std::sync::mpsc::channel::<()>();
+            let (busy, pool_taken) = tokio::sync::oneshot::channel();
+            let holder = tokio::task::spawn_blocking(move || {
+                let _ = busy.send(());
+                // Until `release` is sent on or dropped.
+                let _ = held.recv();
+            });
+            pool_taken.await.unwrap();
+            let (_handle, mut events) = fx.start(9, "true");
+            let while_held = if site == SetUpSite::Inline { WAIT } else { Duration::from_millis(300) };
+            let early = tokio::time::timeout(while_held, events.recv()).await;
+            match site {
+                SetUpSite::Inline => assert!(
+                    matches!(early, Ok(Some(ProcessEvent::Started { .. }))),
+                    "inline set-up waited for the blocking pool: {early:?}"
+                ),
+                SetUpSite::BlockingPool => {
+                    assert!(early.is_err(), "set-up in the pool ran while the pool was held: {early:?}");
+                }
+            }
+            drop(release);
+            holder.await.unwrap();
+            if site == SetUpSite::BlockingPool {
+                started(&mut events).await;
+            }
+            assert_eq!(exited(&mut events).await, TaskExit::Code(0));
+        });
     }
 }
 
