@@ -186,6 +186,27 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
     Ok(())
 }
 
+/// [`run`] as a task of the runtime instead of on the calling thread: for `main`, whose
+/// future `block_on` polls on the process's main thread, outside the worker pool. There,
+/// every process event reaching the driver and every report leaving it crossed between
+/// that thread and a worker (a futex wake-up each way, 0.1 to 0.5 ms on a busy machine,
+/// twice on a slot's report path and twice on its launch path); as a task, the driver
+/// is run next on the worker whose task woke it (tokio polls a task woken by the running
+/// one next on the same thread), as the session and the supervisors already are.
+pub async fn run_on_worker(
+    config: AgentConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), DriverError> {
+    match tokio::spawn(run(config, shutdown)).await {
+        Ok(result) => result,
+        Err(join) => match join.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            // Only a runtime shutting down cancels the task, and then nobody is waiting.
+            Err(_) => Ok(()),
+        },
+    }
+}
+
 /// What the loop takes in: events for the core, and the session's snapshot requests.
 struct Inbox {
     events: mpsc::UnboundedReceiver<AgentEvent>,

@@ -12,7 +12,7 @@ use slotmarket_common::protocol::{AgentToMaster, ContainerReport, DEFAULT_MAX_FR
 use slotmarket_common::spec::{SlotKind, TaskVars};
 use tokio::sync::oneshot;
 
-use super::run;
+use super::{run, run_on_worker};
 use crate::config::AgentConfig;
 use crate::containment::ContainmentMode;
 use crate::session::BackoffConfig;
@@ -123,6 +123,40 @@ async fn launches_run_and_are_reported_kills_kill_and_shutdown_stops_everything(
     assert_eq!((last[0].container, last[0].state), (ContainerId(5), Killed));
     assert_eq!(last[0].message.as_deref(), Some("agent shutting down"));
     tokio::time::timeout(WAIT, agent).await.expect("the agent did not stop").unwrap().unwrap();
+}
+
+/// As `main` runs it: the driver's loop is a task of the runtime's workers (the shutdown
+/// future it polls sees a task id and a thread other than the one blocking on the agent),
+/// and a launch is reported in order as before.
+#[test]
+fn run_on_worker_drives_the_agent_as_a_runtime_task_and_reports_in_order() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let blocking_thread = std::thread::current().id();
+    let (polled_tx, polled_rx) = std::sync::mpsc::channel();
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let master = FakeMaster::start(dir.path());
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let shutdown = async move {
+            let _ = polled_tx.send((tokio::task::try_id().is_some(), std::thread::current().id()));
+            let _ = stop_rx.await;
+        };
+        let agent = run_on_worker(config(dir.path(), &master), shutdown);
+        let master_side = async {
+            let mut link = master.accept().await;
+            link.accept_registration(1, 200).await;
+            link.send(MasterToAgent::Launch(vec![launch(1, SlotKind::Map, "true")])).await;
+            assert_eq!(by_container(&link.reports(3).await)[&1], [Acquired, Running, Completed]);
+            stop_tx.send(()).unwrap();
+        };
+        let (stopped, ()) = tokio::time::timeout(WAIT, async { tokio::join!(agent, master_side) })
+            .await
+            .expect("the agent did not stop");
+        stopped.unwrap();
+    });
+    let (in_a_task, thread) = polled_rx.try_recv().expect("the driver never polled its shutdown");
+    assert!(in_a_task, "the driver ran outside any runtime task");
+    assert_ne!(thread, blocking_thread, "the driver ran on the thread blocking on it");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

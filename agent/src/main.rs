@@ -177,6 +177,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let config = AgentConfig::try_from(Args::parse())?;
     check_certificate(&config)?;
-    driver::run(config, shutdown_signal()).await?;
+    // On a worker, not on this thread: see `run_on_worker`.
+    driver::run_on_worker(config, shutdown_signal()).await?;
     Ok(())
 }
