@@ -37,7 +37,9 @@ fn fs_type(dir: &Path) -> Option<i64> {
         // SAFETY: `path` is a NUL-terminated string and `stat` a buffer of the right type;
         // the kernel fills it in when the call returns 0.
         let done = unsafe { libc::statfs(path.as_ptr(), stat.as_mut_ptr()) };
-        // SAFETY: initialised by the successful call.
+        // SAFETY: initialised by the successful call. `f_type`'s type differs between
+        // architectures (`i64` here, narrower elsewhere), hence the cast.
+        #[allow(clippy::unnecessary_cast)]
         (done == 0).then(|| unsafe { stat.assume_init() }.f_type as i64)
     })
 }
