@@ -302,6 +302,14 @@ impl Driver {
         if let Some(container) = finished {
             self.tasks.remove(&container);
         }
+        // This step's reports go to the session once its processes are started. A launch
+        // reaches this step as the fourth task in a row woken by one datagram (quinn's
+        // endpoint, its connection, the stream reader, the driver), past the three that
+        // tokio runs next on the same worker; what the driver wakes then queues in order,
+        // so the supervisors' set-up and clone now come before the session's write of
+        // `Acquired` instead of after it. Reports keep their order, and none of a later
+        // step can overtake them.
+        let mut reports = Vec::new();
         for action in actions {
             match action {
                 AgentAction::Spawn(launch) => {
@@ -317,11 +325,12 @@ impl Driver {
                     Some(handle) => handle.kill(),
                     None => warn!(%container, "kill for a container without a process handle"),
                 },
-                AgentAction::Report(report) => {
-                    // The session only goes away after the driver; nothing to do if it has.
-                    let _ = self.reports.send(report);
-                }
+                AgentAction::Report(report) => reports.push(report),
             }
+        }
+        for report in reports {
+            // The session only goes away after the driver; nothing to do if it has.
+            let _ = self.reports.send(report);
         }
     }
 
