@@ -27,6 +27,7 @@
 
 pub mod accounts;
 mod agents;
+mod ahead;
 pub mod generate;
 pub mod jockey_experiment;
 pub mod jockey_gen;
@@ -217,8 +218,21 @@ enum SimEvent {
 const MOVE_REQUESTS: u64 = 1 << 41;
 
 /// Runs `trace` under `config`.
+///
+/// A second thread prepares what does not depend on the core ([`ahead`]: each arriving
+/// job's spec and drawn task durations) while this one drives the core.
 pub fn run(trace: &Trace, config: &SimConfig) -> Result<SimRun, SimError> {
-    Simulation::new(trace, config)?.run()
+    let mut sim = Simulation::new(trace, config)?;
+    let (ahead, send) = ahead::channel();
+    sim.ahead = Some(ahead);
+    let order = &sim.arrivals.clone();
+    let seed = config.seed;
+    std::thread::scope(|scope| {
+        scope.spawn(move || ahead::prepare(trace, order, seed, send));
+        // The run drops its end of the channel when it returns, which stops the thread
+        // if it is still preparing (a run cut short); the scope then joins it.
+        sim.run()
+    })
 }
 
 struct Simulation<'t> {
@@ -265,6 +279,11 @@ struct Simulation<'t> {
     slo_open: Vec<(JobId, u32)>,
     /// Each stage's longest task drawn, for the critical paths at the end.
     longest: LongestTasks,
+    /// Jobs prepared by the second thread, in arrival order (`None`: prepared here).
+    ahead: Option<ahead::Ahead>,
+    /// Drawn task durations of each submitted job that has not ended, by trace index,
+    /// when the second thread prepared them.
+    drawn: Vec<Option<ahead::Durations>>,
 }
 
 impl<'t> Simulation<'t> {
@@ -336,6 +355,8 @@ impl<'t> Simulation<'t> {
             history: Vec::new(),
             slo_open: Vec::new(),
             longest: LongestTasks::new(trace),
+            ahead: None,
+            drawn: Vec::new(),
         })
     }
 
@@ -383,7 +404,8 @@ impl<'t> Simulation<'t> {
         if !heap_due {
             let ix = self.arrivals[self.next_arrival];
             self.next_arrival += 1;
-            return self.submit(ix);
+            let prepared = self.ahead.as_mut().and_then(|ahead| ahead.take(ix));
+            return self.submit(ix, prepared);
         }
         let Some((at, event)) = self.heap.pop() else { return Ok(()) };
         match event {
@@ -410,7 +432,7 @@ impl<'t> Simulation<'t> {
             }
             SimEvent::Arrive(ix) => {
                 self.queued_arrivals -= 1;
-                self.submit(ix)
+                self.submit(ix, None)
             }
             SimEvent::Account(i) => self.account_event(i),
             SimEvent::MoveDeadline(ix, n) => self.move_deadline(ix, n),
@@ -495,13 +517,23 @@ impl<'t> Simulation<'t> {
         self.carry_out(out)
     }
 
-    /// Submits trace job `ix` as its user.
-    fn submit(&mut self, ix: u32) -> Result<(), SimError> {
+    /// Submits trace job `ix` as its user, with what the second thread prepared for it
+    /// if it did.
+    fn submit(&mut self, ix: u32, prepared: Option<ahead::Prepared>) -> Result<(), SimError> {
         let job = &self.trace.jobs[ix as usize];
         self.open_jobs += 1;
         self.jobs[ix as usize].submitted = Some(self.now);
         let caller = Identity { role: Role::User, principal: job.user.clone() };
-        let mut spec = job.spec();
+        let mut spec = match prepared {
+            Some(prepared) => {
+                if self.drawn.len() <= ix as usize {
+                    self.drawn.resize_with(self.trace.len(), || None);
+                }
+                self.drawn[ix as usize] = Some(prepared.durations);
+                prepared.spec
+            }
+            None => job.spec(),
+        };
         // A follower submitted after its trace deadline would be refused as asking for a
         // time already passed; it runs without one (its metrics still use the trace's).
         spec.deadline = spec.deadline.filter(|d| d.resolve(self.now) > self.now);
@@ -637,7 +669,11 @@ impl<'t> Simulation<'t> {
     /// seeds each attempt's noise, so it is hashed once for both.
     fn base_duration(&self, ix: u32, task: TaskId) -> (u64, u64) {
         let key = task_key(self.config.seed, ix, task.stage.0, task.index);
-        (key, self.trace.jobs[ix as usize].keyed_task_ms(task.stage.0, task.index, key))
+        let drawn = self.drawn.get(ix as usize).and_then(Option::as_ref);
+        match drawn.and_then(|d| d.get(task.stage.0, task.index)) {
+            Some(ms) => (key, ms),
+            None => (key, self.trace.jobs[ix as usize].keyed_task_ms(task.stage.0, task.index, key)),
+        }
     }
 
     fn trace_ix(&self, job: JobId) -> Option<u32> {
@@ -720,6 +756,10 @@ impl<'t> Simulation<'t> {
     /// may come.
     fn end(&mut self, ix: u32, at: Timestamp) {
         self.slo_open.retain(|&(_, open)| open != ix);
+        // No attempt of an ended job launches again.
+        if let Some(drawn) = self.drawn.get_mut(ix as usize) {
+            *drawn = None;
+        }
         if self.jobs[ix as usize].ended.replace(at).is_none() {
             self.open_jobs -= 1;
         }
