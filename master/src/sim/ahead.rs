@@ -30,6 +30,9 @@ pub(super) struct Prepared {
     pub(super) spec: JobSpec,
     /// Every task's drawn duration, in milliseconds.
     pub(super) durations: Durations,
+    /// Its critical path ([`TraceJob::critical_path_ms`](super::workload::TraceJob::critical_path_ms)),
+    /// from the same draws.
+    pub(super) critical_path_ms: u64,
 }
 
 /// A job's drawn task durations, stage after stage, each stage's tasks in order.
@@ -53,6 +56,16 @@ impl Durations {
             );
         }
         Durations { first: first.into_boxed_slice(), ms: ms.into_boxed_slice() }
+    }
+
+    /// The longest task of each stage, in stage order.
+    fn longest(&self) -> Vec<u64> {
+        let ends = self.first.iter().skip(1).map(|&e| e as usize).chain([self.ms.len()]);
+        self.first
+            .iter()
+            .zip(ends)
+            .map(|(&start, end)| self.ms[start as usize..end].iter().copied().max().unwrap_or(0))
+            .collect()
     }
 
     /// Task `index` of stage `stage`, if the job has it.
@@ -96,10 +109,11 @@ pub(super) fn prepare(trace: &Trace, order: &[u32], seed: u64, send: SyncSender<
     for part in order.chunks(BATCH) {
         let batch = part
             .iter()
-            .map(|&ix| Prepared {
-                ix,
-                spec: trace.jobs[ix as usize].spec(),
-                durations: Durations::draw(trace, ix, seed),
+            .map(|&ix| {
+                let job = &trace.jobs[ix as usize];
+                let durations = Durations::draw(trace, ix, seed);
+                let critical_path_ms = job.critical_path_through(&durations.longest());
+                Prepared { ix, spec: job.spec(), durations, critical_path_ms }
             })
             .collect();
         if send.send(batch).is_err() {
@@ -135,6 +149,8 @@ mod tests {
             assert_eq!(d.get(stage, s.tasks), None, "past a stage's last task");
         }
         assert_eq!(d.get(2, 0), None, "no third stage");
+        let path = trace.jobs[1].critical_path_through(&d.longest());
+        assert_eq!(path, trace.jobs[1].critical_path_ms(1, 7));
     }
 
     #[test]

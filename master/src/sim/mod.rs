@@ -284,6 +284,8 @@ struct Simulation<'t> {
     /// Drawn task durations of each submitted job that has not ended, by trace index,
     /// when the second thread prepared them.
     drawn: Vec<Option<ahead::Durations>>,
+    /// The critical path of each job the second thread prepared, by trace index.
+    critical_paths: Vec<Option<u64>>,
 }
 
 impl<'t> Simulation<'t> {
@@ -357,6 +359,7 @@ impl<'t> Simulation<'t> {
             longest: LongestTasks::new(trace),
             ahead: None,
             drawn: Vec::new(),
+            critical_paths: Vec::new(),
         })
     }
 
@@ -528,8 +531,10 @@ impl<'t> Simulation<'t> {
             Some(prepared) => {
                 if self.drawn.len() <= ix as usize {
                     self.drawn.resize_with(self.trace.len(), || None);
+                    self.critical_paths.resize(self.trace.len(), None);
                 }
                 self.drawn[ix as usize] = Some(prepared.durations);
+                self.critical_paths[ix as usize] = Some(prepared.critical_path_ms);
                 prepared.spec
             }
             None => job.spec(),
@@ -633,8 +638,11 @@ impl<'t> Simulation<'t> {
             Command::Launch { agent, launch } => {
                 let agent = *agent;
                 let Some(ix) = self.trace_ix(launch.task.job) else { return };
-                let (key, base) = self.base_duration(ix, launch.task);
-                self.longest.note(ix, launch.task.stage.0, base, launch.attempt.0 == 1);
+                let (key, base, ahead) = self.base_duration(ix, launch.task);
+                if !ahead {
+                    // A job prepared ahead came with its critical path.
+                    self.longest.note(ix, launch.task.stage.0, base, launch.attempt.0 == 1);
+                }
                 let end = self.agents.launch(agent, launch, ix, (key, base), self.now);
                 self.jobs[ix as usize].attempts += 1;
                 self.stats.attempts += 1;
@@ -665,14 +673,19 @@ impl<'t> Simulation<'t> {
     }
 
     /// The key of a task of submitted job `ix` and its drawn duration, drawn when it
-    /// launches (draws are keyed, so it is the same whenever that is); the key also
-    /// seeds each attempt's noise, so it is hashed once for both.
-    fn base_duration(&self, ix: u32, task: TaskId) -> (u64, u64) {
-        let key = task_key(self.config.seed, ix, task.stage.0, task.index);
+    /// launches (draws are keyed, so it is the same whenever that is) unless the second
+    /// thread drew it ahead (then the key is hashed only if an attempt's noise or failure
+    /// is drawn from it, and the third value is true). The key also seeds each attempt's
+    /// noise, so it is hashed once for both.
+    fn base_duration(&self, ix: u32, task: TaskId) -> (u64, u64, bool) {
+        let key = || task_key(self.config.seed, ix, task.stage.0, task.index);
         let drawn = self.drawn.get(ix as usize).and_then(Option::as_ref);
         match drawn.and_then(|d| d.get(task.stage.0, task.index)) {
-            Some(ms) => (key, ms),
-            None => (key, self.trace.jobs[ix as usize].keyed_task_ms(task.stage.0, task.index, key)),
+            Some(ms) => (if self.agents.draws_per_attempt() { key() } else { 0 }, ms, true),
+            None => {
+                let key = key();
+                (key, self.trace.jobs[ix as usize].keyed_task_ms(task.stage.0, task.index, key), false)
+            }
         }
     }
 
@@ -784,9 +797,11 @@ impl<'t> Simulation<'t> {
         self.stats.stopped_at = self.now;
         for ((ix, result), job) in self.jobs.iter_mut().enumerate().zip(&self.trace.jobs) {
             result.slot_ms = totals.job_busy_ms.get(ix).copied().unwrap_or(0);
-            result.critical_path_ms = match self.longest.of(self.trace, ix as u32) {
-                Some(longest) => job.critical_path_through(longest),
-                None => job.critical_path_ms(ix as u32, self.config.seed),
+            let ahead = self.critical_paths.get(ix).copied().flatten();
+            result.critical_path_ms = match (ahead, self.longest.of(self.trace, ix as u32)) {
+                (Some(ms), _) => ms,
+                (None, Some(longest)) => job.critical_path_through(longest),
+                (None, None) => job.critical_path_ms(ix as u32, self.config.seed),
             };
             if result.submitted.is_some() && result.ended.is_none() {
                 result.outcome = Outcome::Unfinished;
