@@ -182,6 +182,12 @@ impl Agents {
         }
     }
 
+    /// Whether an attempt's noise or failure is drawn (from its task's key): otherwise
+    /// [`launch`](Agents::launch) does not read the key.
+    pub(super) fn draws_per_attempt(&self) -> bool {
+        self.noise > 0.0 || self.fail_prob > 0.0
+    }
+
     /// Whether no attempt is running.
     pub(super) fn idle(&self) -> bool {
         self.live.is_empty()

@@ -27,6 +27,7 @@
 
 pub mod accounts;
 mod agents;
+mod ahead;
 pub mod generate;
 pub mod jockey_experiment;
 pub mod jockey_gen;
@@ -217,8 +218,21 @@ enum SimEvent {
 const MOVE_REQUESTS: u64 = 1 << 41;
 
 /// Runs `trace` under `config`.
+///
+/// A second thread prepares what does not depend on the core ([`ahead`]: each arriving
+/// job's spec and drawn task durations) while this one drives the core.
 pub fn run(trace: &Trace, config: &SimConfig) -> Result<SimRun, SimError> {
-    Simulation::new(trace, config)?.run()
+    let mut sim = Simulation::new(trace, config)?;
+    let (ahead, send) = ahead::channel();
+    sim.ahead = Some(ahead);
+    let order = &sim.arrivals.clone();
+    let seed = config.seed;
+    std::thread::scope(|scope| {
+        scope.spawn(move || ahead::prepare(trace, order, seed, send));
+        // The run drops its end of the channel when it returns, which stops the thread
+        // if it is still preparing (a run cut short); the scope then joins it.
+        sim.run()
+    })
 }
 
 struct Simulation<'t> {
@@ -265,6 +279,13 @@ struct Simulation<'t> {
     slo_open: Vec<(JobId, u32)>,
     /// Each stage's longest task drawn, for the critical paths at the end.
     longest: LongestTasks,
+    /// Jobs prepared by the second thread, in arrival order (`None`: prepared here).
+    ahead: Option<ahead::Ahead>,
+    /// Drawn task durations of each submitted job that has not ended, by trace index,
+    /// when the second thread prepared them.
+    drawn: Vec<Option<ahead::Durations>>,
+    /// The critical path of each job the second thread prepared, by trace index.
+    critical_paths: Vec<Option<u64>>,
 }
 
 impl<'t> Simulation<'t> {
@@ -336,6 +357,9 @@ impl<'t> Simulation<'t> {
             history: Vec::new(),
             slo_open: Vec::new(),
             longest: LongestTasks::new(trace),
+            ahead: None,
+            drawn: Vec::new(),
+            critical_paths: Vec::new(),
         })
     }
 
@@ -383,7 +407,8 @@ impl<'t> Simulation<'t> {
         if !heap_due {
             let ix = self.arrivals[self.next_arrival];
             self.next_arrival += 1;
-            return self.submit(ix);
+            let prepared = self.ahead.as_mut().and_then(|ahead| ahead.take(ix));
+            return self.submit(ix, prepared);
         }
         let Some((at, event)) = self.heap.pop() else { return Ok(()) };
         match event {
@@ -410,7 +435,7 @@ impl<'t> Simulation<'t> {
             }
             SimEvent::Arrive(ix) => {
                 self.queued_arrivals -= 1;
-                self.submit(ix)
+                self.submit(ix, None)
             }
             SimEvent::Account(i) => self.account_event(i),
             SimEvent::MoveDeadline(ix, n) => self.move_deadline(ix, n),
@@ -495,13 +520,25 @@ impl<'t> Simulation<'t> {
         self.carry_out(out)
     }
 
-    /// Submits trace job `ix` as its user.
-    fn submit(&mut self, ix: u32) -> Result<(), SimError> {
+    /// Submits trace job `ix` as its user, with what the second thread prepared for it
+    /// if it did.
+    fn submit(&mut self, ix: u32, prepared: Option<ahead::Prepared>) -> Result<(), SimError> {
         let job = &self.trace.jobs[ix as usize];
         self.open_jobs += 1;
         self.jobs[ix as usize].submitted = Some(self.now);
         let caller = Identity { role: Role::User, principal: job.user.clone() };
-        let mut spec = job.spec();
+        let mut spec = match prepared {
+            Some(prepared) => {
+                if self.drawn.len() <= ix as usize {
+                    self.drawn.resize_with(self.trace.len(), || None);
+                    self.critical_paths.resize(self.trace.len(), None);
+                }
+                self.drawn[ix as usize] = Some(prepared.durations);
+                self.critical_paths[ix as usize] = Some(prepared.critical_path_ms);
+                prepared.spec
+            }
+            None => job.spec(),
+        };
         // A follower submitted after its trace deadline would be refused as asking for a
         // time already passed; it runs without one (its metrics still use the trace's).
         spec.deadline = spec.deadline.filter(|d| d.resolve(self.now) > self.now);
@@ -601,8 +638,11 @@ impl<'t> Simulation<'t> {
             Command::Launch { agent, launch } => {
                 let agent = *agent;
                 let Some(ix) = self.trace_ix(launch.task.job) else { return };
-                let (key, base) = self.base_duration(ix, launch.task);
-                self.longest.note(ix, launch.task.stage.0, base, launch.attempt.0 == 1);
+                let (key, base, ahead) = self.base_duration(ix, launch.task);
+                if !ahead {
+                    // A job prepared ahead came with its critical path.
+                    self.longest.note(ix, launch.task.stage.0, base, launch.attempt.0 == 1);
+                }
                 let end = self.agents.launch(agent, launch, ix, (key, base), self.now);
                 self.jobs[ix as usize].attempts += 1;
                 self.stats.attempts += 1;
@@ -633,11 +673,20 @@ impl<'t> Simulation<'t> {
     }
 
     /// The key of a task of submitted job `ix` and its drawn duration, drawn when it
-    /// launches (draws are keyed, so it is the same whenever that is); the key also
-    /// seeds each attempt's noise, so it is hashed once for both.
-    fn base_duration(&self, ix: u32, task: TaskId) -> (u64, u64) {
-        let key = task_key(self.config.seed, ix, task.stage.0, task.index);
-        (key, self.trace.jobs[ix as usize].keyed_task_ms(task.stage.0, task.index, key))
+    /// launches (draws are keyed, so it is the same whenever that is) unless the second
+    /// thread drew it ahead (then the key is hashed only if an attempt's noise or failure
+    /// is drawn from it, and the third value is true). The key also seeds each attempt's
+    /// noise, so it is hashed once for both.
+    fn base_duration(&self, ix: u32, task: TaskId) -> (u64, u64, bool) {
+        let key = || task_key(self.config.seed, ix, task.stage.0, task.index);
+        let drawn = self.drawn.get(ix as usize).and_then(Option::as_ref);
+        match drawn.and_then(|d| d.get(task.stage.0, task.index)) {
+            Some(ms) => (if self.agents.draws_per_attempt() { key() } else { 0 }, ms, true),
+            None => {
+                let key = key();
+                (key, self.trace.jobs[ix as usize].keyed_task_ms(task.stage.0, task.index, key), false)
+            }
+        }
     }
 
     fn trace_ix(&self, job: JobId) -> Option<u32> {
@@ -720,6 +769,10 @@ impl<'t> Simulation<'t> {
     /// may come.
     fn end(&mut self, ix: u32, at: Timestamp) {
         self.slo_open.retain(|&(_, open)| open != ix);
+        // No attempt of an ended job launches again.
+        if let Some(drawn) = self.drawn.get_mut(ix as usize) {
+            *drawn = None;
+        }
         if self.jobs[ix as usize].ended.replace(at).is_none() {
             self.open_jobs -= 1;
         }
@@ -744,9 +797,11 @@ impl<'t> Simulation<'t> {
         self.stats.stopped_at = self.now;
         for ((ix, result), job) in self.jobs.iter_mut().enumerate().zip(&self.trace.jobs) {
             result.slot_ms = totals.job_busy_ms.get(ix).copied().unwrap_or(0);
-            result.critical_path_ms = match self.longest.of(self.trace, ix as u32) {
-                Some(longest) => job.critical_path_through(longest),
-                None => job.critical_path_ms(ix as u32, self.config.seed),
+            let ahead = self.critical_paths.get(ix).copied().flatten();
+            result.critical_path_ms = match (ahead, self.longest.of(self.trace, ix as u32)) {
+                (Some(ms), _) => ms,
+                (None, Some(longest)) => job.critical_path_through(longest),
+                (None, None) => job.critical_path_ms(ix as u32, self.config.seed),
             };
             if result.submitted.is_some() && result.ended.is_none() {
                 result.outcome = Outcome::Unfinished;
