@@ -189,6 +189,11 @@ pub enum PolicySettings {
         /// estimate).
         #[serde(default)]
         expected_utility: Option<f64>,
+        /// Round the smoothed allocation to the nearest slot after carrying what the
+        /// earlier control steps rounded away, so that the guarantee averages it
+        /// (default false: round up at every step).
+        #[serde(default)]
+        carry_rounding: bool,
     },
 }
 
@@ -393,6 +398,7 @@ impl PolicySettings {
             stage_reserve,
             stage_reserve_quantile,
             expected_utility,
+            carry_rounding,
         } = self
         else {
             return Ok(JockeyConfig::default());
@@ -451,6 +457,7 @@ impl PolicySettings {
             stage_reserve: *stage_reserve,
             stage_reserve_quantile: *stage_reserve_quantile,
             expected_utility: *expected_utility,
+            carry_rounding: *carry_rounding,
         })
     }
 }
@@ -601,6 +608,8 @@ mod tests {
         assert_eq!((config.control.raise_early, config.stage_reserve), (false, 0.0));
         assert_eq!(parse("expected_utility = 0.05").jockey_config().unwrap().expected_utility, Some(0.05));
         assert_eq!(config.expected_utility, None);
+        assert!(!config.carry_rounding);
+        assert!(parse("carry_rounding = true").jockey_config().unwrap().carry_rounding);
         let quantile = parse("stage_reserve_quantile = 0.95").jockey_config().unwrap();
         assert_eq!((quantile.stage_reserve_quantile, config.stage_reserve_quantile), (0.95, 1.0));
         let err = parse("stage_reserve = -1").jockey_config().unwrap_err();

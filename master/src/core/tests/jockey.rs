@@ -490,3 +490,32 @@ fn raising_early_acts_on_a_job_predicted_inside_the_dead_zone() {
     // Half the gap (α = 0.5): 4.5, rounded up.
     assert_eq!((raised.raw, raised.guarantee), (5, 5));
 }
+
+#[test]
+fn a_carried_rounding_guarantees_the_smoothed_allocation_on_average() {
+    let toml = "name = \"jockey\"\npredictor = \"amdahl\"\ninterval_s = 60\nspare = false\nraise_early = true\ncarry_rounding = true\n";
+    let mut env =
+        recovered_env(toml::from_str(toml).expect("jockey settings parse"), vec![etl_run(7), etl_run(8)], 10);
+    let etl = env.submit(etl_due_in(10));
+    env.take_launches(4);
+    env.advance(60);
+    env.heartbeat("n1");
+    env.tick();
+    // As in `raising_early_acts_on_a_job_predicted_inside_the_dead_zone`: raw 5, smoothed
+    // 4.5; rounded to 5 (as rounding up would), half a slot over is carried.
+    let state = env.jockey_state(etl);
+    assert_eq!((state.raw, state.smoothed, state.guarantee), (5, Some(4.5), 5));
+    assert!((state.rounding_carry + 0.5).abs() < 1e-9, "{}", state.rounding_carry);
+    // Every later step rounds the smoothed allocation plus what was carried.
+    let mut carry = state.rounding_carry;
+    for _ in 0..3 {
+        env.advance(60);
+        env.heartbeat("n1");
+        env.tick();
+        let state = env.jockey_state(etl);
+        let smoothed = state.smoothed.expect("a model-based step");
+        assert_eq!(f64::from(state.guarantee), (smoothed + carry).round().clamp(1.0, 20.0));
+        assert!((state.rounding_carry - (carry + smoothed - f64::from(state.guarantee))).abs() < 1e-9);
+        carry = state.rounding_carry;
+    }
+}

@@ -102,6 +102,9 @@ pub struct JockeyConfig {
     /// ([`Control::expected_allocation`]) with this tolerance, not by U at the kept
     /// quantile; `None`: the point estimate (§4.3).
     pub expected_utility: Option<f64>,
+    /// Carry the rounding of the smoothed allocation from step to step, so that the
+    /// guarantee averages the smoothed allocation; `false`: round it up at every step.
+    pub carry_rounding: bool,
 }
 
 /// Points of C(p, a)'s spread a model keeps for [`JockeyConfig::expected_utility`].
@@ -129,6 +132,7 @@ impl Default for JockeyConfig {
             stage_reserve: 0.0,
             stage_reserve_quantile: 1.0,
             expected_utility: None,
+            carry_rounding: false,
         }
     }
 }
@@ -182,6 +186,9 @@ pub struct SloState {
     pub idle_slot_ms: u64,
     /// Tasks still waiting for a slot after the last scheduling call's assignments.
     pub waiting: u32,
+    /// The smoothed allocation less the guarantee, summed over the control steps, with
+    /// [`JockeyConfig::carry_rounding`]: what the next step's rounding makes up.
+    pub rounding_carry: f64,
 }
 
 impl SloState {
@@ -321,7 +328,11 @@ impl Jockey {
         let finish_previous = now.0 as f64 + control.slack * remaining(previous);
         let smoothed =
             control.smooth(slo.smoothed, raw, finish_previous, deadline.0 as i64).clamp(1.0, f64::from(cap));
-        let guarantee = smoothed.ceil() as u32;
+        let (guarantee, rounding_carry) = if self.config.carry_rounding {
+            carry_round(smoothed, slo.rounding_carry, cap)
+        } else {
+            (smoothed.ceil() as u32, 0.0)
+        };
         let model_based = prediction.model.is_some() || self.config.predictor != Predictor::Simulator;
         let finish = now.0 as f64 + control.slack * remaining(guarantee);
         let at = |ms: f64| Timestamp((now.0 as f64 + ms).max(0.0) as u64);
@@ -338,6 +349,7 @@ impl Jockey {
             finish_interval,
             deadline: Some(deadline),
             raw,
+            rounding_carry: if model_based { rounding_carry } else { 0.0 },
             ..*slo
         };
     }
@@ -488,6 +500,16 @@ impl Jockey {
     }
 }
 
+/// The guarantee for a smoothed allocation of `smoothed` slots after earlier steps left
+/// `carry` (their smoothed allocations less their guarantees): the nearest whole number
+/// to both together, within 1..=`cap`, and the carry left for the next step. Over the
+/// steps the guarantee averages the smoothed allocation, where rounding up at every step
+/// adds up to one slot of margin the control law did not ask for.
+fn carry_round(smoothed: f64, carry: f64, cap: u32) -> (u32, f64) {
+    let guarantee = (smoothed + carry).round().clamp(1.0, f64::from(cap.max(1)));
+    (guarantee as u32, carry + smoothed - guarantee)
+}
+
 /// Up to `n` assignments of `kind` to `job` from `free`; how many there were.
 fn give(free: &mut FreeSlots, job: JobId, kind: SlotKind, n: u32, out: &mut Vec<Assignment>) -> u32 {
     for given in 0..n {
@@ -541,5 +563,27 @@ impl Policy for Jockey {
 
     fn completion_model_built(&mut self, model: CompletionModel) {
         self.models.insert(model.name.clone(), model);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn carried_rounding_averages_the_smoothed_allocation() {
+        // 4.3 slots, ten steps: rounding up guarantees 5 every step (50 slot-steps);
+        // carried, 43, with each step's guarantee 4 or 5.
+        let (mut carry, mut sum) = (0.0, 0);
+        for _ in 0..10 {
+            let (guarantee, next) = carry_round(4.3, carry, 100);
+            assert!(guarantee == 4 || guarantee == 5, "{guarantee}");
+            assert!(next.abs() <= 0.5 + 1e-9, "{next}");
+            (carry, sum) = (next, sum + guarantee);
+        }
+        assert_eq!(sum, 43);
+        // Never below one slot nor above the cap, whatever was carried.
+        assert_eq!(carry_round(1.2, -0.9, 100).0, 1);
+        assert_eq!(carry_round(9.8, 0.5, 10).0, 10);
     }
 }
