@@ -268,7 +268,13 @@ impl ReadyDirs {
     fn pooled_name(&self, ready: &Path) -> Option<std::ffi::OsString> {
         let mut pooled = self.pooled.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if pooled.is_empty() {
-            let listing = std::fs::read_dir(ready.join(recycle::POOL)).ok()?;
+            let pool = ready.join(recycle::POOL);
+            // A directory's link count is 2 plus its subdirectories: one `stat` says
+            // whether any wait there, so an empty pool costs a task's refill no listing.
+            if std::fs::symlink_metadata(&pool).map_or(true, |meta| meta.nlink() <= 2) {
+                return None;
+            }
+            let listing = std::fs::read_dir(&pool).ok()?;
             // Hidden names are directories still being checked.
             pooled.extend(
                 listing
