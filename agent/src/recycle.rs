@@ -143,7 +143,10 @@ fn truncate_unshared(path: &Path) -> io::Result<()> {
     if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_WRLCK) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    let emptied = file.set_len(0).and_then(|()| reset_owner_and_mode(&file, 0o666));
+    // Linked again before it changed hands? (Its owner could until the reset.)
+    let emptied = file.set_len(0).and_then(|()| reset_owner_and_mode(&file, 0o666)).and_then(|()| {
+        if file.metadata()?.nlink() == 1 { Ok(()) } else { Err(doubt("a log file was linked meanwhile")) }
+    });
     // SAFETY: as above; the lease also ends when the descriptor is closed.
     unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK) };
     emptied
