@@ -1,6 +1,7 @@
 //! A job's files for the master: listing and reading the outputs under a job directory
 //! (`slotmarket fetch`), and removing a job's directory and its containers' directories
-//! (`slotmarket cleanup` and the master's retention timer). Every path is built from the
+//! (`slotmarket cleanup` and the master's retention timer; a container's directory fit
+//! for reuse is emptied and kept for a later container instead, see [`crate::recycle`]). Every path is built from the
 //! job id and checked text: reads stay inside the job directory (no `..`, no hidden
 //! names, no symlink that leads out) and removal touches nothing but that job's
 //! directory and the named containers' directories.
@@ -13,6 +14,8 @@ use slotmarket_common::protocol::{
     MAX_OUTPUT_CHUNK, MAX_OUTPUT_FILES, OutputData, OutputFile, OutputOp, RemoveJob, check_job_path,
 };
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
+
+use crate::recycle::{self, Recycled};
 
 /// Where an agent keeps jobs' and containers' directories.
 #[derive(Clone, Debug)]
@@ -110,13 +113,43 @@ impl JobDirs {
         if remove.job_dir && remove_tree(&self.job_dir(remove.job)).await? {
             removed.push(self.job_dir(remove.job));
         }
-        for container in &remove.containers {
-            let dir = self.container_dir(*container);
-            if remove_tree(&dir).await? {
+        let (recycled, to_remove) = self.recycle_containers(&remove.containers).await;
+        removed.extend(recycled);
+        for (dir, at) in to_remove {
+            if remove_tree(&at).await? {
                 removed.push(dir);
             }
         }
         Ok(removed)
+    }
+
+    /// Moves the named containers' directories fit for reuse into the recycling pool
+    /// (see [`crate::recycle`]), as one blocking call; returns the directories recycled and,
+    /// for each of the others still there, its path and where it is now, to be removed.
+    async fn recycle_containers(
+        &self,
+        containers: &[ContainerId],
+    ) -> (Vec<PathBuf>, Vec<(PathBuf, PathBuf)>) {
+        let dirs: Vec<PathBuf> = containers.iter().map(|container| self.container_dir(*container)).collect();
+        let Some(pool) = recycle::pool_of(&self.containers_dir) else {
+            return (Vec::new(), dirs.into_iter().map(|dir| (dir.clone(), dir)).collect());
+        };
+        let sorted = tokio::task::spawn_blocking(move || {
+            let (mut recycled, mut to_remove) = (Vec::new(), Vec::new());
+            for dir in dirs {
+                let Some(name) = dir.file_name().map(ToOwned::to_owned) else { continue };
+                match recycle::recycle(&dir, &pool, &name) {
+                    Recycled::Gone => {}
+                    Recycled::Pooled => recycled.push(dir),
+                    Recycled::Remove(at) => to_remove.push((dir, at)),
+                }
+            }
+            (recycled, to_remove)
+        })
+        .await;
+        // A panicked check leaves each directory where it was or staged in the pool, which
+        // the next start's sweep removes.
+        sorted.unwrap_or_default()
     }
 
     fn container_dir(&self, container: ContainerId) -> PathBuf {

@@ -120,3 +120,37 @@ async fn a_job_directory_that_is_a_symlink_is_unlinked_not_followed() {
     assert!(fs::symlink_metadata(fx.dirs.job_dir(JobId(5))).is_err());
     assert!(elsewhere.join("keep").exists());
 }
+
+#[tokio::test]
+async fn removed_containers_fit_for_reuse_are_recycled_and_the_others_unlinked() {
+    let fx = fixture();
+    let pool = recycle::pool_of(&fx.dirs.containers_dir).unwrap();
+    fs::create_dir_all(&pool).unwrap();
+    for (container, out) in [(ContainerId(1), "first"), (ContainerId(2), "second")] {
+        let dir = fx.dirs.container_dir(container);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("stdout"), out).unwrap();
+        fs::write(dir.join("stderr"), b"").unwrap();
+        fs::write(dir.join("scratch"), b"made by the task").unwrap();
+    }
+    // A log read of container 2 in flight.
+    let reader = fs::File::open(fx.dirs.container_dir(ContainerId(2)).join("stdout")).unwrap();
+    let order = RemoveJob { job: JobId(7), containers: vec![ContainerId(1), ContainerId(2)], job_dir: false };
+    let mut removed = fx.dirs.remove(&order).await.unwrap();
+    removed.sort();
+    assert_eq!(removed, [fx.dirs.container_dir(ContainerId(1)), fx.dirs.container_dir(ContainerId(2))]);
+    assert!(!fx.dirs.containers_dir.join(ContainerId(1).to_string()).exists());
+    assert!(!fx.dirs.containers_dir.join(ContainerId(2).to_string()).exists());
+    let pooled: Vec<_> = fs::read_dir(&pool).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(
+        pooled,
+        [std::ffi::OsString::from(ContainerId(1).to_string())],
+        "the one being read is unlinked"
+    );
+    let recycled = pool.join(ContainerId(1).to_string());
+    assert_eq!(fs::read(recycled.join("stdout")).unwrap(), b"");
+    assert!(!recycled.join("scratch").exists());
+    let mut old = String::new();
+    std::io::Read::read_to_string(&mut &reader, &mut old).unwrap();
+    assert_eq!(old, "second", "the reader still reads what it opened");
+}

@@ -32,6 +32,7 @@ pub mod driver;
 pub mod job_outputs;
 pub mod process;
 pub mod ready;
+mod recycle;
 pub mod run_as;
 pub mod session;
 pub mod set_up;

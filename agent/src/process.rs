@@ -96,9 +96,16 @@ impl ProcessConfig {
     /// launch (an empty cgroup, a directory with its output files), after removing what a
     /// previous agent process left. Blocking; call it at start, after the containment's
     /// sweep, before any task runs.
+    /// Where tasks run in cgroups (so a task's end leaves none of its processes), removed
+    /// containers' directories are recycled for later ones (see [`crate::recycle`]).
     pub fn keep_ready(&self, slots: usize) {
         self.containment.keep_ready(slots);
         self.ready_dirs.keep(&self.ready_dir(), slots);
+        if self.containment.uses_cgroups() {
+            if let Err(err) = self.ready_dirs.recycle_into(&self.ready_dir()) {
+                warn!(dir = %self.ready_dir().display(), error = %err, "cannot make the recycling pool; removed container directories are unlinked");
+            }
+        }
     }
 }
 

@@ -388,6 +388,12 @@ async fn a_local_mode_task_gets_a_fetch_token_for_its_job_that_dies_with_its_con
     assert_eq!(tokens.job_of(lines[1]), None, "the token dies with the container");
 }
 
+/// How many ready directories (named by number, not the recycling pool) `ready` holds.
+fn ready_dirs_in(ready: &std::path::Path) -> usize {
+    let entries = std::fs::read_dir(ready).unwrap().map(|entry| entry.unwrap().file_name());
+    entries.filter(|name| name.to_string_lossy().bytes().all(|b| b.is_ascii_digit())).count()
+}
+
 /// Waits (bounded) until `done` holds.
 async fn wait_until(what: &str, done: impl Fn() -> bool) {
     let deadline = Instant::now() + WAIT;
@@ -401,7 +407,7 @@ async fn wait_until(what: &str, done: impl Fn() -> bool) {
 async fn a_slots_next_task_starts_in_a_ready_directory_and_the_emptied_cgroup_untouched_by_a_late_kill() {
     let fx = Fixture::new(Duration::from_secs(3));
     fx.config.keep_ready(1);
-    let ready_count = || std::fs::read_dir(fx.config.ready_dir()).unwrap().count();
+    let ready_count = || ready_dirs_in(&fx.config.ready_dir());
     assert_eq!(ready_count(), 1);
     let (mut first, mut events) = fx.start(1, "echo one");
     started(&mut events).await;
@@ -434,4 +440,46 @@ async fn a_slots_next_task_starts_in_a_ready_directory_and_the_emptied_cgroup_un
     second.kill();
     assert_eq!(exited(&mut events).await, TaskExit::Signal(libc::SIGTERM));
     assert_group_gone(pid).await;
+}
+
+#[tokio::test]
+async fn a_removed_containers_directory_is_lent_to_a_later_task_holding_only_that_tasks_output() {
+    use std::os::unix::fs::MetadataExt;
+    let fx = Fixture::new(Duration::from_secs(3));
+    fx.config.keep_ready(1);
+    if !fx.config.containment.uses_cgroups() {
+        // Without cgroups nothing is recycled; the recycle tests cover the checks.
+        assert!(!fx.config.ready_dir().join(crate::recycle::POOL).exists(), "no pool without cgroups");
+        return;
+    }
+    let (_first, mut events) = fx.start(1, "echo secret; echo leftover > left.txt");
+    started(&mut events).await;
+    assert_eq!(exited(&mut events).await, TaskExit::Code(0));
+    let first_dir = fx.config.container_dir(ContainerId(1));
+    let inode = std::fs::metadata(&first_dir).unwrap().ino();
+    let dirs = crate::job_outputs::JobDirs {
+        data_dir: fx.config.data_dir.clone(),
+        containers_dir: fx.config.work_dir.join("containers"),
+    };
+    let order = slotmarket_common::protocol::RemoveJob {
+        job: JobId(5),
+        containers: vec![ContainerId(1)],
+        job_dir: true,
+    };
+    assert_eq!(dirs.remove(&order).await.unwrap().len(), 2);
+    assert!(!first_dir.exists(), "removed as far as anyone can see");
+    // The slot's ready directory was made while the first task ran; take it, so the
+    // next refill lends the recycled one.
+    wait_until("a directory is ready again", || ready_dirs_in(&fx.config.ready_dir()) == 1).await;
+    let spare = fx.config.ready_dirs.take().unwrap();
+    fx.config.ready_dirs.refill(&fx.config.ready_dir());
+    drop(spare);
+
+    let (_second, mut events) = fx.start(2, "echo next; ls");
+    started(&mut events).await;
+    assert_eq!(exited(&mut events).await, TaskExit::Code(0));
+    let dir = fx.config.container_dir(ContainerId(2));
+    assert_eq!(std::fs::metadata(&dir).unwrap().ino(), inode, "the first container's directory, recycled");
+    assert_eq!(std::fs::read_to_string(dir.join("stdout")).unwrap(), "next\nstderr\nstdout\n");
+    assert_eq!(std::fs::read_to_string(dir.join("stderr")).unwrap(), "");
 }

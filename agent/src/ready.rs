@@ -9,7 +9,8 @@
 //!   that still held processes is killed and removed, never lent again.
 //! - [`ReadyDirs`]: directories `ready/{n}` beside `containers/` (on the same file
 //!   system) holding empty `stdout` and `stderr`, opened, renamed to a container's
-//!   directory when it is launched.
+//!   directory when it is launched. Each is a removed container's directory, emptied, from
+//!   the pool `ready/recycled/` (see [`crate::recycle`]) where one waits there, else new.
 //!
 //! Both are filled at start (one per slot) and refilled off the path: cgroups as their
 //! tasks end (after the end is reported), directories once a task has started. What a
@@ -18,12 +19,16 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use slotmarket_common::ids::ContainerId;
 use tracing::{debug, warn};
+
+use crate::recycle;
 
 /// The container cgroups under the agent's, and which container holds which.
 #[derive(Debug)]
@@ -183,11 +188,14 @@ pub(crate) struct ReadyDir {
 pub struct ReadyDirs {
     state: Mutex<(Vec<ReadyDir>, usize)>,
     next: AtomicU64,
+    /// Names last seen in the recycling pool and not taken yet (listed again when empty).
+    pooled: Mutex<Vec<std::ffi::OsString>>,
 }
 
 impl ReadyDirs {
     /// Removes what a previous agent process left in `ready` (which only ever holds ready
-    /// directories), then keeps up to `count` ready there and makes them now (blocking).
+    /// directories and the recycling pool), then keeps up to `count` ready there and makes
+    /// them now (blocking).
     pub fn keep(&self, ready: &Path, count: usize) {
         for entry in std::fs::read_dir(ready).into_iter().flatten().flatten() {
             if let Err(err) = std::fs::remove_dir_all(entry.path()) {
@@ -232,7 +240,53 @@ impl ReadyDirs {
         state.0.len() < state.1
     }
 
+    /// Makes the recycling pool in `ready` (see [`crate::recycle`]): from now on removed
+    /// container directories fit for reuse wait there for later containers. Call it only
+    /// where a task's end leaves none of its processes (cgroups).
+    pub fn recycle_into(&self, ready: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(ready.join(recycle::POOL))
+    }
+
+    /// A ready directory: one from the recycling pool if one waits there, else a new one.
     fn make(&self, ready: &Path) -> io::Result<ReadyDir> {
+        while let Some(name) = self.pooled_name(ready) {
+            let path = ready.join(self.next.fetch_add(1, Ordering::Relaxed).to_string());
+            match reuse(&ready.join(recycle::POOL).join(&name), &path) {
+                Ok(Some(made)) => return Ok(made),
+                Ok(None) => {}
+                Err(err) => {
+                    debug!(dir = %path.display(), error = %err, "a recycled container directory is not reused");
+                    let _ = std::fs::remove_dir_all(&path);
+                }
+            }
+        }
+        self.make_new(ready)
+    }
+
+    /// The next name waiting in the pool, listing it again when none is left from the last
+    /// listing (names already taken are skipped by [`reuse`]).
+    fn pooled_name(&self, ready: &Path) -> Option<std::ffi::OsString> {
+        let mut pooled = self.pooled.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if pooled.is_empty() {
+            let pool = ready.join(recycle::POOL);
+            // A directory's link count is 2 plus its subdirectories: one `stat` says
+            // whether any wait there, so an empty pool costs a task's refill no listing.
+            if std::fs::symlink_metadata(&pool).map_or(true, |meta| meta.nlink() <= 2) {
+                return None;
+            }
+            let listing = std::fs::read_dir(&pool).ok()?;
+            // Hidden names are directories still being checked.
+            pooled.extend(
+                listing
+                    .flatten()
+                    .map(|entry| entry.file_name())
+                    .filter(|name| !name.as_bytes().starts_with(b".")),
+            );
+        }
+        pooled.pop()
+    }
+
+    fn make_new(&self, ready: &Path) -> io::Result<ReadyDir> {
         let path = loop {
             let path = ready.join(self.next.fetch_add(1, Ordering::Relaxed).to_string());
             match std::fs::create_dir(&path) {
@@ -250,6 +304,29 @@ impl ReadyDirs {
         // Every step under the lock is one push, pop or store: a poisoned lock is consistent.
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// Moves the pooled directory `pooled` to `path` and opens its log files, checked again
+/// (empty regular files with one link): `None` if another refill took it first.
+fn reuse(pooled: &Path, path: &Path) -> io::Result<Option<ReadyDir>> {
+    match std::fs::rename(pooled, path) {
+        Ok(()) => {}
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(err),
+    }
+    let open = |name| -> io::Result<File> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path.join(name))?;
+        let meta = file.metadata()?;
+        if !meta.is_file() || meta.nlink() != 1 || meta.len() != 0 {
+            return Err(io::Error::other("a recycled log file is not empty"));
+        }
+        Ok(file)
+    };
+    let [stdout, stderr] = recycle::LOG_FILES;
+    Ok(Some(ReadyDir { path: path.to_path_buf(), stdout: open(stdout)?, stderr: open(stderr)? }))
 }
 
 #[cfg(test)]

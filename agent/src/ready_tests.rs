@@ -64,3 +64,42 @@ fn an_empty_cgroup_is_lent_again_up_to_the_number_kept_and_a_forgotten_one_never
         "a lease given back after the shutdown is not kept"
     );
 }
+
+#[test]
+fn a_recycled_directory_is_lent_before_a_new_one_is_made_and_a_written_one_never() {
+    use std::os::unix::fs::MetadataExt;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("ready");
+    let ready = ReadyDirs::default();
+    ready.keep(&dir, 1);
+    ready.recycle_into(&dir).unwrap();
+    let pool = dir.join(crate::recycle::POOL);
+    // Two removed containers' directories, emptied into the pool; one is written after.
+    for name in ["c1", "c2"] {
+        std::fs::create_dir(pool.join(name)).unwrap();
+        std::fs::write(pool.join(name).join("stdout"), b"").unwrap();
+        std::fs::write(pool.join(name).join("stderr"), b"").unwrap();
+    }
+    std::fs::write(pool.join("c1").join("stderr"), b"written after it was emptied").unwrap();
+    let c2 = std::fs::metadata(pool.join("c2")).unwrap().ino();
+    // A hidden name is a directory still being checked: never lent.
+    std::fs::create_dir(pool.join(".c3")).unwrap();
+
+    let first = ready.take().unwrap();
+    ready.refill(&dir);
+    let lent = ready.take().unwrap();
+    assert_eq!(std::fs::metadata(&lent.path).unwrap().ino(), c2, "the clean pooled directory is lent");
+    assert_ne!(lent.path, first.path);
+    let mut stdout = &lent.stdout;
+    std::io::Write::write_all(&mut stdout, b"next task\n").unwrap();
+    assert_eq!(std::fs::read(lent.path.join("stdout")).unwrap(), b"next task\n", "its open file is its log");
+    assert!(!pool.join("c1").exists(), "the written one was removed, not lent");
+    ready.refill(&dir);
+    let made = ready.take().unwrap();
+    assert!(std::fs::read_dir(&made.path).unwrap().count() == 2, "then a new one is made");
+    assert_eq!(std::fs::read_dir(&pool).unwrap().count(), 1, "only the hidden one is left");
+
+    // A restart's sweep removes the pool with the rest of `ready/`.
+    ReadyDirs::default().keep(&dir, 0);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+}

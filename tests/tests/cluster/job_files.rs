@@ -1,7 +1,9 @@
 //! `slotmarket fetch` and job directory cleanup against a real cluster: a job's outputs
 //! come back through the master to its owner only, `slotmarket cleanup` removes its
 //! directory and its containers' directories from the agents, and a master with a short
-//! `[cleanup] retain_s` removes an ended job's directory by itself.
+//! `[cleanup] retain_s` removes an ended job's directory by itself. A container directory
+//! removed that way and lent to a later task (agents with cgroups) holds nothing of the
+//! first.
 
 use std::path::Path;
 
@@ -118,5 +120,58 @@ async fn outputs_spread_over_local_mode_agents_are_fetched_and_cleaned_up_on_eac
     for name in names {
         let dir = cluster.local_data_dir(name).join("jobs").join(&job);
         wait_for(|| (!dir.exists()).then_some(()), "each agent's job directory to go").await;
+    }
+}
+
+/// Runs `script` as one task of a job of alice's to its end; returns the job id.
+async fn run_script(cluster: &TestCluster, script: &str) -> String {
+    let out = cluster.cli("alice", &["run", "--name", "reuse", "--wait", "--", "sh", "-c", script]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let done: Value = serde_json::from_slice(&out.stdout).expect("run --json");
+    done["status"]["id"].as_str().expect("job id").to_string()
+}
+
+/// The text of `job`'s first task's stdout (or stderr), through `slotmarket logs`.
+async fn log_text(cluster: &TestCluster, job: &str, stderr: bool) -> Result<String, String> {
+    let args: &[&str] = if stderr { &["logs", job, "--stderr"] } else { &["logs", job] };
+    let out = cluster.cli("alice", args).await;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let log: Value = serde_json::from_slice(&out.stdout).expect("logs --json");
+    Ok(log["text"].as_str().expect("text").to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cleaned_up_containers_directory_lent_again_holds_nothing_of_its_first_task() {
+    use std::os::unix::fs::MetadataExt;
+    let cluster = TestCluster::start(&[agent("node-1", 1, 1)]).await;
+    let node = cluster.dir.path().join("agents").join("node-1");
+    let first = run_script(&cluster, "echo secret; echo secret >&2; echo kept > mine.txt").await;
+    let first_dir = std::fs::read_dir(node.join("containers")).unwrap().next().unwrap().unwrap().path();
+    let inode = std::fs::metadata(&first_dir).unwrap().ino();
+    let out = cluster.cli("alice", &["cleanup", &first]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_for(|| (containers(&cluster, "node-1") == 0).then_some(()), "the container directory to go").await;
+    let err = log_text(&cluster, &first, false).await.expect_err("the cleaned job's log is gone");
+    assert!(!err.contains("secret"), "{err}");
+    let pool = node.join("ready").join("recycled");
+    // Two ready directories are kept (one map and one reduce slot) and taken last made
+    // first: the recycled one is refilled after the second task starts, the third's.
+    let _second = run_script(&cluster, "echo second").await;
+    if pool.is_dir() {
+        let drained = || std::fs::read_dir(&pool).is_ok_and(|mut d| d.next().is_none()).then_some(());
+        wait_for(drained, "the recycled directory to be made ready").await;
+    }
+    let third = run_script(&cluster, "ls -a; echo fresh").await;
+    assert_eq!(log_text(&cluster, &third, false).await.unwrap(), ".\n..\nstderr\nstdout\nfresh\n");
+    assert_eq!(log_text(&cluster, &third, true).await.unwrap(), "");
+    if pool.is_dir() {
+        let reused = std::fs::read_dir(node.join("containers"))
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .find(|dir| std::fs::metadata(dir).unwrap().ino() == inode);
+        let reused = reused.expect("the first container's directory serves a later task");
+        assert_eq!(text(&reused.join("stdout")), ".\n..\nstderr\nstdout\nfresh\n");
     }
 }
