@@ -11,7 +11,6 @@ use slotmarket_agent::driver;
 use slotmarket_common::config::DaemonLayout;
 use slotmarket_common::identity::Role;
 use tracing::info;
-use tracing_subscriber::EnvFilter;
 
 /// Runs task processes in map and reduce slots for a Slotmarket master.
 ///
@@ -167,13 +166,29 @@ async fn shutdown_signal() {
     info!("interrupt received");
 }
 
+/// The log filter: `RUST_LOG`'s `level` and `target=level` directives (comma-separated),
+/// else `info` for everything. A `Targets` filter, not an `EnvFilter`: the latter's
+/// regex engine (span and field matching, unused) was a large part of a release build.
+fn log_filter() -> tracing_subscriber::filter::Targets {
+    std::env::var("RUST_LOG")
+        .ok()
+        .filter(|directives| !directives.trim().is_empty())
+        .and_then(|directives| directives.parse().ok())
+        .unwrap_or_else(|| tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_writer(std::io::stderr)
-        // Colour codes only on a terminal: a journal or a log file gets plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                // Colour codes only on a terminal: a journal or a log file gets plain text.
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        )
+        .with(log_filter())
         .init();
     let config = AgentConfig::try_from(Args::parse())?;
     check_certificate(&config)?;

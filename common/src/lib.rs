@@ -19,10 +19,11 @@ pub mod spec;
 pub mod time;
 pub mod workload_mix;
 
-// I/O: certificates, QUIC endpoints and streams, the request client, config files,
+// I/O: certificates (and `der`, the reader of their fields), QUIC endpoints and streams, the request client, config files,
 // process groups.
 pub mod client;
 pub mod config;
+pub mod der;
 pub mod pki;
 #[cfg(unix)]
 pub mod process_group;

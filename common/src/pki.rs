@@ -16,6 +16,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::der::{self, DerError};
+use crate::identity::{Identity, Role};
 use rcgen::{
     BasicConstraints, CertificateParams, CustomExtension, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
     Ia5String, IsCa, KeyIdMethod, KeyPair, SanType,
@@ -23,10 +25,6 @@ use rcgen::{
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use thiserror::Error;
-use x509_parser::extensions::ParsedExtension;
-use x509_parser::prelude::{FromDer, X509Certificate};
-
-use crate::identity::{Identity, Role};
 
 /// The Subject `O` of every Slotmarket certificate.
 pub const ORGANIZATION: &str = "slotmarket";
@@ -143,7 +141,7 @@ pub enum PkiError {
     Generate(#[source] rcgen::Error),
     /// The bytes are not an X.509 certificate.
     #[error("certificate is not valid X.509: {0}")]
-    Parse(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
+    Parse(#[source] DerError),
     /// The certificate lacks a Subject field Slotmarket needs, or has it twice.
     #[error("certificate subject needs exactly one {field}; it was not issued by Slotmarket's pki")]
     MissingField {
@@ -272,15 +270,14 @@ pub fn issue(dir: &Path, role: Role, name: &str) -> Result<TlsFiles, PkiError> {
 
 /// Reads the role (`OU`) and principal (`CN`) from a DER certificate made by this module.
 pub fn identity_from_der(cert_der: &[u8]) -> Result<Identity, PkiError> {
-    let (_, cert) = X509Certificate::from_der(cert_der).map_err(PkiError::Parse)?;
-    let subject = cert.subject();
-    let org = single(subject.iter_organization(), "O")?;
+    let cert = der::Certificate::from_der(cert_der).map_err(PkiError::Parse)?;
+    let org = single(cert.subject_values(der::oid::ORGANIZATION), "O")?;
     if org != ORGANIZATION {
         return Err(PkiError::WrongOrganization { found: org });
     }
-    let role = single(subject.iter_organizational_unit(), "OU")?;
+    let role = single(cert.subject_values(der::oid::ORGANIZATIONAL_UNIT), "OU")?;
     let role = role.parse::<Role>().map_err(|_| PkiError::UnknownRole { role })?;
-    let principal = single(subject.iter_common_name(), "CN")?;
+    let principal = single(cert.subject_values(der::oid::COMMON_NAME), "CN")?;
     Ok(Identity { role, principal })
 }
 
@@ -454,21 +451,18 @@ fn load_ca(dir: &Path) -> Result<LoadedCa, PkiError> {
     let key =
         KeyPair::from_pem(&pem).map_err(|source| PkiError::BadKey { path: files.key.clone(), source })?;
 
-    let (_, parsed) = X509Certificate::from_der(&der).map_err(PkiError::Parse)?;
-    if parsed.public_key().raw != key.public_key_der().as_slice() {
+    let parsed = der::Certificate::from_der(&der).map_err(PkiError::Parse)?;
+    if parsed.public_key_info != key.public_key_der().as_slice() {
         return Err(PkiError::KeyMismatch { cert: files.ca, key: files.key });
     }
     let not_ours = || PkiError::NotOurCa { path: files.ca.clone() };
-    let common_name = single(parsed.subject().iter_common_name(), "CN").map_err(|_| not_ours())?;
-    let key_id = parsed.iter_extensions().find_map(|ext| match ext.parsed_extension() {
-        ParsedExtension::SubjectKeyIdentifier(id) => Some(id.0.to_vec()),
-        _ => None,
-    });
+    let common_name = single(parsed.subject_values(der::oid::COMMON_NAME), "CN").map_err(|_| not_ours())?;
+    let key_id = parsed.subject_key_id().map(<[u8]>::to_vec);
     let cert = ca_params(&common_name, key_id).self_signed(&key).map_err(PkiError::Generate)?;
     // Issued certificates name their issuer by these exact bytes; verify the rebuilt
     // subject matches the one on disk.
-    let (_, rebuilt) = X509Certificate::from_der(cert.der()).map_err(PkiError::Parse)?;
-    if rebuilt.subject().as_raw() != parsed.subject().as_raw() || !parsed.is_ca() {
+    let rebuilt = der::Certificate::from_der(cert.der()).map_err(PkiError::Parse)?;
+    if rebuilt.subject_raw != parsed.subject_raw || parsed.is_ca() != Ok(true) {
         return Err(not_ours());
     }
     Ok(LoadedCa { cert, key })
@@ -476,14 +470,14 @@ fn load_ca(dir: &Path) -> Result<LoadedCa, PkiError> {
 
 /// The one value of a Subject attribute, as a string.
 fn single<'a>(
-    mut values: impl Iterator<Item = &'a x509_parser::x509::AttributeTypeAndValue<'a>>,
+    mut values: impl Iterator<Item = &'a der::Attribute<'a>>,
     field: &'static str,
 ) -> Result<String, PkiError> {
     let value = values.next().ok_or(PkiError::MissingField { field })?;
     if values.next().is_some() {
         return Err(PkiError::MissingField { field });
     }
-    value.as_str().map(str::to_string).map_err(|_| PkiError::MissingField { field })
+    value.as_str().map(str::to_string).ok_or(PkiError::MissingField { field })
 }
 
 /// Every certificate in a PEM file; at least one.

@@ -2,7 +2,10 @@
 //! certificate issued is strict DER that non-Rust TLS stacks accept.
 
 use super::*;
-use x509_parser::extensions::GeneralName;
+// x509-parser is a dev-dependency only: an independent parser to check what `pki` writes
+// and what `der` reads (the release build no longer carries it).
+use x509_parser::extensions::{GeneralName, ParsedExtension};
+use x509_parser::prelude::{FromDer, X509Certificate};
 
 fn leaf_der(path: &Path) -> CertificateDer<'static> {
     read_certs(path).unwrap().swap_remove(0)
