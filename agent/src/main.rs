@@ -166,30 +166,9 @@ async fn shutdown_signal() {
     info!("interrupt received");
 }
 
-/// The log filter: `RUST_LOG`'s `level` and `target=level` directives (comma-separated),
-/// else `info` for everything. A `Targets` filter, not an `EnvFilter`: the latter's
-/// regex engine (span and field matching, unused) was a large part of a release build.
-fn log_filter() -> tracing_subscriber::filter::Targets {
-    std::env::var("RUST_LOG")
-        .ok()
-        .filter(|directives| !directives.trim().is_empty())
-        .and_then(|directives| directives.parse().ok())
-        .unwrap_or_else(|| tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO))
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                // Colour codes only on a terminal: a journal or a log file gets plain text.
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
-        )
-        .with(log_filter())
-        .init();
+    slotmarket_common::logging::init(tracing::Level::INFO);
     let config = AgentConfig::try_from(Args::parse())?;
     check_certificate(&config)?;
     // On a worker, not on this thread: see `run_on_worker`.

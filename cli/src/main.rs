@@ -239,25 +239,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// Logs go to stderr (stdout is for results, and must stay pure JSON with `--json`);
 /// `RUST_LOG` selects, warnings and errors by default.
 fn init_tracing() {
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    // Colour codes only on a terminal: a pipe or a log file gets plain text.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi))
-        .with(log_filter())
-        .init();
-}
-
-/// The log filter: `RUST_LOG`'s `level` and `target=level` directives (comma-separated),
-/// else `warn` for everything. A `Targets` filter, not an `EnvFilter`: the latter's
-/// regex engine (span and field matching, unused) was a large part of a release build.
-fn log_filter() -> tracing_subscriber::filter::Targets {
-    std::env::var("RUST_LOG")
-        .ok()
-        .filter(|directives| !directives.trim().is_empty())
-        .and_then(|directives| directives.parse().ok())
-        .unwrap_or_else(|| tracing_subscriber::filter::Targets::new().with_default(tracing::Level::WARN))
+    slotmarket_common::logging::init(tracing::Level::WARN);
 }
 
 #[cfg(test)]

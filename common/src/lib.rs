@@ -20,10 +20,11 @@ pub mod time;
 pub mod workload_mix;
 
 // I/O: certificates (and `der`, the reader of their fields), QUIC endpoints and streams, the request client, config files,
-// process groups.
+// process groups, the log output.
 pub mod client;
 pub mod config;
 pub mod der;
+pub mod logging;
 pub mod pki;
 #[cfg(unix)]
 pub mod process_group;

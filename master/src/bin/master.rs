@@ -89,30 +89,9 @@ impl TryFrom<Args> for MasterConfig {
     }
 }
 
-/// The log filter: `RUST_LOG`'s `level` and `target=level` directives (comma-separated),
-/// else `info` for everything. A `Targets` filter, not an `EnvFilter`: the latter's
-/// regex engine (span and field matching, unused) was a large part of a release build.
-fn log_filter() -> tracing_subscriber::filter::Targets {
-    std::env::var("RUST_LOG")
-        .ok()
-        .filter(|directives| !directives.trim().is_empty())
-        .and_then(|directives| directives.parse().ok())
-        .unwrap_or_else(|| tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO))
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                // Colour codes only on a terminal: a journal or a log file gets plain text.
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
-        )
-        .with(log_filter())
-        .init();
+    slotmarket_common::logging::init(tracing::Level::INFO);
     let args = Args::parse();
     let reinitialize = args.reinitialize;
     let config = MasterConfig::try_from(args)?;
