@@ -3,7 +3,8 @@
 #
 #   bench_workdir NAME          # WORK: a fresh scratch directory; the trap stops and removes all
 #   start_master BIN_DIR DIR    # a master on a free loopback port; sets MASTER_ADDR, MASTER_PID
-#   start_pair BIN_DIR DIR      # the same plus one agent (8 map slots) connected; sets AGENT_PID
+#   start_pair BIN_DIR DIR [N]  # the same plus one agent (N map slots, 8 by default) connected;
+#                               # sets AGENT_PID
 
 PIDS=()
 
@@ -31,11 +32,11 @@ start_master() { # bin_dir dir
     MASTER_ADDR=$(cat "$dir/master/master.addr")
 }
 
-start_pair() { # bin_dir dir
-    local bin=$1 dir=$2
+start_pair() { # bin_dir dir [map_slots]
+    local bin=$1 dir=$2 map_slots=${3:-8}
     start_master "$bin" "$dir"
     "$bin/slotmarket" pki issue --dir "$dir/pki" --role agent --name node-1 >/dev/null
-    SLOTMARKET_MASTER=$MASTER_ADDR setsid "$bin/slotmarket-agent" --name node-1 --cert-dir "$dir/pki" --map-slots 8 --reduce-slots 1 \
+    SLOTMARKET_MASTER=$MASTER_ADDR setsid "$bin/slotmarket-agent" --name node-1 --cert-dir "$dir/pki" --map-slots "$map_slots" --reduce-slots 1 \
         --work-dir "$dir/agent" --data-dir "$dir/shared" 2>"$dir/node-1.log" &
     AGENT_PID=$!
     PIDS+=($!)

@@ -24,18 +24,9 @@ now() { date +%s.%N; }
 gap_run() { # bin_dir label
     local bin=$1 dir=$WORK/$2-$RANDOM start end
     mkdir -p "$dir"
-    start_master "$bin" "$dir"
-    "$bin/slotmarket" pki issue --dir "$dir/pki" --role agent --name node-1 >/dev/null
-    SLOTMARKET_MASTER=$MASTER_ADDR setsid "$bin/slotmarket-agent" --name node-1 --cert-dir "$dir/pki" \
-        --map-slots 1 --reduce-slots 1 --work-dir "$dir/agent" --data-dir "$dir/shared" 2>"$dir/node-1.log" &
-    local agent=$!
-    PIDS+=($!)
-    disown
+    start_pair "$bin" "$dir" 1
+    local agent=$AGENT_PID
     export SLOTMARKET_MASTER=$MASTER_ADDR SLOTMARKET_CERT_DIR=$dir/pki SLOTMARKET_IDENTITY=admin
-    for _ in $(seq 100); do
-        "$bin/slotmarket" nodes --json | grep -q '"connected": *true' && break
-        sleep 0.1
-    done
     printf 'name = "gap"\n[[stage]]\nname = "run"\ntasks = %d\nslot = "map"\ncommand = "sleep 0.5"\n' "$TASKS" \
         >"$dir/gap.toml"
     start=$(now)

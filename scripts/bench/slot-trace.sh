@@ -18,18 +18,9 @@ bench_workdir slot-trace
 trace_run() { # bin_dir n
     local bin=$1 dir=$WORK/run-$2
     mkdir -p "$dir"
-    start_master "$bin" "$dir"
-    "$bin/slotmarket" pki issue --dir "$dir/pki" --role agent --name node-1 >/dev/null
-    SLOTMARKET_MASTER=$MASTER_ADDR setsid "$bin/slotmarket-agent" --name node-1 --cert-dir "$dir/pki" \
-        --map-slots 1 --reduce-slots 1 --work-dir "$dir/agent" --data-dir "$dir/shared" 2>"$dir/node-1.log" &
-    local agent=$!
-    PIDS+=($!)
-    disown
+    start_pair "$bin" "$dir" 1
+    local agent=$AGENT_PID
     export SLOTMARKET_MASTER=$MASTER_ADDR SLOTMARKET_CERT_DIR=$dir/pki SLOTMARKET_IDENTITY=admin
-    for _ in $(seq 100); do
-        "$bin/slotmarket" nodes --json | grep -q '"connected": *true' && break
-        sleep 0.1
-    done
     printf 'name = "trace"\n[[stage]]\nname = "run"\ntasks = %d\nslot = "map"\ncommand = "sleep 0.5"\n' "$TASKS" \
         >"$dir/trace.toml"
     perf trace -p "$agent" -e 'recvmmsg,sendmsg,clone3,rename,mkdir,openat,kill,futex,read,statx' \
