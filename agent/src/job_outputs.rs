@@ -1,10 +1,10 @@
 //! A job's files for the master: listing and reading the outputs under a job directory
 //! (`slotmarket fetch`), and removing a job's directory and its containers' directories
 //! (`slotmarket cleanup` and the master's retention timer; a container's directory fit
-//! for reuse is emptied and kept for a later container instead, see [`crate::recycle`]). Every path is built from the
-//! job id and checked text: reads stay inside the job directory (no `..`, no hidden
-//! names, no symlink that leads out) and removal touches nothing but that job's
-//! directory and the named containers' directories.
+//! for reuse is emptied and kept for a later container instead, see [`crate::recycle`]).
+//! Every path is built from the job id and checked text: reads stay inside the job
+//! directory (no `..`, no hidden names, no symlink that leads out) and removal touches
+//! nothing but that job's directory and the named containers' directories.
 
 use std::io::SeekFrom;
 use std::path::{Path, PathBuf};

@@ -96,6 +96,7 @@ impl ProcessConfig {
     /// launch (an empty cgroup, a directory with its output files), after removing what a
     /// previous agent process left. Blocking; call it at start, after the containment's
     /// sweep, before any task runs.
+    ///
     /// Where tasks run in cgroups (so a task's end leaves none of its processes), removed
     /// containers' directories are recycled for later ones (see [`crate::recycle`]).
     pub fn keep_ready(&self, slots: usize) {

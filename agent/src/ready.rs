@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -315,10 +315,7 @@ fn reuse(pooled: &Path, path: &Path) -> io::Result<Option<ReadyDir>> {
         Err(err) => return Err(err),
     }
     let open = |name| -> io::Result<File> {
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(path.join(name))?;
+        let file = recycle::open_nofollow(&path.join(name), libc::O_WRONLY | libc::O_NONBLOCK)?;
         let meta = file.metadata()?;
         if !meta.is_file() || meta.nlink() != 1 || meta.len() != 0 {
             return Err(io::Error::other("a recycled log file is not empty"));

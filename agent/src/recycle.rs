@@ -153,7 +153,7 @@ fn truncate_unshared(path: &Path) -> io::Result<()> {
 }
 
 /// Opens `path` without following a symlink in its last component.
-fn open_nofollow(path: &Path, flags: libc::c_int) -> io::Result<File> {
+pub(crate) fn open_nofollow(path: &Path, flags: libc::c_int) -> io::Result<File> {
     let write = flags & libc::O_ACCMODE == libc::O_WRONLY;
     std::fs::OpenOptions::new()
         .read(!write)

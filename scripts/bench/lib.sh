@@ -5,6 +5,9 @@
 #   start_master BIN_DIR DIR    # a master on a free loopback port; sets MASTER_ADDR, MASTER_PID
 #   start_pair BIN_DIR DIR [N]  # the same plus one agent (N map slots, 8 by default) connected;
 #                               # sets AGENT_PID
+#   start_sleep_slot BIN_DIR DIR NAME TASKS
+#                               # start_pair with one map slot, SLOTMARKET_* exported for the
+#                               # CLI, and DIR/NAME.toml: one job of TASKS x `sleep 0.5`
 
 PIDS=()
 
@@ -46,4 +49,13 @@ start_pair() { # bin_dir dir [map_slots]
             "$bin/slotmarket" nodes --json | grep -q '"connected": *true' && break
         sleep 0.1
     done
+}
+
+start_sleep_slot() { # bin_dir dir name tasks
+    local bin=$1 dir=$2 name=$3 tasks=$4
+    mkdir -p "$dir"
+    start_pair "$bin" "$dir" 1
+    export SLOTMARKET_MASTER=$MASTER_ADDR SLOTMARKET_CERT_DIR=$dir/pki SLOTMARKET_IDENTITY=admin
+    printf 'name = "%s"\n[[stage]]\nname = "run"\ntasks = %d\nslot = "map"\ncommand = "sleep 0.5"\n' \
+        "$name" "$tasks" >"$dir/$name.toml"
 }

@@ -23,12 +23,8 @@ now() { date +%s.%N; }
 # Prints the time per task beyond 0.5 s, in ms, of one job on a fresh one-slot cluster.
 gap_run() { # bin_dir label
     local bin=$1 dir=$WORK/$2-$RANDOM start end
-    mkdir -p "$dir"
-    start_pair "$bin" "$dir" 1
+    start_sleep_slot "$bin" "$dir" gap "$TASKS"
     local agent=$AGENT_PID
-    export SLOTMARKET_MASTER=$MASTER_ADDR SLOTMARKET_CERT_DIR=$dir/pki SLOTMARKET_IDENTITY=admin
-    printf 'name = "gap"\n[[stage]]\nname = "run"\ntasks = %d\nslot = "map"\ncommand = "sleep 0.5"\n' "$TASKS" \
-        >"$dir/gap.toml"
     start=$(now)
     "$bin/slotmarket" submit --wait "$dir/gap.toml" >/dev/null 2>"$dir/submit.log"
     end=$(now)

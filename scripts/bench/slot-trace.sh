@@ -17,12 +17,8 @@ bench_workdir slot-trace
 
 trace_run() { # bin_dir n
     local bin=$1 dir=$WORK/run-$2
-    mkdir -p "$dir"
-    start_pair "$bin" "$dir" 1
+    start_sleep_slot "$bin" "$dir" trace "$TASKS"
     local agent=$AGENT_PID
-    export SLOTMARKET_MASTER=$MASTER_ADDR SLOTMARKET_CERT_DIR=$dir/pki SLOTMARKET_IDENTITY=admin
-    printf 'name = "trace"\n[[stage]]\nname = "run"\ntasks = %d\nslot = "map"\ncommand = "sleep 0.5"\n' "$TASKS" \
-        >"$dir/trace.toml"
     perf trace -p "$agent" -e 'recvmmsg,sendmsg,clone3,rename,mkdir,openat,kill,futex,read,statx' \
         -o "$dir/trace.txt" &
     local tracer=$!
