@@ -37,6 +37,7 @@ pub mod plot;
 pub mod report;
 pub mod rng;
 mod timeline;
+mod trace_blocks;
 mod wakeup;
 pub mod workload;
 

@@ -36,6 +36,7 @@ use slotmarket_common::time::Timestamp;
 use thiserror::Error;
 
 use super::rng;
+use super::trace_blocks::{self, Block};
 
 /// The command every simulated stage carries; the simulator never runs it.
 const SIM_COMMAND: &str = "sim";
@@ -215,32 +216,21 @@ impl Trace {
         Ok(trace)
     }
 
-    /// Reads a JSON-lines trace. Lines are parsed and checked on up to four threads (a
-    /// half-million-job trace is over 100 MB of JSON); ids and `follows` are then
-    /// resolved in line order, and the error reported is the first line's.
-    pub fn read(mut input: impl Read) -> Result<Trace, TraceError> {
-        let mut text = String::new();
-        input.read_to_string(&mut text)?;
-        let lines: Vec<(usize, &str)> = text
-            .lines()
-            .enumerate()
-            .map(|(n, l)| (n + 1, l.trim()))
-            .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
-            .collect();
+    /// Reads a JSON-lines trace. Blocks of lines are parsed and checked on up to four
+    /// threads while the next block is read (a half-million-job trace is over 100 MB of
+    /// JSON, never held whole); ids and `follows` are then resolved in line order, and the
+    /// error reported is the first line's.
+    pub fn read(input: impl Read) -> Result<Trace, TraceError> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
-        let chunk = lines.len().div_ceil(threads).max(1024);
-        let parsed: Vec<Result<Vec<TraceJob>, TraceError>> = std::thread::scope(|scope| {
-            let workers: Vec<_> =
-                lines.chunks(chunk).map(|part| scope.spawn(move || parse_lines(part))).collect();
-            workers.into_iter().map(|w| w.join().unwrap_or_else(|_| Err(panicked()))).collect()
-        });
+        let blocks = trace_blocks::map_blocks(input, trace_blocks::BLOCK_BYTES, threads, parse_block)?;
         let mut trace = Trace::default();
         let mut ids: BTreeMap<String, u32> = BTreeMap::new();
-        let mut numbers = lines.iter().map(|(n, _)| *n);
-        for part in parsed {
-            for job in part? {
-                let line = numbers.next().unwrap_or(0);
+        for (jobs, error) in blocks {
+            for (line, job) in jobs {
                 trace.link(job, line, &mut ids)?;
+            }
+            if let Some(error) = error {
+                return Err(error);
             }
         }
         Ok(trace)
@@ -308,21 +298,24 @@ impl Trace {
     }
 }
 
-/// Parses and checks numbered lines, stopping at the first bad one.
-fn parse_lines(lines: &[(usize, &str)]) -> Result<Vec<TraceJob>, TraceError> {
-    lines
-        .iter()
-        .map(|&(line, text)| {
-            let job: TraceJob =
-                serde_json::from_str(text).map_err(|e| TraceError::Line { line, problem: e.to_string() })?;
-            check_job(&job).map_err(|problem| TraceError::Line { line, problem })?;
-            Ok(job)
-        })
-        .collect()
-}
-
-fn panicked() -> TraceError {
-    TraceError::Io(std::io::Error::other("a trace parsing thread panicked"))
+/// Parses and checks a block's lines up to the first bad one: the jobs before it, with
+/// their line numbers (an earlier line's duplicate id is the error to report), and its error.
+fn parse_block(block: &Block) -> (Vec<(usize, TraceJob)>, Option<TraceError>) {
+    let mut jobs = Vec::new();
+    for (n, text) in block.text.lines().enumerate() {
+        let (line, text) = (block.first_line + n, text.trim());
+        if text.is_empty() || text.starts_with('#') {
+            continue;
+        }
+        let job = serde_json::from_str(text)
+            .map_err(|e| e.to_string())
+            .and_then(|job: TraceJob| check_job(&job).map(|()| job));
+        match job {
+            Ok(job) => jobs.push((line, job)),
+            Err(problem) => return (jobs, Some(TraceError::Line { line, problem })),
+        }
+    }
+    (jobs, None)
 }
 
 /// Writes one job as a JSON line.
