@@ -546,6 +546,10 @@ mod tests {
         let dup = format!("{LINE}\n{LINE}\n");
         let err = Trace::read(dup.as_bytes()).unwrap_err().to_string();
         assert!(err.starts_with("line 2: id:"), "{err}");
+        // The first bad line is reported, whether its fault is found in parsing or linking.
+        let dup_then_bad = format!("{LINE}\n# comment\n{LINE}\nnot json\n");
+        let err = Trace::read(dup_then_bad.as_bytes()).unwrap_err().to_string();
+        assert!(err.starts_with("line 3: id:"), "{err}");
         let short = LINE.replace("[1,2,3]", "[1,2]");
         let err = Trace::read(short.as_bytes()).unwrap_err().to_string();
         assert!(err.contains("stages[0].duration_s: lists 2 durations for 3 tasks"), "{err}");
