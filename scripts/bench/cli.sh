@@ -17,6 +17,9 @@
 #   NO_BUILD=1 scripts/bench/cli.sh            # time what is built, without building first
 #   BASELINE_CLI=/tmp/old/slotmarket scripts/bench/cli.sh   # also time an older CLI's round
 #                                              # trip and submit --wait, in the same run
+#   THIS_CLI=$(scripts/build-cli-musl.sh) scripts/bench/cli.sh
+#                                              # time another CLI binary as this build's
+#                                              # (the daemons stay this build's)
 #   BASELINE_BIN=/tmp/old/release scripts/bench/cli.sh
 #       # also start an older build's master and agent (a directory holding its
 #       # slotmarket, slotmarket-master and slotmarket-agent) beside this build's, and time
@@ -49,7 +52,7 @@ bench_workdir cli-bench
 fresh_cli() { # source_binary name; prints the copy's path
     mkdir -p "$WORK/$2" && cp "$1" "$WORK/$2/slotmarket" && echo "$WORK/$2/slotmarket"
 }
-CLI_NEW=$(fresh_cli "$BIN/slotmarket" cli-new)
+CLI_NEW=$(fresh_cli "${THIS_CLI:-$BIN/slotmarket}" cli-new)
 [ -z "${BASELINE_CLI:-}" ] || BASELINE_CLI=$(fresh_cli "$BASELINE_CLI" cli-baseline)
 [ -z "${BASELINE_BIN:-}" ] || CLI_OLD=$(fresh_cli "$BASELINE_BIN/slotmarket" cli-old)
 
