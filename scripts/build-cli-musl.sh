@@ -8,6 +8,9 @@
 #
 #   scripts/build-cli-musl.sh          # prints the binary's path
 #
+# `slotmarket demo` runs the programs beside the CLI: copy the binary next to a release
+# build's slotmarket-master, slotmarket-agent and slotmarket-task to use it there.
+#
 # Needs the target (`rustup target add x86_64-unknown-linux-musl`) and a C compiler for
 # ring's and mimalloc's C code: `musl-gcc` (Debian's musl-tools) where installed, else CC
 # or `cc` with the host's glibc headers (what was measured: ring's C uses only
