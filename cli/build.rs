@@ -34,13 +34,15 @@ fn main() {
     // link. `-no-pie` and `-static` are the GNU toolchain's flags: other targets keep
     // their default link.
     let target_os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
-    if target_os != "linux" {
+    let target_env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
+    // musl targets link statically already (`scripts/build-cli-musl.sh`); `-no-pie` under
+    // their default static-pie start-up code crashed the binary before `main`.
+    if target_os != "linux" || target_env != "gnu" {
         return;
     }
     println!("cargo:rustc-link-arg-bin=slotmarket=-no-pie");
-    let target_env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
     let same_host = std::env::var("TARGET").ok() == std::env::var("HOST").ok();
-    if target_env != "gnu" || !same_host {
+    if !same_host {
         return;
     }
     match write_static_stand_ins() {

@@ -61,6 +61,14 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::connection::ConnectionArgs;
 
+/// The allocator of a musl build of the CLI (`scripts/build-cli-musl.sh`, which also turns
+/// off mimalloc's transparent huge pages: zeroing a 2 MiB page cost more than the run).
+/// musl's own malloc mapped and unmapped memory about 80 times per one-spec submit, which
+/// took back what a start without glibc's CPU probing saves.
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Slotmarket: submit and inspect jobs, manage certificates, run a local demo cluster.
 #[derive(Debug, Parser)]
 #[command(name = "slotmarket", version, propagate_version = true)]

@@ -153,7 +153,8 @@ fn hms(seconds_of_day: u64) -> String {
 /// The local zone's offset from UTC at `secs` since the epoch, from the C library (the
 /// workspace avoids a time-zone crate for this one column).
 fn local_offset_secs(secs: u64) -> Option<i64> {
-    let time = libc::time_t::try_from(secs).ok()?;
+    // `time_t`, inferred from `localtime_r`: libc marks the alias deprecated on musl.
+    let time = secs.try_into().ok()?;
     let mut tm = std::mem::MaybeUninit::<libc::tm>::zeroed();
     // SAFETY: `time` and `tm` are valid for the call; localtime_r is the thread-safe variant
     // and fully initialises `tm` when it returns non-null.

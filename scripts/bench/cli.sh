@@ -17,10 +17,14 @@
 #   NO_BUILD=1 scripts/bench/cli.sh            # time what is built, without building first
 #   BASELINE_CLI=/tmp/old/slotmarket scripts/bench/cli.sh   # also time an older CLI's round
 #                                              # trip and submit --wait, in the same run
+#   THIS_CLI=$(scripts/build-cli-musl.sh) scripts/bench/cli.sh
+#                                              # time another CLI binary as this build's
+#                                              # (the daemons stay this build's)
 #   BASELINE_BIN=/tmp/old/release scripts/bench/cli.sh
 #       # also start an older build's master and agent (a directory holding its
 #       # slotmarket, slotmarket-master and slotmarket-agent) beside this build's, and time
-#       # `submit --wait` of one task on both, alternating run by run
+#       # `submit --wait` of one task on both, alternating run by run; also print its CLI's
+#       # CPU per run (against this build's master) and its submission-only rate
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -39,6 +43,18 @@ fi
 BIN=${CARGO_TARGET_DIR:-$PWD/target}/$PROFILE
 . scripts/bench/lib.sh
 bench_workdir cli-bench
+
+# Every CLI timed below runs from a fresh copy in WORK. How a binary's pages came into the
+# page cache changes what each run costs: the same 25 MB file paged in by exec's faults
+# took 232 page faults and about 0.15 ms more CPU per submit than a copy written a moment
+# before (200 faults; docs/benchmarks.md, seventh round), so a build just linked, timed
+# beside a baseline that was paged in long ago, would win by that alone.
+fresh_cli() { # source_binary name; prints the copy's path
+    mkdir -p "$WORK/$2" && cp "$1" "$WORK/$2/slotmarket" && echo "$WORK/$2/slotmarket"
+}
+CLI_NEW=$(fresh_cli "${THIS_CLI:-$BIN/slotmarket}" cli-new)
+[ -z "${BASELINE_CLI:-}" ] || BASELINE_CLI=$(fresh_cli "$BASELINE_CLI" cli-baseline)
+[ -z "${BASELINE_BIN:-}" ] || CLI_OLD=$(fresh_cli "$BASELINE_BIN/slotmarket" cli-old)
 
 start_pair "$BIN" "$WORK"
 export SLOTMARKET_MASTER=$MASTER_ADDR
@@ -78,7 +94,7 @@ percentiles() {
 # The submit rate of PARALLEL CLIs each making SUBMITS one-job submits; prints jobs/s.
 # CLI= picks the binary (this build's by default).
 parallel_rate() {
-    local start end cli=${CLI:-$BIN/slotmarket}
+    local start end cli=${CLI:-$CLI_NEW}
     start=$(us)
     for _ in $(seq "$PARALLEL"); do
         (for _ in $(seq "$SUBMITS"); do "$cli" submit "$WORK/one.toml" >/dev/null; done) &
@@ -93,7 +109,7 @@ parallel_batch_rate() {
     local start end specs=()
     for _ in $(seq "$SUBMITS"); do specs+=("$WORK/one.toml"); done
     start=$(us)
-    for _ in $(seq "$PARALLEL"); do "$BIN/slotmarket" submit "${specs[@]}" >/dev/null & done
+    for _ in $(seq "$PARALLEL"); do "$CLI_NEW" submit "${specs[@]}" >/dev/null & done
     wait
     end=$(us)
     awk -v n=$((PARALLEL * SUBMITS)) -v us=$((end - start)) 'BEGIN { printf "%.0f\n", n / (us / 1e6) }'
@@ -104,7 +120,7 @@ batch_rate() {
     local start end specs=()
     for _ in $(seq "$BATCH"); do specs+=("$WORK/one.toml"); done
     start=$(us)
-    "$BIN/slotmarket" submit "${specs[@]}" >/dev/null
+    "$CLI_NEW" submit "${specs[@]}" >/dev/null
     end=$(us)
     awk -v n="$BATCH" -v us=$((end - start)) 'BEGIN { printf "%.0f\n", n / (us / 1e6) }'
 }
@@ -116,9 +132,9 @@ cpu_ms() {
 }
 
 echo "slotmarket CLI benchmark ($PROFILE build, $(nproc) cores): $(uptime | sed 's/.*load/load/')"
-read -r floor50 floor99 < <(times_ms "$BIN/slotmarket" --version | percentiles)
-read -r nodes50 nodes99 < <(times_ms "$BIN/slotmarket" nodes | percentiles)
-read -r wait50 wait99 < <(times_ms "$BIN/slotmarket" submit --wait "$WORK/one.toml" | percentiles)
+read -r floor50 floor99 < <(times_ms "$CLI_NEW" --version | percentiles)
+read -r nodes50 nodes99 < <(times_ms "$CLI_NEW" nodes | percentiles)
+read -r wait50 wait99 < <(times_ms "$CLI_NEW" submit --wait "$WORK/one.toml" | percentiles)
 printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "process start (--version)" "$floor50" "$floor99"
 printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "round trip (nodes)" "$nodes50" "$nodes99"
 printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "one true task (submit --wait)" "$wait50" "$wait99"
@@ -132,18 +148,21 @@ if [ -n "${BASELINE_BIN:-}" ]; then
     # One run on each cluster in turn, so both see the same load.
     : >"$WORK/wait.new" && : >"$WORK/wait.old"
     for _ in $(seq "$TIMES"); do
-        TIMES=1 times_ms "$BIN/slotmarket" submit --wait "$WORK/one.toml" >>"$WORK/wait.new"
+        TIMES=1 times_ms "$CLI_NEW" submit --wait "$WORK/one.toml" >>"$WORK/wait.new"
         SLOTMARKET_MASTER=$BASELINE_MASTER SLOTMARKET_CERT_DIR=$WORK/baseline/pki TIMES=1 \
-            times_ms "$BASELINE_BIN/slotmarket" submit --wait "$WORK/one.toml" >>"$WORK/wait.old"
+            times_ms "$CLI_OLD" submit --wait "$WORK/one.toml" >>"$WORK/wait.old"
     done
     read -r alt50 alt99 < <(percentiles <"$WORK/wait.new")
     read -r old50 old99 < <(percentiles <"$WORK/wait.old")
     printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "alternating: this build" "$alt50" "$alt99"
     printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "alternating: baseline build" "$old50" "$old99"
 fi
-for cli in "$BIN/slotmarket" ${BASELINE_CLI:+"$BASELINE_CLI"}; do
-    label="this build"
-    [ "$cli" = "$BIN/slotmarket" ] || label=baseline
+for cli in "$CLI_NEW" ${BASELINE_CLI:+"$BASELINE_CLI"} ${CLI_OLD:+"$CLI_OLD"}; do
+    case $cli in
+        "$CLI_NEW") label="this build" ;;
+        "${CLI_OLD:-}") label="baseline build" ;;
+        *) label=baseline ;;
+    esac
     printf '%-34s --version %s ms  nodes %s ms  submit %s ms\n' "CPU per run ($label)" \
         "$(cpu_ms "$cli" --version)" "$(cpu_ms "$cli" nodes)" "$(cpu_ms "$cli" submit "$WORK/one.toml")"
 done
@@ -160,11 +179,11 @@ if [ -n "${BASELINE_BIN:-}" ]; then
     # against the same agentless master, so both see the same load.
     for round in 1 2 3; do
         new=$(SLOTMARKET_MASTER=$LONE_MASTER SLOTMARKET_CERT_DIR=$WORK/lone/pki parallel_rate)
-        old=$(CLI=$BASELINE_BIN/slotmarket SLOTMARKET_MASTER=$LONE_MASTER SLOTMARKET_CERT_DIR=$WORK/lone/pki parallel_rate)
+        old=$(CLI=$CLI_OLD SLOTMARKET_MASTER=$LONE_MASTER SLOTMARKET_CERT_DIR=$WORK/lone/pki parallel_rate)
         printf '%-34s this build %5s  baseline %5s jobs/s\n' "no agent, alternating ($round)" "$new" "$old"
     done
 fi
-if "$BIN/slotmarket" submit --help | grep -Eq 'JOB.toml>(\.\.\.| \[MORE.toml\]\.\.\.)'; then
+if "$CLI_NEW" submit --help | grep -Eq 'JOB.toml>(\.\.\.| \[MORE.toml\]\.\.\.)'; then
     batch=$(batch_rate)
     printf '%-34s %7s jobs/s\n' "one submit of $BATCH specs" "$batch"
     pbatch=$(parallel_batch_rate)
