@@ -11,13 +11,10 @@
 # `slotmarket demo` runs the programs beside the CLI: copy the binary next to a release
 # build's slotmarket-master, slotmarket-agent and slotmarket-task to use it there.
 #
-# Needs the target (`rustup target add x86_64-unknown-linux-musl`) and a C compiler for
-# ring's and mimalloc's C code: `musl-gcc` (Debian's musl-tools) where installed, else CC
-# or `cc` with the host's glibc headers (what was measured: ring's C uses only
-# fixed-width integer types, and mimalloc's pthread_key_t and pthread_mutex_t, mmap and
-# madvise constants are the same size and value under glibc and musl on x86-64 Linux).
-# Differences from the glibc CLI: host names resolve through musl's resolver (/etc/hosts
-# and DNS; no other NSS sources), and the allocator is mimalloc (cli/src/main.rs).
+# Needs the target (`rustup target add x86_64-unknown-linux-musl`) and `musl-gcc` (Debian's
+# musl-tools) for ring's and mimalloc's C code. Differences from the glibc CLI: host names
+# resolve through musl's resolver (/etc/hosts and DNS; no other NSS sources), and the
+# allocator is mimalloc (cli/src/main.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,11 +24,9 @@ rustup target list --installed 2>/dev/null | grep -qx "$TARGET" ||
 # A position-dependent static binary: no relocations to apply at start (the target's
 # default is static-pie, which applies about 13,000 of them).
 export CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS="-C relocation-model=static"
-if command -v musl-gcc >/dev/null; then
-    export CC_x86_64_unknown_linux_musl=musl-gcc
-else
-    export CC_x86_64_unknown_linux_musl=${CC:-cc}
-fi
+command -v musl-gcc >/dev/null ||
+    { echo "musl-gcc is not installed: apt-get install musl-tools" >&2; exit 1; }
+export CC_x86_64_unknown_linux_musl=musl-gcc
 # mimalloc marks its memory for transparent huge pages; the first 2 MiB page's zeroing
 # cost more CPU than a whole submit saves.
 export CFLAGS_x86_64_unknown_linux_musl="-DMI_DEFAULT_ALLOW_THP=0"
