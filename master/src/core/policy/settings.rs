@@ -194,6 +194,21 @@ pub enum PolicySettings {
         /// (default false: round up at every step).
         #[serde(default)]
         carry_rounding: bool,
+        /// Control steps in a row a deadline job must run ahead of its model (tasks
+        /// faster than profiled, and its predicted remaining time falling faster than
+        /// the clock) before its cuts skip the dead zone and close `ahead_hysteresis`
+        /// of the gap, and its raw allocation is sized with `ahead_slack` (default 0:
+        /// never).
+        #[serde(default)]
+        ahead_steps: u32,
+        /// Share of the gap to a lower raw allocation closed per step by a job running
+        /// ahead of its model, in (0, 1] (default 1: all of it).
+        #[serde(default = "jockey_defaults::one")]
+        ahead_hysteresis: f64,
+        /// The slack a deadline job running ahead of its model (see `ahead_steps`) is
+        /// sized with (default unset: `slack`).
+        #[serde(default)]
+        ahead_slack: Option<f64>,
     },
 }
 
@@ -399,6 +414,9 @@ impl PolicySettings {
             stage_reserve_quantile,
             expected_utility,
             carry_rounding,
+            ahead_steps,
+            ahead_hysteresis,
+            ahead_slack,
         } = self
         else {
             return Ok(JockeyConfig::default());
@@ -411,6 +429,11 @@ impl PolicySettings {
         within("hysteresis", "in (0, 1]", *hysteresis, *hysteresis > 0.0 && *hysteresis <= 1.0)?;
         if let Some(down) = hysteresis_down {
             within("hysteresis_down", "in (0, 1]", *down, *down > 0.0 && *down <= 1.0)?;
+        }
+        let ahead = *ahead_hysteresis;
+        within("ahead_hysteresis", "in (0, 1]", ahead, ahead > 0.0 && ahead <= 1.0)?;
+        if let Some(slack) = ahead_slack {
+            within("ahead_slack", "at least 0.1", *slack, *slack >= 0.1)?;
         }
         within("dead_zone_s", "at least 0", *dead_zone_s, *dead_zone_s >= 0.0)?;
         within("model_runs", "at least 1", f64::from(*model_runs), *model_runs >= 1)?;
@@ -458,6 +481,9 @@ impl PolicySettings {
             stage_reserve_quantile: *stage_reserve_quantile,
             expected_utility: *expected_utility,
             carry_rounding: *carry_rounding,
+            ahead_steps: *ahead_steps,
+            ahead_hysteresis: *ahead_hysteresis,
+            ahead_slack: *ahead_slack,
         })
     }
 }
@@ -612,6 +638,14 @@ mod tests {
         assert!(parse("carry_rounding = true").jockey_config().unwrap().carry_rounding);
         let quantile = parse("stage_reserve_quantile = 0.95").jockey_config().unwrap();
         assert_eq!((quantile.stage_reserve_quantile, config.stage_reserve_quantile), (0.95, 1.0));
+        let ahead =
+            parse("ahead_steps = 2\nahead_hysteresis = 0.8\nahead_slack = 1.0").jockey_config().unwrap();
+        assert_eq!((ahead.ahead_steps, ahead.ahead_hysteresis, ahead.ahead_slack), (2, 0.8, Some(1.0)));
+        assert_eq!((config.ahead_steps, config.ahead_hysteresis, config.ahead_slack), (0, 1.0, None));
+        let err = parse("ahead_hysteresis = 0").check().unwrap_err();
+        assert_eq!(err.to_string(), "ahead_hysteresis: must be in (0, 1], got 0");
+        let err = parse("ahead_slack = 0").check().unwrap_err();
+        assert_eq!(err.to_string(), "ahead_slack: must be at least 0.1, got 0");
         let err = parse("stage_reserve = -1").jockey_config().unwrap_err();
         assert_eq!(err.to_string(), "stage_reserve: must be at least 0, got -1");
         let err = parse("tail_quantile = 1.5").check().unwrap_err();

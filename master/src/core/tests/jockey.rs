@@ -519,3 +519,45 @@ fn a_carried_rounding_guarantees_the_smoothed_allocation_on_average() {
         carry = state.rounding_carry;
     }
 }
+
+#[test]
+fn a_job_running_ahead_of_its_model_is_cut_to_its_raw_allocation_at_once() {
+    let state = |ahead_steps: u32| {
+        let toml = format!(
+            "name = \"jockey\"\npredictor = \"amdahl\"\ninterval_s = 60\nspare = false\nahead_steps = {ahead_steps}\n"
+        );
+        let mut env = recovered_env(
+            toml::from_str(&toml).expect("jockey settings parse"),
+            vec![etl_run(7), etl_run(8)],
+            10,
+        );
+        let etl = env.submit(etl_due_in(10));
+        // Its tasks take 10 s where the profiled ones took 60: two waves of 4 done in
+        // the first 20 s, a third running.
+        let mut launches = env.take_launches(4);
+        for _ in 0..2 {
+            launches.iter().for_each(|l| env.start(l.container));
+            env.advance(10);
+            for l in &launches {
+                env.report(l.container, ContainerState::Completed);
+            }
+            launches = env.take_launches(4);
+        }
+        launches.iter().for_each(|l| env.start(l.container));
+        env.advance(40);
+        env.heartbeat("n1");
+        env.tick();
+        env.jockey_state(etl)
+    };
+    // A minute in, 8 of 20 done at a slowdown of 0.63: 0.63 × (36 s + 684 s / 4) = 130 s
+    // left on its 4 slots, where the first step's 345 s less the minute leaves 285. The
+    // raw allocation is 2 (1.2 × 0.63 × (36 + 684 / 2) s ends before d − D).
+    let smoothed = state(0);
+    assert_eq!((smoothed.raw, smoothed.guarantee, smoothed.ahead_steps), (2, 3, 0));
+    // Ahead for one step, as asked: the whole gap at once.
+    let cut = state(1);
+    assert_eq!((cut.raw, cut.guarantee, cut.ahead_steps), (2, 2, 1));
+    // Two steps asked for, one seen: smoothed as ever.
+    let waiting = state(2);
+    assert_eq!((waiting.raw, waiting.guarantee, waiting.ahead_steps), (2, 3, 1));
+}

@@ -173,6 +173,35 @@ impl Control {
             if raw < previous { self.hysteresis_down.unwrap_or(self.hysteresis) } else { self.hysteresis };
         previous + alpha * (raw - previous)
     }
+
+    /// [`smooth`](Self::smooth) for a job found running ahead of its model: a cut
+    /// closes `alpha` of the gap to the raw allocation and is not held by the dead zone
+    /// (the job has shown it needs less than predicted, so the margins that smooth out
+    /// a noisy estimate would only hold slots it will not need); a raise is smoothed as
+    /// ever.
+    pub fn smooth_ahead(
+        &self,
+        previous: Option<f64>,
+        raw: u32,
+        finish_at_previous_ms: f64,
+        deadline_ms: i64,
+        alpha: f64,
+    ) -> f64 {
+        match previous {
+            Some(previous) if f64::from(raw) < previous => previous + alpha * (f64::from(raw) - previous),
+            _ => self.smooth(previous, raw, finish_at_previous_ms, deadline_ms),
+        }
+    }
+}
+
+/// The guarantee for a smoothed allocation of `smoothed` slots after earlier steps left
+/// `carry` (their smoothed allocations less their guarantees): the nearest whole number
+/// to both together, within 1..=`cap`, and the carry left for the next step. Over the
+/// steps the guarantee averages the smoothed allocation, where rounding up at every step
+/// adds up to one slot of margin the control law did not ask for.
+pub(super) fn carry_round(smoothed: f64, carry: f64, cap: u32) -> (u32, f64) {
+    let guarantee = (smoothed + carry).round().clamp(1.0, f64::from(cap.max(1)));
+    (guarantee as u32, carry + smoothed - guarantee)
 }
 
 #[cfg(test)]
@@ -297,6 +326,26 @@ mod tests {
     }
 
     #[test]
+    fn a_job_ahead_of_its_model_cuts_at_once_past_the_dead_zone_and_raises_as_ever() {
+        let control = Control::default();
+        let deadline = 60 * MINUTE_MS;
+        // Predicted 2 minutes before the deadline, inside the dead zone: the paper's
+        // band holds the cut; ahead of its model, the job drops to its raw allocation.
+        let near = (deadline - 2 * MINUTE_MS) as f64;
+        assert_eq!(control.smooth(Some(20.0), 8, near, deadline), 20.0);
+        assert_eq!(control.smooth_ahead(Some(20.0), 8, near, deadline, 1.0), 8.0);
+        // Before the band: α closes half the gap; ahead, `alpha` of it.
+        let early = (deadline - 10 * MINUTE_MS) as f64;
+        assert_eq!(control.smooth(Some(20.0), 8, early, deadline), 14.0);
+        assert!((control.smooth_ahead(Some(20.0), 8, early, deadline, 0.75) - 11.0).abs() < 1e-9);
+        // A raise, and the first step, are the control law's as ever.
+        let late = (deadline + MINUTE_MS) as f64;
+        assert_eq!(control.smooth_ahead(Some(10.0), 30, late, deadline, 1.0), 20.0);
+        assert_eq!(control.smooth_ahead(Some(10.0), 30, near, deadline, 1.0), 10.0);
+        assert_eq!(control.smooth_ahead(None, 12, early, deadline, 1.0), 12.0);
+    }
+
+    #[test]
     fn the_expected_utility_pays_for_a_heavy_tail_only_where_it_is_heavy() {
         let control = Control { slack: 1.0, dead_zone_ms: 0, ..Control::default() };
         let allocations: Vec<u32> = (1..=40).collect();
@@ -316,5 +365,22 @@ mod tests {
         let narrow = |a: u32| vec![hundred_slot_minutes(a); 10];
         assert_eq!(control.expected_allocation(0, 20 * MINUTE_MS, &allocations, narrow, 0.05), Some(5));
         assert_eq!(control.expected_allocation(0, 20 * MINUTE_MS, &[], narrow, 0.05), None);
+    }
+
+    #[test]
+    fn carried_rounding_averages_the_smoothed_allocation() {
+        // 4.3 slots, ten steps: rounding up guarantees 5 every step (50 slot-steps);
+        // carried, 43, with each step's guarantee 4 or 5.
+        let (mut carry, mut sum) = (0.0, 0);
+        for _ in 0..10 {
+            let (guarantee, next) = carry_round(4.3, carry, 100);
+            assert!(guarantee == 4 || guarantee == 5, "{guarantee}");
+            assert!(next.abs() <= 0.5 + 1e-9, "{next}");
+            (carry, sum) = (next, sum + guarantee);
+        }
+        assert_eq!(sum, 43);
+        // Never below one slot nor above the cap, whatever was carried.
+        assert_eq!(carry_round(1.2, -0.9, 100).0, 1);
+        assert_eq!(carry_round(9.8, 0.5, 10).0, 10);
     }
 }

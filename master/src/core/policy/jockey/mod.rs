@@ -30,6 +30,7 @@ use super::preempt::{kills_in_flight, newest_of};
 use super::slots::FreeSlots;
 use super::{Assignment, Decisions, JobInfo, KillReason, Policy, PolicyName, SchedView, Trigger};
 
+use control::carry_round;
 pub use control::{Control, Utility};
 pub use model::{
     Amdahl, BUCKETS, CompletionModel, INTERVAL, ModelRequest, allocation_grid, build_completion_model,
@@ -105,6 +106,18 @@ pub struct JockeyConfig {
     /// Carry the rounding of the smoothed allocation from step to step, so that the
     /// guarantee averages the smoothed allocation; `false`: round it up at every step.
     pub carry_rounding: bool,
+    /// Consecutive control steps a job must be found running ahead of its model
+    /// (`Prediction::ran_ahead`: lighter than profiled, and its remaining time fell
+    /// faster than the clock) before its cuts skip the dead zone and close
+    /// `ahead_hysteresis` of the gap, and its raw allocation takes `ahead_slack`; 0:
+    /// never, every step is the control law's.
+    pub ahead_steps: u32,
+    /// Share of the gap to a lower raw allocation closed per step once a job has run
+    /// ahead of its model for `ahead_steps` steps (1: the whole gap at once).
+    pub ahead_hysteresis: f64,
+    /// The slack the raw allocation of a job running ahead of its model (as
+    /// `ahead_steps` counts) is sized with; `None`: the control's.
+    pub ahead_slack: Option<f64>,
 }
 
 /// Points of C(p, a)'s spread a model keeps for [`JockeyConfig::expected_utility`].
@@ -133,6 +146,9 @@ impl Default for JockeyConfig {
             stage_reserve_quantile: 1.0,
             expected_utility: None,
             carry_rounding: false,
+            ahead_steps: 0,
+            ahead_hysteresis: 1.0,
+            ahead_slack: None,
         }
     }
 }
@@ -189,6 +205,11 @@ pub struct SloState {
     /// The smoothed allocation less the guarantee, summed over the control steps, with
     /// [`JockeyConfig::carry_rounding`]: what the next step's rounding makes up.
     pub rounding_carry: f64,
+    /// When the last control step ran.
+    pub stepped_at: Option<Timestamp>,
+    /// Consecutive control steps, up to the last, at which the job ran ahead of its
+    /// model (counted only with [`JockeyConfig::ahead_steps`] on).
+    pub ahead_steps: u32,
 }
 
 impl SloState {
@@ -322,12 +343,24 @@ impl Jockey {
         // when no allocation meets the deadline and the largest loses least utility.
         let cap = total.min(job.stages().map(|s| s.tasks.saturating_sub(s.completed)).sum::<u32>().max(1));
         let control = self.control_for(&job);
-        let raw = self.raw_allocation(&control, now, deadline, cap, &prediction);
+        let ahead_steps = self.ahead_steps(now, &control, slo, &prediction);
+        let ahead = self.config.ahead_steps > 0 && ahead_steps >= self.config.ahead_steps;
+        let raw = self.raw_allocation(&control, now, deadline, cap, &prediction, ahead);
         let remaining = |a: u32| prediction.remaining_ms(a);
         let previous = slo.smoothed.map(|s| s.ceil().max(1.0) as u32).unwrap_or(raw);
         let finish_previous = now.0 as f64 + control.slack * remaining(previous);
-        let smoothed =
-            control.smooth(slo.smoothed, raw, finish_previous, deadline.0 as i64).clamp(1.0, f64::from(cap));
+        let smoothed = if ahead {
+            control.smooth_ahead(
+                slo.smoothed,
+                raw,
+                finish_previous,
+                deadline.0 as i64,
+                self.config.ahead_hysteresis,
+            )
+        } else {
+            control.smooth(slo.smoothed, raw, finish_previous, deadline.0 as i64)
+        }
+        .clamp(1.0, f64::from(cap));
         let (guarantee, rounding_carry) = if self.config.carry_rounding {
             carry_round(smoothed, slo.rounding_carry, cap)
         } else {
@@ -350,6 +383,8 @@ impl Jockey {
             deadline: Some(deadline),
             raw,
             rounding_carry: if model_based { rounding_carry } else { 0.0 },
+            stepped_at: Some(now),
+            ahead_steps,
             ..*slo
         };
     }
@@ -500,16 +535,6 @@ impl Jockey {
     }
 }
 
-/// The guarantee for a smoothed allocation of `smoothed` slots after earlier steps left
-/// `carry` (their smoothed allocations less their guarantees): the nearest whole number
-/// to both together, within 1..=`cap`, and the carry left for the next step. Over the
-/// steps the guarantee averages the smoothed allocation, where rounding up at every step
-/// adds up to one slot of margin the control law did not ask for.
-fn carry_round(smoothed: f64, carry: f64, cap: u32) -> (u32, f64) {
-    let guarantee = (smoothed + carry).round().clamp(1.0, f64::from(cap.max(1)));
-    (guarantee as u32, carry + smoothed - guarantee)
-}
-
 /// Up to `n` assignments of `kind` to `job` from `free`; how many there were.
 fn give(free: &mut FreeSlots, job: JobId, kind: SlotKind, n: u32, out: &mut Vec<Assignment>) -> u32 {
     for given in 0..n {
@@ -563,27 +588,5 @@ impl Policy for Jockey {
 
     fn completion_model_built(&mut self, model: CompletionModel) {
         self.models.insert(model.name.clone(), model);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn carried_rounding_averages_the_smoothed_allocation() {
-        // 4.3 slots, ten steps: rounding up guarantees 5 every step (50 slot-steps);
-        // carried, 43, with each step's guarantee 4 or 5.
-        let (mut carry, mut sum) = (0.0, 0);
-        for _ in 0..10 {
-            let (guarantee, next) = carry_round(4.3, carry, 100);
-            assert!(guarantee == 4 || guarantee == 5, "{guarantee}");
-            assert!(next.abs() <= 0.5 + 1e-9, "{next}");
-            (carry, sum) = (next, sum + guarantee);
-        }
-        assert_eq!(sum, 43);
-        // Never below one slot nor above the cap, whatever was carried.
-        assert_eq!(carry_round(1.2, -0.9, 100).0, 1);
-        assert_eq!(carry_round(9.8, 0.5, 10).0, 10);
     }
 }

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use slotmarket_common::time::Timestamp;
 
 use super::super::{JobInfo, SchedView};
-use super::{Amdahl, CompletionModel, Control, JobProfile, Jockey, Utility};
+use super::{Amdahl, CompletionModel, Control, JobProfile, Jockey, SloState, Utility};
 
 /// A job's remaining time at one control step, as a function of its allocation.
 pub(super) struct Prediction {
@@ -52,6 +52,27 @@ impl Prediction {
         Some((self.slowdown * lo, self.slowdown * hi))
     }
 
+    /// Whether the job ran ahead of its model since the `last` control step: its tasks
+    /// ran faster than profiled (slowdown below 1) and its remaining time under the
+    /// allocation that step sized fell by more than the time that passed. A job as
+    /// heavy as profiled, or one waiting on a straggler (its progress, and so C(p, a),
+    /// stands still while the clock runs), is not ahead. `false` without an earlier
+    /// model-based step to compare with.
+    pub(super) fn ran_ahead(&self, now: Timestamp, slack: f64, last: &SloState) -> bool {
+        let (Some(_), Some(at), Some(finish)) = (last.smoothed, last.stepped_at, last.predicted_finish)
+        else {
+            return false;
+        };
+        if self.slowdown >= 1.0 || slack <= 0.0 {
+            return false;
+        }
+        // The last step predicted `at + slack × before`; on the model's pace `before`
+        // would have shrunk by the time since.
+        let before = finish.0.saturating_sub(at.0) as f64 / slack;
+        let elapsed = now.0.saturating_sub(at.0) as f64;
+        self.remaining_ms(last.target.max(1)) < before - elapsed
+    }
+
     /// What is added to C(p, a): the model's tail reserve or the stage reserve, the larger.
     fn reserve_ms(&self, model: &CompletionModel) -> f64 {
         model.tail_reserve(self.progress).max(self.straggler_ms)
@@ -88,6 +109,19 @@ impl Jockey {
         }
     }
 
+    /// Control steps in a row, this one included, at which the job ran ahead of its
+    /// model ([`Prediction::ran_ahead`]); 0 with `ahead_steps` off.
+    pub(super) fn ahead_steps(
+        &self,
+        now: Timestamp,
+        control: &Control,
+        last: &SloState,
+        prediction: &Prediction,
+    ) -> u32 {
+        let ahead = self.config.ahead_steps > 0 && prediction.ran_ahead(now, control.slack, last);
+        if ahead { last.ahead_steps + 1 } else { 0 }
+    }
+
     /// The job's own utility curve, when its spec gives one, else the policy's.
     pub(super) fn control_for(&self, job: &JobInfo<'_>) -> Cow<'_, Control> {
         match &job.spec().utility {
@@ -102,6 +136,7 @@ impl Jockey {
     /// the predicted finish's utility, or its expected utility over the model's spread
     /// (`expected_utility`). Every allocation is a candidate, not only the modelled ones:
     /// picking from a grid of 15 % steps would round each raw allocation up by up to 15 %.
+    /// A job running ahead of its model (`ahead`) is sized with `ahead_slack` when set.
     pub(super) fn raw_allocation(
         &self,
         control: &Control,
@@ -109,7 +144,12 @@ impl Jockey {
         deadline: Timestamp,
         cap: u32,
         prediction: &Prediction,
+        ahead: bool,
     ) -> u32 {
+        let control = match self.config.ahead_slack {
+            Some(slack) if ahead => Cow::Owned(Control { slack, ..control.clone() }),
+            _ => Cow::Borrowed(control),
+        };
         let grid: Vec<u32> = (1..=cap).collect();
         let (now_ms, deadline_ms) = (now.0 as i64, deadline.0 as i64);
         match self.config.expected_utility {
@@ -123,5 +163,68 @@ impl Jockey {
             _ => control.raw_allocation(now_ms, deadline_ms, &grid, |a| prediction.remaining_ms(a)),
         }
         .unwrap_or(cap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::BUCKETS;
+    use super::*;
+
+    const MINUTE_MS: f64 = 60_000.0;
+
+    /// A job of 100 minutes on 10 slots at progress 0, its remaining time falling in
+    /// step with its progress, seen at `progress` with `slowdown`.
+    fn job_at(progress: f64, slowdown: f64) -> Prediction {
+        let row = (0..BUCKETS).map(|b| (1.0 - b as f64 / BUCKETS as f64) * 100.0 * MINUTE_MS).collect();
+        let model = CompletionModel {
+            name: "dag".into(),
+            newest_run: 1,
+            allocations: vec![10],
+            remaining_ms: vec![row],
+            queue_ms: Vec::new(),
+            interval_ms: Vec::new(),
+            reserve_ms: Vec::new(),
+            spread_ms: Vec::new(),
+        };
+        let amdahl = Amdahl { serial_ms: 0.0, work_ms: 0.0 };
+        Prediction { model: Some(model), amdahl, progress, slowdown, straggler_ms: 0.0 }
+    }
+
+    /// The last step, at time 0 and progress 0 with a slowdown of 0.9: 90 minutes left
+    /// on the 10 slots it sized, predicted (slack 1.2) to finish at 108 minutes.
+    fn last_step() -> SloState {
+        let remaining = job_at(0.0, 0.9).remaining_ms(10);
+        SloState {
+            smoothed: Some(10.0),
+            target: 10,
+            stepped_at: Some(Timestamp(0)),
+            predicted_finish: Some(Timestamp((1.2 * remaining) as u64)),
+            ..SloState::default()
+        }
+    }
+
+    #[test]
+    fn a_lighter_job_whose_remaining_time_falls_faster_than_the_clock_ran_ahead() {
+        let ten_minutes = Timestamp(10 * 60_000);
+        // Ten minutes on, 0.2 of the work done: 72 minutes left where the model's pace
+        // leaves 80.
+        assert!(job_at(0.2, 0.9).ran_ahead(ten_minutes, 1.2, &last_step()));
+        // 0.1 done: 81 minutes left, behind the model's 80.
+        assert!(!job_at(0.1, 0.9).ran_ahead(ten_minutes, 1.2, &last_step()));
+        // Waiting on a straggler, its progress stands still: not ahead however light.
+        assert!(!job_at(0.0, 0.9).ran_ahead(Timestamp(20 * 60_000), 1.2, &last_step()));
+    }
+
+    #[test]
+    fn a_job_as_heavy_as_profiled_or_without_an_earlier_step_is_not_ahead() {
+        let ten_minutes = Timestamp(10 * 60_000);
+        // Far ahead of the model's pace, but its tasks ran as slowly as profiled or
+        // slower: what it gained is not lighter work.
+        assert!(!job_at(0.5, 1.0).ran_ahead(ten_minutes, 1.2, &last_step()));
+        assert!(!job_at(0.5, 1.3).ran_ahead(ten_minutes, 1.2, &last_step()));
+        // No model-based step before this one: nothing to compare with.
+        let first = SloState { smoothed: None, ..last_step() };
+        assert!(!job_at(0.5, 0.9).ran_ahead(ten_minutes, 1.2, &first));
     }
 }
