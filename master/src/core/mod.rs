@@ -285,6 +285,16 @@ impl Core {
         };
     }
 
+    /// Whether a drained core (no job open, no container live, no wakeup asked for)
+    /// decides from then on exactly as a fresh core of the same configuration and agents
+    /// would: its policy keeps nothing between steps ([`Policy::forgets_when_idle`]) and
+    /// no admission model prices from the jobs that ran. Ids go on from where they were,
+    /// which changes no decision: ids order only what is live, and nothing is. The
+    /// simulator runs a trace's drained stretches on several threads by it.
+    pub fn forgets_when_idle(&self) -> bool {
+        self.policy.forgets_when_idle() && self.config.admission.mode == AdmissionMode::None
+    }
+
     /// Which start reports the core expects (see [`set_start_reports`](Core::set_start_reports)).
     pub fn start_reports(&self) -> StartReports {
         self.start_reports

@@ -36,6 +36,7 @@ pub mod market;
 pub mod plot;
 pub mod report;
 pub mod rng;
+mod segments;
 mod timeline;
 mod trace_blocks;
 mod wakeup;
@@ -102,6 +103,10 @@ pub struct SimConfig {
     /// Keep every ended job's history record in [`SimRun::history`] (for estimator
     /// evaluation; off for big runs, where it would hold every task's time).
     pub keep_history: bool,
+    /// Threads that run the trace's stretches at once where the run can be cut exactly
+    /// ([`segments`]); 1, or a run that cannot be cut: one thread drives the core and a
+    /// second prepares arriving jobs ahead of it.
+    pub threads: usize,
 }
 
 impl Default for SimConfig {
@@ -121,6 +126,7 @@ impl Default for SimConfig {
             market: None,
             account_events: Vec::new(),
             keep_history: false,
+            threads: 1,
         }
     }
 }
@@ -218,12 +224,26 @@ enum SimEvent {
 /// Request ids at and above this are deadline moves, not submits (whose id is the trace index).
 const MOVE_REQUESTS: u64 = 1 << 41;
 
-/// Runs `trace` under `config`.
-///
-/// A second thread prepares what does not depend on the core ([`ahead`]: each arriving
-/// job's spec and drawn task durations) while this one drives the core.
+/// Runs `trace` under `config`: cut in time on [`SimConfig::threads`] threads where
+/// that finds exactly what one run finds ([`segments`]), else whole, one thread driving
+/// the core while a second prepares what does not depend on it ([`ahead`]: each arriving
+/// job's spec and drawn task durations).
 pub fn run(trace: &Trace, config: &SimConfig) -> Result<SimRun, SimError> {
-    let mut sim = Simulation::new(trace, config)?;
+    let arrivals = arrival_order(trace);
+    match segments::plan(trace, config, &arrivals) {
+        Some(cuts) => segments::run(trace, config, &arrivals, &cuts),
+        None => run_whole_in(trace, config, arrivals),
+    }
+}
+
+/// Runs `trace` under `config` whole.
+#[cfg(test)]
+fn run_whole(trace: &Trace, config: &SimConfig) -> Result<SimRun, SimError> {
+    run_whole_in(trace, config, arrival_order(trace))
+}
+
+fn run_whole_in(trace: &Trace, config: &SimConfig, arrivals: Vec<u32>) -> Result<SimRun, SimError> {
+    let mut sim = Simulation::new(trace, config, arrivals)?;
     let (ahead, send) = ahead::channel();
     sim.ahead = Some(ahead);
     let order = &sim.arrivals.clone();
@@ -232,8 +252,27 @@ pub fn run(trace: &Trace, config: &SimConfig) -> Result<SimRun, SimError> {
         scope.spawn(move || ahead::prepare(trace, order, seed, send));
         // The run drops its end of the channel when it returns, which stops the thread
         // if it is still preparing (a run cut short); the scope then joins it.
-        sim.run()
+        sim.start()?;
+        sim.advance()?;
+        Ok(sim.finish())
     })
+}
+
+/// The jobs that arrive on their own (no `follows`), by arrival time then trace order.
+fn arrival_order(trace: &Trace) -> Vec<u32> {
+    let mut arrivals: Vec<u32> =
+        (0..trace.len() as u32).filter(|&ix| trace.follows(ix as usize).is_none()).collect();
+    arrivals.sort_by_key(|&ix| (trace.jobs[ix as usize].arrival(), ix));
+    arrivals
+}
+
+/// Why [`Simulation::advance`] returned.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Advanced {
+    /// Nothing is left to happen, or the horizon was reached.
+    Done,
+    /// The next step would submit the arrival at the pause (see `Simulation::pause`).
+    Paused,
 }
 
 struct Simulation<'t> {
@@ -246,6 +285,11 @@ struct Simulation<'t> {
     /// Jobs that arrive on their own (no `follows`), by arrival time then trace order.
     arrivals: Vec<u32>,
     next_arrival: usize,
+    /// The position in `arrivals` whose submission `advance` stops before (a time
+    /// segment's end), if any.
+    pause: Option<usize>,
+    /// The position in `arrivals` a time segment's run started at (`None`: a whole run).
+    segment: Option<usize>,
     /// Jobs submitted when a job ends, by that job.
     followers: BTreeMap<u32, Vec<u32>>,
     agents: Agents,
@@ -290,7 +334,8 @@ struct Simulation<'t> {
 }
 
 impl<'t> Simulation<'t> {
-    fn new(trace: &'t Trace, config: &SimConfig) -> Result<Simulation<'t>, SimError> {
+    /// A run of `trace` whose arrivals come in the order of `arrivals` (`arrival_order`).
+    fn new(trace: &'t Trace, config: &SimConfig, arrivals: Vec<u32>) -> Result<Simulation<'t>, SimError> {
         if config.nodes == 0 || config.map_slots + config.reduce_slots == 0 {
             return Err(SimError::NoSlots);
         }
@@ -315,9 +360,6 @@ impl<'t> Simulation<'t> {
             max_queued_tasks_per_account: u64::MAX,
             ..config.core.clone()
         };
-        let mut arrivals: Vec<u32> =
-            (0..trace.len() as u32).filter(|&ix| trace.follows(ix as usize).is_none()).collect();
-        arrivals.sort_by_key(|&ix| (trace.jobs[ix as usize].arrival(), ix));
         let mut followers: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         for ix in 0..trace.len() {
             if let Some(leader) = trace.follows(ix) {
@@ -341,6 +383,8 @@ impl<'t> Simulation<'t> {
             heap: Timeline::default(),
             arrivals,
             next_arrival: 0,
+            pause: None,
+            segment: None,
             followers,
             agents: Agents::new(config.noise, config.fail_prob, trace.len(), report_starts),
             jobs: (0..trace.len()).map(JobResult::new).collect(),
@@ -364,11 +408,17 @@ impl<'t> Simulation<'t> {
         })
     }
 
-    fn run(mut self) -> Result<SimRun, SimError> {
+    /// Joins the agents and queues the account events: what comes before the first step.
+    fn start(&mut self) -> Result<(), SimError> {
         self.join_agents()?;
         for (i, e) in self.config.account_events.clone().iter().enumerate() {
             self.push(e.at, SimEvent::Account(i as u32));
         }
+        Ok(())
+    }
+
+    /// Steps until nothing is left to happen, the horizon, or the pause.
+    fn advance(&mut self) -> Result<Advanced, SimError> {
         let bound = self
             .config
             .max_steps
@@ -377,6 +427,9 @@ impl<'t> Simulation<'t> {
             if self.drained() {
                 // Only wakeups are left: a periodic policy would tick forever.
                 break;
+            }
+            if self.at_pause() {
+                return Ok(Advanced::Paused);
             }
             if self.config.horizon.is_some_and(|h| at > h) {
                 self.stats.hit_horizon = true;
@@ -389,7 +442,30 @@ impl<'t> Simulation<'t> {
             self.now = at;
             self.step()?;
         }
-        Ok(self.finish())
+        Ok(Advanced::Done)
+    }
+
+    /// Whether the next step would submit the arrival at the pause (heap events go first
+    /// at one instant, as in `step`).
+    fn at_pause(&self) -> bool {
+        if self.pause != Some(self.next_arrival) {
+            return false;
+        }
+        let Some(&ix) = self.arrivals.get(self.next_arrival) else { return false };
+        let arrival = self.trace.jobs[ix as usize].arrival();
+        self.heap.peek().is_none_or(|t| t > arrival)
+    }
+
+    /// Whether the run has drained: every job submitted has ended, no task runs, and
+    /// neither a wakeup nor any other event but stale task ends is to come. From here a
+    /// core that forgets when idle decides as a fresh one would.
+    fn idle(&self) -> bool {
+        self.open_jobs == 0
+            && self.queued_arrivals == 0
+            && self.agents.idle()
+            && self.models.is_empty()
+            && !self.wakeup.pending()
+            && self.followers.is_empty()
     }
 
     /// When the next event is due: the heap's head or the next trace arrival.
@@ -796,7 +872,13 @@ impl<'t> Simulation<'t> {
         self.stats.lost_work_ms = totals.lost_ms;
         self.stats.failed_attempts = totals.failed;
         self.stats.stopped_at = self.now;
-        for ((ix, result), job) in self.jobs.iter_mut().enumerate().zip(&self.trace.jobs) {
+        // A time segment's run answers for the jobs it submitted; a whole run for all.
+        let owned: Vec<usize> = match self.segment {
+            Some(first) => self.arrivals[first..self.next_arrival].iter().map(|&ix| ix as usize).collect(),
+            None => (0..self.trace.len()).collect(),
+        };
+        for ix in owned {
+            let (result, job) = (&mut self.jobs[ix], &self.trace.jobs[ix]);
             result.slot_ms = totals.job_busy_ms.get(ix).copied().unwrap_or(0);
             let ahead = self.critical_paths.get(ix).copied().flatten();
             result.critical_path_ms = match (ahead, self.longest.of(self.trace, ix as u32)) {

@@ -141,7 +141,7 @@ impl SlotUsage {
         }
     }
 
-    fn coarsen(&mut self) {
+    pub(super) fn coarsen(&mut self) {
         self.width_ms *= 2;
         let merged = self.buckets.chunks(2).map(|c| {
             let second = c.get(1).copied().unwrap_or([0; 2]);

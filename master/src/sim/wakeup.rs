@@ -25,6 +25,11 @@ impl Wakeup {
         Some(at)
     }
 
+    /// Whether a wakeup the core asked for is still to come.
+    pub(super) fn pending(&self) -> bool {
+        self.pushed.is_some()
+    }
+
     /// A `Wakeup` event of time `at` popped: whether it is the current one, which it then
     /// uses up. Any other is stale.
     pub(super) fn take_due(&mut self, at: Timestamp) -> bool {

@@ -118,6 +118,13 @@ struct RunArgs {
     /// Check the core's invariants after every step (slow).
     #[arg(long)]
     check_invariants: bool,
+    /// Threads that run stretches of the trace at once, cut where the cluster drains,
+    /// with the same result as one run [default: the machine's cores]. Used by the
+    /// policies that keep no state between steps (fifo, fair, priority, capacity, edf,
+    /// gang-fifo) without admission, followers, account events, deadline moves,
+    /// --horizon or --max-steps; other runs use one thread and a helper.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
     /// Write summary.txt, summary.json, jobs.csv and slots.csv into this directory.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -234,6 +241,10 @@ impl TryFrom<&RunArgs> for SimConfig {
             check_invariants: args.check_invariants,
             account_events,
             keep_history: false,
+            threads: match args.threads {
+                Some(n) => usize::from(n),
+                None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            },
         })
     }
 }

@@ -79,6 +79,10 @@ impl Policy for Capacity {
         PolicyName::Capacity
     }
 
+    fn forgets_when_idle(&self) -> bool {
+        true
+    }
+
     fn schedule(&mut self, _now: Timestamp, view: &SchedView<'_>, _trigger: Trigger) -> Decisions {
         let mut decisions = Decisions::default();
         for kind in SlotKind::ALL {

@@ -23,6 +23,10 @@ impl Policy for Fifo {
         PolicyName::Fifo
     }
 
+    fn forgets_when_idle(&self) -> bool {
+        true
+    }
+
     fn ignores_starts(&self) -> bool {
         true
     }
@@ -119,6 +123,10 @@ pub struct GangFifo;
 impl Policy for GangFifo {
     fn name(&self) -> PolicyName {
         PolicyName::GangFifo
+    }
+
+    fn forgets_when_idle(&self) -> bool {
+        true
     }
 
     fn schedule(&mut self, _now: Timestamp, view: &SchedView<'_>, _trigger: Trigger) -> Decisions {

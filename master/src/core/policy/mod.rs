@@ -200,6 +200,14 @@ pub trait Policy: fmt::Debug + Send {
         false
     }
 
+    /// Whether the policy keeps nothing between steps that a later step reads (scratch
+    /// room aside): its decisions follow from the jobs, tasks and slots it is shown and
+    /// the time. A core that has drained then decides as a fresh one would (see
+    /// [`Core::forgets_when_idle`](crate::core::Core::forgets_when_idle)).
+    fn forgets_when_idle(&self) -> bool {
+        false
+    }
+
     /// Takes back the assignment buffer of the last [`Decisions`], emptied, so that the
     /// next step may fill it again instead of allocating one: the core carries out
     /// decisions at every step (millions in the simulator). Dropped by default.

@@ -1,0 +1,331 @@
+//! A run on several threads, cut in time where the cluster drains.
+//!
+//! A core that forgets when idle ([`Core::forgets_when_idle`]: `fifo`, `fair`,
+//! `priority`, `capacity`, `edf`, `gang-fifo`, without MRM admission) decides, once
+//! every job submitted so far has ended, no task runs and no wakeup is asked for, exactly
+//! as a fresh core would; and a task's duration, noise and failure are drawn by key
+//! (trace index, stage, task, attempt), not in sequence. So the stretch of a run from
+//! such a drained instant on does not depend on what came before it, and can be run
+//! apart, at the same time as the stretches before it.
+//!
+//! The trace's arrivals are cut into one segment per thread, of about equal task counts,
+//! each cut put before the arrival that follows the longest gap between arrivals near
+//! it (where the cluster has most likely drained). Every segment's thread runs a fresh
+//! simulation from its first arrival and stops at the first later cut where its run has
+//! drained; where it has not, it runs on through the next segment's arrivals, as the
+//! whole run would. Then, from the first segment on, each run is taken for the arrivals it
+//! covered, and the next run taken is the one that starts where it stopped: that one
+//! started from a drained instant of the whole run, so it is the whole run from there.
+//! Runs that a previous one ran through are thrown away.
+//!
+//! The merged result is the whole run's: the same per-job results, slot use over time,
+//! attempts, steps and stopping time (checked against the one-thread run in the tests
+//! below and on 500,000-job traces). Two counters differ: `core_calls` counts each
+//! segment's agents joining, and steps popping stale events (a superseded wakeup, the
+//! end of a killed attempt) left behind a cut are not counted.
+//!
+//! Where the run cannot be cut (a policy that keeps state, MRM admission, jobs that
+//! follow other jobs, account events, deadline moves, a horizon or step bound, too few
+//! jobs per thread) it runs whole, as [`super::run`] did before.
+
+use std::ops::Range;
+
+use slotmarket_common::ids::JobId;
+use tracing::debug;
+
+use super::report::{JobResult, SlotUsage};
+use super::{Advanced, RunStats, SimConfig, SimError, SimRun, Simulation};
+use crate::core::Core;
+use crate::sim::workload::Trace;
+
+/// Fewer jobs than this per thread are run whole: a segment costs a thread, its own
+/// agents joining and its own result table.
+const MIN_JOBS_PER_SEGMENT: usize = 500;
+
+/// Where to cut, as positions in the arrival order: each segment's first arrival after
+/// the first segment's. `None`: the run is not to be cut.
+pub(super) fn plan(trace: &Trace, config: &SimConfig, arrivals: &[u32]) -> Option<Vec<usize>> {
+    let threads = config.threads.min(arrivals.len() / MIN_JOBS_PER_SEGMENT);
+    if threads < 2 || !can_cut(trace, config, arrivals) {
+        return None;
+    }
+    let tasks: Vec<u64> = arrivals.iter().map(|&ix| trace.jobs[ix as usize].total_tasks()).collect();
+    let total: u64 = tasks.iter().sum();
+    // Look for a gap among this many arrivals on either side of a cut's target.
+    let window = (arrivals.len() / (threads * 20)).max(1);
+    let mut cuts = Vec::with_capacity(threads - 1);
+    let (mut done, mut at) = (0u64, 0usize);
+    for k in 1..threads as u64 {
+        let target = total * k / threads as u64;
+        while at < arrivals.len() && done < target {
+            done += tasks[at];
+            at += 1;
+        }
+        let lowest = cuts.last().map_or(1, |&c: &usize| c + 1).max(at.saturating_sub(window));
+        let highest = (at + window).min(arrivals.len() - 1);
+        let gap = |i: &usize| {
+            let before = trace.jobs[arrivals[i - 1] as usize].arrival();
+            trace.jobs[arrivals[*i] as usize].arrival().0 - before.0
+        };
+        // The longest gap, the earliest of equals (`max_by_key` keeps the last).
+        let Some(cut) = (lowest..=highest).rev().max_by_key(gap) else { break };
+        cuts.push(cut);
+    }
+    Some(cuts)
+}
+
+/// Whether a run of `trace` under `config` may be cut: its core forgets when idle, and
+/// nothing in it ties one stretch to an earlier one or stops it early.
+fn can_cut(trace: &Trace, config: &SimConfig, arrivals: &[u32]) -> bool {
+    config.market.is_none()
+        && config.account_events.is_empty()
+        && config.horizon.is_none()
+        && config.max_steps.is_none()
+        && arrivals.len() == trace.len()
+        && trace.jobs.iter().all(|job| job.deadline_moves.is_empty())
+        && Core::new(config.core.clone()).forgets_when_idle()
+}
+
+/// Runs the segments that `cuts` make, one thread each, and merges what they found.
+pub(super) fn run(
+    trace: &Trace,
+    config: &SimConfig,
+    arrivals: &[u32],
+    cuts: &[usize],
+) -> Result<SimRun, SimError> {
+    let starts: Vec<usize> = std::iter::once(0).chain(cuts.iter().copied()).collect();
+    let runs: Vec<Result<Segment, SimError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = starts[1..]
+            .iter()
+            .map(|&first| scope.spawn(move || run_segment(trace, config, arrivals, cuts, first)))
+            .collect();
+        let first = run_segment(trace, config, arrivals, cuts, 0);
+        std::iter::once(first)
+            .chain(
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))),
+            )
+            .collect()
+    });
+    merge(runs, &starts, arrivals)
+}
+
+/// What one segment's thread ran: the positions in the arrival order it submitted, and
+/// its result (complete for those jobs).
+struct Segment {
+    covered: Range<usize>,
+    run: SimRun,
+}
+
+/// A fresh simulation from arrival position `first`, run until it has drained at a cut
+/// or the arrivals run out.
+fn run_segment(
+    trace: &Trace,
+    config: &SimConfig,
+    arrivals: &[u32],
+    cuts: &[usize],
+    first: usize,
+) -> Result<Segment, SimError> {
+    let mut sim = Simulation::new(trace, config, arrivals.to_vec())?;
+    sim.next_arrival = first;
+    sim.segment = Some(first);
+    sim.start()?;
+    let mut next_cuts = cuts.iter().copied().filter(|&cut| cut > first);
+    loop {
+        sim.pause = next_cuts.next();
+        if sim.advance()? == Advanced::Done || sim.idle() {
+            break;
+        }
+    }
+    let covered = first..sim.next_arrival;
+    Ok(Segment { covered, run: sim.finish() })
+}
+
+/// The whole run from the segments' runs, in order of their first arrival: each taken
+/// run is followed by the one that starts where it stopped.
+fn merge(
+    runs: Vec<Result<Segment, SimError>>,
+    starts: &[usize],
+    arrivals: &[u32],
+) -> Result<SimRun, SimError> {
+    let mut runs: Vec<Option<Result<Segment, SimError>>> = runs.into_iter().map(Some).collect();
+    let mut whole: Option<SimRun> = None;
+    let mut at = 0;
+    while at < arrivals.len() {
+        let k = starts.iter().position(|&s| s == at).expect("a run stops at a segment's start or the end");
+        let Segment { covered, run } = runs[k].take().expect("each segment is taken once")?;
+        debug!(segment = k, first = covered.start, end = covered.end, "time segment taken");
+        whole = Some(match whole {
+            None => run,
+            Some(mut whole) => {
+                append(&mut whole, run, &arrivals[covered.clone()]);
+                whole
+            }
+        });
+        at = covered.end;
+    }
+    Ok(whole.expect("a trace that is cut has arrivals"))
+}
+
+/// Adds a later segment's `run`, which submitted the jobs `owned`, to `whole`.
+fn append(whole: &mut SimRun, mut run: SimRun, owned: &[u32]) {
+    // The whole run's core would have handed out its job ids after those of every job
+    // admitted before the cut; the segment's fresh core started at the first.
+    let admitted_before = whole.jobs.iter().filter(|j| j.job.is_some()).count() as u64;
+    for &ix in owned {
+        let ix = ix as usize;
+        let mut result = std::mem::replace(&mut run.jobs[ix], JobResult::new(ix));
+        result.job = result.job.map(|id| JobId(id.0 + admitted_before));
+        whole.jobs[ix] = result;
+    }
+    whole.usage = add_usage(std::mem::replace(&mut whole.usage, SlotUsage::new()), run.usage);
+    add_stats(&mut whole.stats, &run.stats);
+    whole.history.append(&mut run.history);
+}
+
+/// Busy slot time of two runs in one series, at the coarser width of the two (a bucket of
+/// a finer width lies whole inside one of a coarser, both starting at time zero).
+fn add_usage(a: SlotUsage, b: SlotUsage) -> SlotUsage {
+    let (mut coarse, mut fine) = if a.width_ms >= b.width_ms { (a, b) } else { (b, a) };
+    while fine.width_ms < coarse.width_ms {
+        fine.coarsen();
+    }
+    if coarse.buckets.len() < fine.buckets.len() {
+        coarse.buckets.resize(fine.buckets.len(), [0; 2]);
+    }
+    for (into, from) in coarse.buckets.iter_mut().zip(&fine.buckets) {
+        into[0] += from[0];
+        into[1] += from[1];
+    }
+    coarse
+}
+
+/// Counters of a later segment added to the earlier ones'; the run stopped when the
+/// later one did.
+fn add_stats(whole: &mut RunStats, later: &RunStats) {
+    whole.steps += later.steps;
+    whole.core_calls += later.core_calls;
+    whole.attempts += later.attempts;
+    whole.preemptions += later.preemptions;
+    whole.failed_attempts += later.failed_attempts;
+    whole.lost_work_ms += later.lost_work_ms;
+    whole.busy_ms[0] += later.busy_ms[0];
+    whole.busy_ms[1] += later.busy_ms[1];
+    whole.models_built += later.models_built;
+    whole.stopped_at = later.stopped_at;
+    whole.hit_horizon |= later.hit_horizon;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{CoreConfig, PolicySettings};
+    use crate::sim::generate::Mrm;
+    use crate::sim::run_whole;
+    use crate::sim::workload::TraceJob;
+    use slotmarket_common::time::Timestamp;
+
+    /// `jobs` of MRM's mix arriving every `interarrival_s` on average.
+    fn mrm(jobs: u64, interarrival_s: f64) -> Trace {
+        let mut all = Vec::new();
+        Mrm { jobs, interarrival_s, seed: 7, ..Mrm::default() }
+            .generate(|job: TraceJob| -> Result<(), ()> {
+                all.push(job);
+                Ok(())
+            })
+            .unwrap();
+        Trace::new(all).unwrap()
+    }
+
+    /// MRM's cluster under `policy`, with noise and failures, on `threads`.
+    fn config(policy: PolicySettings, threads: usize) -> SimConfig {
+        SimConfig {
+            core: CoreConfig { policy, ..CoreConfig::default() },
+            noise: 0.2,
+            fail_prob: 0.05,
+            threads,
+            ..SimConfig::default()
+        }
+    }
+
+    /// Asserts that two runs found the same, but for the agents' joins counted as core
+    /// calls by each segment.
+    fn assert_same(whole: &SimRun, cut: &SimRun) {
+        assert_eq!(whole.jobs, cut.jobs);
+        assert_eq!(whole.usage, cut.usage);
+        assert_eq!(whole.history, cut.history);
+        let calls = |run: &SimRun| RunStats { core_calls: 0, ..run.stats.clone() };
+        assert_eq!(calls(whole), calls(cut));
+    }
+
+    #[test]
+    fn a_run_cut_where_the_cluster_drains_finds_what_the_whole_run_finds() {
+        let trace = mrm(3_000, 50.0);
+        for policy in [
+            PolicySettings::Fifo {},
+            PolicySettings::Fair { preemption: true },
+            PolicySettings::Edf {},
+            PolicySettings::GangFifo {},
+        ] {
+            let cut = config(policy, 3);
+            let arrivals = crate::sim::arrival_order(&trace);
+            let cuts = plan(&trace, &cut, &arrivals).expect("cut");
+            assert_eq!(cuts.len(), 2);
+            let whole = run_whole(&trace, &SimConfig { threads: 1, ..cut.clone() }).unwrap();
+            let segmented = run(&trace, &cut, &arrivals, &cuts).unwrap();
+            assert_same(&whole, &segmented);
+            assert_eq!(segmented.jobs.iter().filter(|j| j.ended.is_some()).count(), 3_000);
+        }
+    }
+
+    #[test]
+    fn a_segment_that_has_not_drained_at_a_cut_runs_on_through_the_next() {
+        // Jobs every two seconds keep the cluster busy: it never drains at a cut, so the
+        // first segment runs the whole trace and the others are thrown away.
+        let trace = mrm(1_500, 2.0);
+        let cut = config(PolicySettings::Fifo {}, 2);
+        let arrivals = crate::sim::arrival_order(&trace);
+        let cuts = plan(&trace, &cut, &arrivals).expect("cut");
+        let first = run_segment(&trace, &cut, &arrivals, &cuts, 0).unwrap();
+        assert_eq!(first.covered, 0..1_500);
+        let whole = run_whole(&trace, &SimConfig { threads: 1, ..cut.clone() }).unwrap();
+        assert_same(&whole, &run(&trace, &cut, &arrivals, &cuts).unwrap());
+    }
+
+    #[test]
+    fn a_run_is_cut_only_where_nothing_ties_a_stretch_to_an_earlier_one() {
+        let trace = mrm(3_000, 50.0);
+        let arrivals = crate::sim::arrival_order(&trace);
+        let fifo = config(PolicySettings::Fifo {}, 2);
+        assert!(plan(&trace, &fifo, &arrivals).is_some());
+        // One thread; too few jobs for two; a policy that keeps state; a horizon.
+        assert!(plan(&trace, &config(PolicySettings::Fifo {}, 1), &arrivals).is_none());
+        let small = mrm(600, 50.0);
+        assert!(plan(&small, &fifo, &crate::sim::arrival_order(&small)).is_none());
+        let dress: PolicySettings = toml::from_str("name = \"dress\"").unwrap();
+        assert!(plan(&trace, &config(dress, 2), &arrivals).is_none());
+        let horizon = SimConfig { horizon: Some(Timestamp(1_000)), ..fifo.clone() };
+        assert!(plan(&trace, &horizon, &arrivals).is_none());
+        // A job that follows another.
+        let mut jobs = trace.jobs.clone();
+        jobs[10].follows = Some(jobs[9].id.clone());
+        let followed = Trace::new(jobs).unwrap();
+        assert!(plan(&followed, &fifo, &crate::sim::arrival_order(&followed)).is_none());
+    }
+
+    #[test]
+    fn usage_added_across_widths_is_the_usage_of_both_runs_together() {
+        let spans = [(0, 0, 700), (1, 300, 2_900), (0, 5_000, 9_000), (0, 600_000, 2_100_000)];
+        let mut both = SlotUsage::new();
+        let (mut early, mut late) = (SlotUsage::new(), SlotUsage::new());
+        for (n, &(k, start, end)) in spans.iter().enumerate() {
+            both.add(k, Timestamp(start), Timestamp(end));
+            let part = if n < 3 { &mut early } else { &mut late };
+            part.add(k, Timestamp(start), Timestamp(end));
+        }
+        assert!(late.width_ms > early.width_ms);
+        assert_eq!(add_usage(early.clone(), late.clone()), both);
+        assert_eq!(add_usage(late, early), both);
+    }
+}
