@@ -72,8 +72,10 @@ if [ -f "$logs/launch.log" ]; then
     row "sleep 0.5 tasks on 8 slots, s" "${sm:-}" s "${xa:-}" "xargs -P 8"
 fi
 if [ -f "$logs/sim.log" ]; then
-    read -r policy rate < <(awk '$1 == "fifo" { print $1, $4 }' "$logs/sim.log")
-    row "simulator ($policy), jobs/s wall" "${rate:-}" jobs/s 50000 "goal"
+    # "policy threads wall_s cpu_s jobs/s_wall ...": one row per thread count.
+    while read -r policy threads rate; do
+        row "simulator ($policy, $threads threads), jobs/s wall" "$rate" jobs/s 50000 "goal"
+    done < <(awk '$1 == "fifo" { print $1, $2, $5 }' "$logs/sim.log")
 fi
 if [ -f "$logs/quote.log" ]; then
     q=$(sed -n 's/^admitted=10000 .*per_quote_ms=\([0-9.]*\).*/\1/p' "$logs/quote.log")
