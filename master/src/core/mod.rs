@@ -51,7 +51,7 @@ mod tests;
 use std::time::Duration;
 
 use slotmarket_common::identity::Identity;
-use slotmarket_common::ids::{AgentId, AttemptId, ContainerId, JobId, TaskId};
+use slotmarket_common::ids::{AgentId, JobId};
 use slotmarket_common::protocol::{ContainerReport, ReservationView};
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
@@ -204,9 +204,9 @@ pub struct Core {
     /// Which reports the driver's agents send when a task starts (see
     /// [`Core::set_start_reports`]).
     start_reports: StartReports,
-    /// Scratch buffer for the starts a step implies ([`StartReports::Implied`]), kept to
-    /// spare an allocation per step.
-    starts: Vec<(AgentId, ContainerId, TaskId, AttemptId)>,
+    /// Scratch buffer for the starts a step implies ([`StartReports::Implied`]), lent to
+    /// each step's context and kept to spare an allocation per step.
+    starts: Vec<reactor::ImpliedStart>,
 }
 
 /// Which reports a driver's agents send when a task starts (see
@@ -370,6 +370,9 @@ impl Core {
             self.state.touched = touched;
         }
         self.state.touched.clear();
+        if let Some(starts) = cx.implied_starts.take() {
+            self.starts = starts;
+        }
         cx.finish(&self.state, &mut self.changed, self.job_notices)
     }
 
@@ -479,7 +482,9 @@ impl Core {
         );
         cx.persists = config.persists;
         cx.one_start_report = self.start_reports != StartReports::AcquiredAndRunning;
-        cx.implied_starts = self.start_reports == StartReports::Implied;
+        if self.start_reports == StartReports::Implied {
+            cx.implied_starts = Some(std::mem::take(&mut self.starts));
+        }
         cx.task_limits = reactor::TaskLimits {
             per_job: config.max_tasks_per_job,
             per_account: config.max_queued_tasks_per_account,
@@ -490,12 +495,9 @@ impl Core {
     /// Asks the policy for decisions over the current state and carries them out.
     fn schedule(&mut self, cx: &mut Ctx, trigger: Trigger) {
         let decisions = self.policy.schedule(cx.now, &SchedView::new(&self.state), trigger);
-        let launched_from = cx.pushed();
         let emptied = reactor::apply_decisions(&mut self.state, cx, decisions);
         self.policy.recycle(emptied);
-        if self.start_reports == StartReports::Implied {
-            reactor::start_launched(&mut self.state, cx, launched_from, &mut self.starts);
-        }
+        reactor::start_launched(&mut self.state, cx);
         for request in self.policy.take_model_requests() {
             cx.push(Command::BuildCompletionModel(Box::new(request)));
         }

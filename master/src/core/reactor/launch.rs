@@ -8,7 +8,7 @@ use slotmarket_common::protocol::{ContainerReport, Launch};
 use slotmarket_common::spec::TaskVars;
 
 use super::reserve::Gate;
-use super::{Ctx, placement};
+use super::{Ctx, placement, reports};
 use crate::core::command::{Command, Persist};
 use crate::core::policy::{Assignment, Decisions, Posting, Preemption};
 use crate::core::state::{ContainerRec, Holder, Job, State, TaskPhase};
@@ -85,13 +85,18 @@ fn launch(state: &mut State, cx: &mut Ctx, a: Assignment, gate: &mut Gate) {
     t.attempt = attempt;
     let Some(launch) = build_launch(job, task, attempt, container) else { return };
     job.set_phase(task, TaskPhase::Live(container));
+    let job_started = job.started.is_some();
     cx.changed(task.job);
     let holder = Holder::Agent(agent);
     // A start the core implies is written here, in the record's one look-up; the rest of
-    // it (the job's start, the write) waits for the end of the step (`start_launched`).
-    let entered = if cx.implied_starts { ContainerState::Running } else { ContainerState::Allocated };
+    // it waits for the end of the step (`start_launched`).
+    let implied = cx.implied_starts.is_some();
+    let entered = if implied { ContainerState::Running } else { ContainerState::Allocated };
     let rec = ContainerRec::new(task, attempt, launch.slot, holder, (entered, cx.now));
     state.attach(container, rec);
+    if implied {
+        reports::launched_running(state, cx, agent, (container, task, attempt), job_started);
+    }
     if cx.persists_all() {
         let report = ContainerReport {
             container,
