@@ -182,6 +182,11 @@ impl Agents {
         }
     }
 
+    /// Whether reports wait for [`take_reports`](Agents::take_reports).
+    pub(super) fn owes_reports(&self) -> bool {
+        !self.reports.is_empty()
+    }
+
     /// Whether an attempt's noise or failure is drawn (from its task's key): otherwise
     /// [`launch`](Agents::launch) does not read the key.
     pub(super) fn draws_per_attempt(&self) -> bool {

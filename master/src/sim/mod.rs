@@ -601,28 +601,38 @@ impl<'t> Simulation<'t> {
     /// Carries out commands as agents and clients would, feeding the agents' reports
     /// back at the same instant until the core has nothing more to say.
     fn carry_out(&mut self, out: Vec<Command>) -> Result<(), SimError> {
+        self.run_commands(out);
+        // Most calls leave nothing to feed back (under fifo a launch reports nothing).
+        if !self.agents.owes_reports() && self.models.is_empty() {
+            return Ok(());
+        }
         let mut work = std::mem::take(&mut self.work);
         let mut batches = std::mem::take(&mut self.batches);
-        work.push_back(out);
-        let result = self.carry_out_all(&mut work, &mut batches);
+        let result = self.feed_back(&mut work, &mut batches);
         work.clear();
         batches.clear();
         (self.work, self.batches) = (work, batches);
         result
     }
 
-    fn carry_out_all(
+    /// Runs one call's commands and keeps the emptied buffer for the next call.
+    fn run_commands(&mut self, mut out: Vec<Command>) {
+        // Read in place: moving each command out of the buffer copied it whole.
+        for command in &out {
+            self.command(command);
+        }
+        out.clear();
+        self.spare.push(out);
+    }
+
+    /// Feeds the agents' reports and the built models back to the core, and carries out
+    /// what it answers, until nothing is left.
+    fn feed_back(
         &mut self,
         work: &mut VecDeque<Vec<Command>>,
         batches: &mut Vec<(AgentId, Vec<ContainerReport>)>,
     ) -> Result<(), SimError> {
-        while let Some(mut out) = work.pop_front() {
-            // Read in place: moving each command out of the buffer copied it whole.
-            for command in &out {
-                self.command(command);
-            }
-            out.clear();
-            self.spare.push(out);
+        loop {
             self.agents.take_reports(batches, &mut self.spare_reports);
             for (agent, reports) in batches.drain(..) {
                 work.push_back(self.call_reports(agent, reports)?);
@@ -630,8 +640,9 @@ impl<'t> Simulation<'t> {
             for model in std::mem::take(&mut self.models) {
                 work.push_back(self.call(Event::CompletionModelBuilt(Box::new(model)))?);
             }
+            let Some(out) = work.pop_front() else { return Ok(()) };
+            self.run_commands(out);
         }
-        Ok(())
     }
 
     fn command(&mut self, command: &Command) {
