@@ -70,7 +70,6 @@ pub use view::{CoreView, no_such_job};
 
 use policy::{Policy, SchedView, Trigger};
 use reactor::Ctx;
-pub(crate) use state::IdHasher;
 use state::State;
 
 /// Identifies a client request so the driver can route the matching `Command::Reply`.

@@ -57,7 +57,7 @@ use crate::core::{
     Command, Core, CoreConfig, Event, KillReason, NodeHealth, Persist, Persists, RequestId, StartReports,
     invariants,
 };
-use agents::Agents;
+use agents::{Agents, Place};
 use longest::LongestTasks;
 use report::{JobResult, Outcome, SloSample, SlotUsage};
 use timeline::Timeline;
@@ -203,8 +203,9 @@ pub struct SimRun {
 /// Something due at a virtual time.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum SimEvent {
-    /// A task attempt's process ends (unless it was killed first).
-    End(ContainerId),
+    /// A task attempt's process ends (unless it was killed first), with where the
+    /// agents keep it.
+    End(ContainerId, Place),
     /// The core asked to be ticked.
     Wakeup,
     /// Trace job `ix` is submitted (a follower, whose time depends on another job).
@@ -413,7 +414,7 @@ impl<'t> Simulation<'t> {
         }
         let Some((at, event)) = self.heap.pop() else { return Ok(()) };
         match event {
-            SimEvent::End(container) => match self.agents.end(container, self.now) {
+            SimEvent::End(container, place) => match self.agents.end(container, place, self.now) {
                 Some((agent, report)) => {
                     let mut reports = self.spare_reports.pop().unwrap_or_default();
                     reports.push(report);
@@ -655,10 +656,10 @@ impl<'t> Simulation<'t> {
                     // A job prepared ahead came with its critical path.
                     self.longest.note(ix, launch.task.stage.0, base, launch.attempt.0 == 1);
                 }
-                let end = self.agents.launch(agent, launch, ix, (key, base), self.now);
+                let (end, place) = self.agents.launch(agent, launch, ix, (key, base), self.now);
                 self.jobs[ix as usize].attempts += 1;
                 self.stats.attempts += 1;
-                self.push(end, SimEvent::End(launch.container));
+                self.push(end, SimEvent::End(launch.container, place));
             }
             Command::Kill { container, reason, .. } => {
                 let killed = self.agents.kill(*container, self.now);
