@@ -237,6 +237,11 @@ pub fn run(trace: &Trace, config: &SimConfig) -> Result<SimRun, SimError> {
     })
 }
 
+/// When the `n`th of `arrivals` (trace indices) arrives, if there is one.
+fn arrival_at(trace: &Trace, arrivals: &[u32], n: usize) -> Option<Timestamp> {
+    arrivals.get(n).map(|&ix| trace.jobs[ix as usize].arrival())
+}
+
 struct Simulation<'t> {
     trace: &'t Trace,
     config: SimConfig,
@@ -247,6 +252,9 @@ struct Simulation<'t> {
     /// Jobs that arrive on their own (no `follows`), by arrival time then trace order.
     arrivals: Vec<u32>,
     next_arrival: usize,
+    /// When `arrivals[next_arrival]` arrives: asked before every step, so converted from
+    /// the trace's seconds once per job rather than once per step.
+    next_arrival_at: Option<Timestamp>,
     /// Jobs submitted when a job ends, by that job.
     followers: BTreeMap<u32, Vec<u32>>,
     agents: Agents,
@@ -325,6 +333,7 @@ impl<'t> Simulation<'t> {
                 followers.entry(leader as u32).or_default().push(ix as u32);
             }
         }
+        let next_arrival_at = arrival_at(trace, &arrivals, 0);
         let mut core = Core::new(core_config);
         // Nobody watches a simulated job: its outcome comes from `Persist::JobState`.
         core.set_job_notices(false);
@@ -342,6 +351,7 @@ impl<'t> Simulation<'t> {
             heap: Timeline::default(),
             arrivals,
             next_arrival: 0,
+            next_arrival_at,
             followers,
             agents: Agents::new(config.noise, config.fail_prob, trace.len(), report_starts),
             jobs: (0..trace.len()).map(JobResult::new).collect(),
@@ -396,7 +406,7 @@ impl<'t> Simulation<'t> {
     /// When the next event is due: the heap's head or the next trace arrival.
     fn next_time(&self) -> Option<Timestamp> {
         let heap = self.heap.peek();
-        let arrival = self.arrivals.get(self.next_arrival).map(|&ix| self.trace.jobs[ix as usize].arrival());
+        let arrival = self.next_arrival_at;
         match (heap, arrival) {
             (Some(h), Some(a)) => Some(h.min(a)),
             (h, a) => h.or(a),
@@ -409,6 +419,7 @@ impl<'t> Simulation<'t> {
         if !heap_due {
             let ix = self.arrivals[self.next_arrival];
             self.next_arrival += 1;
+            self.next_arrival_at = arrival_at(self.trace, &self.arrivals, self.next_arrival);
             let prepared = self.ahead.as_mut().and_then(|ahead| ahead.take(ix));
             return self.submit(ix, prepared);
         }
