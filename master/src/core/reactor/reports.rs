@@ -156,8 +156,9 @@ struct Recorded {
     draining: bool,
     /// The container's task.
     task: TaskId,
-    /// Who held the container.
-    holder: Holder,
+    /// The agent that held the container, if an agent did (not an orphan's node): all
+    /// the rest of the handling asks of the holder, without cloning it.
+    agent: Option<AgentId>,
     /// Milliseconds from its start to this report, if it had started (or starts now).
     run_ms: Option<u64>,
 }
@@ -178,7 +179,10 @@ fn record(rec: &mut ContainerRec, report: &ContainerReport) -> Recorded {
         never_ran,
         draining: rec.draining,
         task: rec.task,
-        holder: rec.holder.clone(),
+        agent: match rec.holder {
+            Holder::Agent(agent) => Some(agent),
+            Holder::Orphan { .. } => None,
+        },
         run_ms,
     }
 }
@@ -204,7 +208,7 @@ fn carry_on(
     recorded: Recorded,
     removed: Option<ContainerRec>,
 ) {
-    let Recorded { ran_for, never_ran, draining, task, holder, run_ms } = recorded;
+    let Recorded { ran_for, never_ran, draining, task, agent, run_ms } = recorded;
     let (container, to) = (report.container, report.state);
     // Only a failure needs the report afterwards (its exit code and message).
     let failure = (to == ContainerState::Failed).then(|| report.clone());
@@ -218,11 +222,11 @@ fn carry_on(
         }
         None => {}
     }
-    if let (Holder::Agent(agent), Some(failed)) = (&holder, &failure) {
+    if let (Some(agent), Some(failed)) = (agent, &failure) {
         let fast = never_ran || ran_for.is_some_and(|d| d <= cx.health.fast_failure_within);
-        health::on_task_failed(state, cx, *agent, failed, fast);
-    } else if let (Holder::Agent(agent), ContainerState::Completed) = (&holder, to) {
-        health::on_task_completed(state, *agent);
+        health::on_task_failed(state, cx, agent, failed, fast);
+    } else if let (Some(agent), ContainerState::Completed) = (agent, to) {
+        health::on_task_completed(state, agent);
     }
     if draining {
         return;
@@ -236,7 +240,7 @@ fn carry_on(
         (ContainerState::Failed, Some(report)) => task_failed(state, cx, task, &report, node),
         (ContainerState::Killed, _) => {
             // A task its leaving agent handed back was nobody's failure.
-            let counted = !matches!(holder, Holder::Agent(a) if is_leaving(state, a));
+            let counted = !agent.is_some_and(|a| is_leaving(state, a));
             task_interrupted(state, cx, task, counted);
         }
         _ => {}
