@@ -168,7 +168,8 @@ impl Default for CoreConfig {
 /// millions of calls; a fresh vector per call was a measurable share of its time); the
 /// commands appended are exactly those `handle`/`tick` would return.
 /// [`reports_into`](Core::reports_into) is `handle_into` of an
-/// `Event::ContainerReports` whose reports the driver lends from a buffer it keeps.
+/// `Event::ContainerReports` whose reports the driver lends from a buffer it keeps, and
+/// [`report_into`](Core::report_into) the same of a batch of one report.
 /// [`CoreConfig::persists`] says which `Persist` commands the driver wants built; the
 /// master wants them all. A `Persist` must be durable before any later command runs; that is how a
 /// submit is acknowledged only once stored (`Persist(JobAdmitted)` precedes
@@ -329,6 +330,16 @@ impl Core {
     ) {
         let mut cx = self.begin(now, std::mem::take(out));
         reactor::on_container_reports(&mut self.state, &mut cx, agent, reports.drain(..));
+        self.schedule(&mut cx, Trigger::Event);
+        *out = self.finish(&mut cx);
+    }
+
+    /// [`reports_into`](Core::reports_into) of a batch of one `report`: the simulator's
+    /// agents report each task's end on its own, and lending each from a buffer cost
+    /// the buffer's handling and a draining iterator per task.
+    pub fn report_into(&mut self, now: Timestamp, agent: AgentId, report: ContainerReport, out: &mut Vec<Command>) {
+        let mut cx = self.begin(now, std::mem::take(out));
+        reactor::on_container_reports(&mut self.state, &mut cx, agent, std::iter::once(report));
         self.schedule(&mut cx, Trigger::Event);
         *out = self.finish(&mut cx);
     }

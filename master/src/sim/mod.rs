@@ -427,9 +427,7 @@ impl<'t> Simulation<'t> {
         match event {
             SimEvent::End(container, place) => match self.agents.end(container, place, self.now) {
                 Some((agent, report)) => {
-                    let mut reports = self.spare_reports.pop().unwrap_or_default();
-                    reports.push(report);
-                    let out = self.call_reports(agent, reports)?;
+                    let out = self.call_report(agent, report)?;
                     self.carry_out(out)
                 }
                 // Killed before it could end.
@@ -591,6 +589,13 @@ impl<'t> Simulation<'t> {
         let mut out = self.spare.pop().unwrap_or_default();
         self.core.reports_into(self.now, agent, &mut reports, &mut out);
         self.spare_reports.push(reports);
+        self.after_call(out)
+    }
+
+    /// Feeds one agent's report of one container to the core (a batch of one).
+    fn call_report(&mut self, agent: AgentId, report: ContainerReport) -> Result<Vec<Command>, SimError> {
+        let mut out = self.spare.pop().unwrap_or_default();
+        self.core.report_into(self.now, agent, report, &mut out);
         self.after_call(out)
     }
 
