@@ -148,6 +148,8 @@ impl Ctx {
     }
 
     /// Notes that `job`'s status (counts or state) changed.
+    // Inlined: every launch and completion notes one, from other modules.
+    #[inline]
     pub(crate) fn changed(&mut self, job: JobId) {
         if self.changed.last() != Some(&job) {
             self.changed.push(job);
