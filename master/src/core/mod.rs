@@ -337,7 +337,13 @@ impl Core {
     /// [`reports_into`](Core::reports_into) of a batch of one `report`: the simulator's
     /// agents report each task's end on its own, and lending each from a buffer cost
     /// the buffer's handling and a draining iterator per task.
-    pub fn report_into(&mut self, now: Timestamp, agent: AgentId, report: ContainerReport, out: &mut Vec<Command>) {
+    pub fn report_into(
+        &mut self,
+        now: Timestamp,
+        agent: AgentId,
+        report: ContainerReport,
+        out: &mut Vec<Command>,
+    ) {
         let mut cx = self.begin(now, std::mem::take(out));
         reactor::on_container_reports(&mut self.state, &mut cx, agent, std::iter::once(report));
         self.schedule(&mut cx, Trigger::Event);
