@@ -51,7 +51,7 @@ mod tests;
 use std::time::Duration;
 
 use slotmarket_common::identity::Identity;
-use slotmarket_common::ids::{AgentId, AttemptId, ContainerId, JobId, TaskId};
+use slotmarket_common::ids::{AgentId, JobId};
 use slotmarket_common::protocol::{ContainerReport, ReservationView};
 use slotmarket_common::spec::JobSpec;
 use slotmarket_common::time::Timestamp;
@@ -70,7 +70,6 @@ pub use view::{CoreView, no_such_job};
 
 use policy::{Policy, SchedView, Trigger};
 use reactor::Ctx;
-pub(crate) use state::IdHasher;
 use state::State;
 
 /// Identifies a client request so the driver can route the matching `Command::Reply`.
@@ -169,7 +168,8 @@ impl Default for CoreConfig {
 /// millions of calls; a fresh vector per call was a measurable share of its time); the
 /// commands appended are exactly those `handle`/`tick` would return.
 /// [`reports_into`](Core::reports_into) is `handle_into` of an
-/// `Event::ContainerReports` whose reports the driver lends from a buffer it keeps.
+/// `Event::ContainerReports` whose reports the driver lends from a buffer it keeps, and
+/// [`report_into`](Core::report_into) the same of a batch of one report.
 /// [`CoreConfig::persists`] says which `Persist` commands the driver wants built; the
 /// master wants them all. A `Persist` must be durable before any later command runs; that is how a
 /// submit is acknowledged only once stored (`Persist(JobAdmitted)` precedes
@@ -204,9 +204,9 @@ pub struct Core {
     /// Which reports the driver's agents send when a task starts (see
     /// [`Core::set_start_reports`]).
     start_reports: StartReports,
-    /// Scratch buffer for the starts a step implies ([`StartReports::Implied`]), kept to
-    /// spare an allocation per step.
-    starts: Vec<(AgentId, ContainerId, TaskId, AttemptId)>,
+    /// Scratch buffer for the starts a step implies ([`StartReports::Implied`]), lent to
+    /// each step's context and kept to spare an allocation per step.
+    starts: Vec<reactor::ImpliedStart>,
 }
 
 /// Which reports a driver's agents send when a task starts (see
@@ -344,6 +344,22 @@ impl Core {
         *out = self.finish(&mut cx);
     }
 
+    /// [`reports_into`](Core::reports_into) of a batch of one `report`: the simulator's
+    /// agents report each task's end on its own, and lending each from a buffer cost
+    /// the buffer's handling and a draining iterator per task.
+    pub fn report_into(
+        &mut self,
+        now: Timestamp,
+        agent: AgentId,
+        report: ContainerReport,
+        out: &mut Vec<Command>,
+    ) {
+        let mut cx = self.begin(now, std::mem::take(out));
+        reactor::on_container_reports(&mut self.state, &mut cx, agent, std::iter::once(report));
+        self.schedule(&mut cx, Trigger::Event);
+        *out = self.finish(&mut cx);
+    }
+
     /// Periodic work: loses agents and orphaned containers whose silence passed the
     /// timeout, ends quarantines whose time is up, then lets the policy schedule with
     /// [`Trigger::Tick`] (its periodic work).
@@ -380,6 +396,9 @@ impl Core {
             self.state.touched = touched;
         }
         self.state.touched.clear();
+        if let Some(starts) = cx.implied_starts.take() {
+            self.starts = starts;
+        }
         cx.finish(&self.state, &mut self.changed, self.job_notices)
     }
 
@@ -489,7 +508,9 @@ impl Core {
         );
         cx.persists = config.persists;
         cx.one_start_report = self.start_reports != StartReports::AcquiredAndRunning;
-        cx.implied_starts = self.start_reports == StartReports::Implied;
+        if self.start_reports == StartReports::Implied {
+            cx.implied_starts = Some(std::mem::take(&mut self.starts));
+        }
         cx.task_limits = reactor::TaskLimits {
             per_job: config.max_tasks_per_job,
             per_account: config.max_queued_tasks_per_account,
@@ -500,12 +521,9 @@ impl Core {
     /// Asks the policy for decisions over the current state and carries them out.
     fn schedule(&mut self, cx: &mut Ctx, trigger: Trigger) {
         let decisions = self.policy.schedule(cx.now, &SchedView::new(&self.state), trigger);
-        let launched_from = cx.pushed();
         let emptied = reactor::apply_decisions(&mut self.state, cx, decisions);
         self.policy.recycle(emptied);
-        if self.start_reports == StartReports::Implied {
-            reactor::start_launched(&mut self.state, cx, launched_from, &mut self.starts);
-        }
+        reactor::start_launched(&mut self.state, cx);
         for request in self.policy.take_model_requests() {
             cx.push(Command::BuildCompletionModel(Box::new(request)));
         }

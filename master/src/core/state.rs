@@ -547,7 +547,8 @@ impl State {
         self.sync_ready_index(task.job);
     }
 
-    /// Takes the first ready task of `kind` from `job`.
+    /// Takes the first ready task of `kind` from `job`. Inlined: every launch takes one.
+    #[inline]
     pub(crate) fn pop_ready(&mut self, job: JobId, kind: SlotKind) -> Option<TaskId> {
         let k = kind_ix(kind);
         let j = self.jobs.get_mut(&job)?;

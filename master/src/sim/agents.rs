@@ -4,9 +4,6 @@
 //! a task lasts as long under every policy and a re-run attempt draws afresh.
 //! Slot time is kept per kind and per job, so the run summary has both.
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
-
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{AgentId, AttemptId, ContainerId, TaskId};
 use slotmarket_common::protocol::{ContainerReport, Launch};
@@ -17,7 +14,6 @@ use super::rng;
 use super::workload::MIN_TASK_MS;
 #[cfg(doc)]
 use super::workload::task_key;
-use crate::core::IdHasher;
 use slotmarket_common::spec::SlotKind;
 
 /// Salts that keep the draws of one task apart.
@@ -39,13 +35,23 @@ struct Attempt {
     fails: bool,
 }
 
+/// Where a running attempt is kept: its place in the agents' table, which its end event
+/// carries so that the end finds it without a look-up.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub(super) struct Place(u32);
+
 /// Every agent's running attempts and the reports they owe the core.
 pub(super) struct Agents {
     noise: f64,
     fail_prob: f64,
-    /// Container ids are never iterated, only looked up, so hash order cannot reach
-    /// any output; a multiplicative hash of the id is all they need.
-    live: HashMap<ContainerId, Attempt, BuildHasherDefault<IdHasher>>,
+    /// Running attempts with their containers, each at its [`Place`]; vacated places are
+    /// reused, so the table holds at most one entry per busy slot. A hashed map by
+    /// container id cost an insertion and a removal per task.
+    live: Vec<Option<(ContainerId, Attempt)>>,
+    /// Vacated places in `live`.
+    vacant: Vec<u32>,
+    /// Entries of `live` that hold an attempt.
+    running: usize,
     /// Reports not yet fed to the core, in the order they happened.
     reports: Vec<(AgentId, ContainerReport)>,
     usage: SlotUsage,
@@ -80,7 +86,9 @@ impl Agents {
         Agents {
             noise,
             fail_prob,
-            live: HashMap::default(),
+            live: Vec::new(),
+            vacant: Vec::new(),
+            running: 0,
             reports: Vec::new(),
             usage: SlotUsage::new(),
             busy_ms: [0; 2],
@@ -91,7 +99,8 @@ impl Agents {
         }
     }
 
-    /// Starts an attempt now and returns when it ends: reports it `Running` (one report
+    /// Starts an attempt now and returns when it ends and where it is kept (for
+    /// [`end`](Agents::end)): reports it `Running` (one report
     /// for `Acquired` and `Running`), unless the core applies the start itself in the
     /// step that launched it (`StartReports::Implied`).
     /// `base` is the task's drawn duration and `key` the [`task_key`] it was drawn by;
@@ -103,7 +112,7 @@ impl Agents {
         ix: u32,
         (key, base): (u64, u64),
         now: Timestamp,
-    ) -> Timestamp {
+    ) -> (Timestamp, Place) {
         let salt = |s: u64| rng::hash(&[key, u64::from(launch.attempt.0), s]);
         let mut ms = base;
         if self.noise > 0.0 {
@@ -124,20 +133,45 @@ impl Agents {
             start: now,
             fails,
         };
-        self.live.insert(launch.container, attempt);
+        let entry = Some((launch.container, attempt));
+        let place = match self.vacant.pop() {
+            Some(place) => {
+                self.live[place as usize] = entry;
+                place
+            }
+            None => {
+                self.live.push(entry);
+                (self.live.len() - 1) as u32
+            }
+        };
+        self.running += 1;
         if self.report_starts {
             self.reports.push((agent, report(launch.container, &attempt, ContainerState::Running, now)));
         }
-        now + std::time::Duration::from_millis(ms)
+        (now + std::time::Duration::from_millis(ms), Place(place))
     }
 
-    /// The attempt's process ends: its report, or `None` if it was killed already.
+    /// Takes the attempt of `container` out of `place`, if it is still there.
+    fn take(&mut self, container: ContainerId, place: usize) -> Option<Attempt> {
+        let entry = self.live.get_mut(place)?;
+        if !matches!(entry, Some((c, _)) if *c == container) {
+            return None;
+        }
+        let (_, attempt) = entry.take()?;
+        self.vacant.push(place as u32);
+        self.running -= 1;
+        Some(attempt)
+    }
+
+    /// The attempt's process ends: its report, or `None` if it was killed already (its
+    /// place is then empty or another container's).
     pub(super) fn end(
         &mut self,
         container: ContainerId,
+        Place(place): Place,
         now: Timestamp,
     ) -> Option<(AgentId, ContainerReport)> {
-        let attempt = self.live.remove(&container)?;
+        let attempt = self.take(container, place as usize)?;
         let used = self.release(&attempt, now);
         let state = if attempt.fails {
             self.failed += 1;
@@ -152,7 +186,10 @@ impl Agents {
     /// Kills an attempt, losing its work; returns its job's trace index. Unknown
     /// containers (already ended) are ignored, as a real agent would.
     pub(super) fn kill(&mut self, container: ContainerId, now: Timestamp) -> Option<u32> {
-        let attempt = self.live.remove(&container)?;
+        // Found by a scan: kills are rare beside ends, and the table has one entry per
+        // busy slot at most.
+        let place = self.live.iter().position(|entry| matches!(entry, Some((c, _)) if *c == container))?;
+        let attempt = self.take(container, place)?;
         self.lost_ms += self.release(&attempt, now);
         self.reports.push((attempt.agent, report(container, &attempt, ContainerState::Killed, now)));
         Some(attempt.ix)
@@ -182,6 +219,11 @@ impl Agents {
         }
     }
 
+    /// Whether reports wait for [`take_reports`](Agents::take_reports).
+    pub(super) fn owes_reports(&self) -> bool {
+        !self.reports.is_empty()
+    }
+
     /// Whether an attempt's noise or failure is drawn (from its task's key): otherwise
     /// [`launch`](Agents::launch) does not read the key.
     pub(super) fn draws_per_attempt(&self) -> bool {
@@ -190,12 +232,12 @@ impl Agents {
 
     /// Whether no attempt is running.
     pub(super) fn idle(&self) -> bool {
-        self.live.is_empty()
+        self.running == 0
     }
 
     /// Stops the clock: attempts still running count as used up to `now`.
     pub(super) fn close(mut self, now: Timestamp) -> SlotTotals {
-        let live: Vec<Attempt> = self.live.drain().map(|(_, a)| a).collect();
+        let live: Vec<Attempt> = self.live.drain(..).flatten().map(|(_, a)| a).collect();
         for attempt in &live {
             self.release(attempt, now);
         }

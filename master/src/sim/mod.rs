@@ -58,7 +58,7 @@ use crate::core::{
     Command, Core, CoreConfig, Event, KillReason, NodeHealth, Persist, Persists, RequestId, StartReports,
     invariants,
 };
-use agents::Agents;
+use agents::{Agents, Place};
 use longest::LongestTasks;
 use report::{JobResult, Outcome, SloSample, SlotUsage};
 use timeline::Timeline;
@@ -209,8 +209,9 @@ pub struct SimRun {
 /// Something due at a virtual time.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum SimEvent {
-    /// A task attempt's process ends (unless it was killed first).
-    End(ContainerId),
+    /// A task attempt's process ends (unless it was killed first), with where the
+    /// agents keep it.
+    End(ContainerId, Place),
     /// The core asked to be ticked.
     Wakeup,
     /// Trace job `ix` is submitted (a follower, whose time depends on another job).
@@ -275,6 +276,11 @@ enum Advanced {
     Paused,
 }
 
+/// When the `n`th of `arrivals` (trace indices) arrives, if there is one.
+fn arrival_at(trace: &Trace, arrivals: &[u32], n: usize) -> Option<Timestamp> {
+    arrivals.get(n).map(|&ix| trace.jobs[ix as usize].arrival())
+}
+
 struct Simulation<'t> {
     trace: &'t Trace,
     config: SimConfig,
@@ -290,6 +296,9 @@ struct Simulation<'t> {
     pause: Option<usize>,
     /// The position in `arrivals` a time segment's run started at (`None`: a whole run).
     segment: Option<usize>,
+    /// When `arrivals[next_arrival]` arrives: asked before every step, so converted from
+    /// the trace's seconds once per job rather than once per step.
+    next_arrival_at: Option<Timestamp>,
     /// Jobs submitted when a job ends, by that job.
     followers: BTreeMap<u32, Vec<u32>>,
     agents: Agents,
@@ -366,6 +375,7 @@ impl<'t> Simulation<'t> {
                 followers.entry(leader as u32).or_default().push(ix as u32);
             }
         }
+        let next_arrival_at = arrival_at(trace, &arrivals, 0);
         let mut core = Core::new(core_config);
         // Nobody watches a simulated job: its outcome comes from `Persist::JobState`.
         core.set_job_notices(false);
@@ -385,6 +395,7 @@ impl<'t> Simulation<'t> {
             next_arrival: 0,
             pause: None,
             segment: None,
+            next_arrival_at,
             followers,
             agents: Agents::new(config.noise, config.fail_prob, trace.len(), report_starts),
             jobs: (0..trace.len()).map(JobResult::new).collect(),
@@ -406,6 +417,13 @@ impl<'t> Simulation<'t> {
             drawn: Vec::new(),
             critical_paths: Vec::new(),
         })
+    }
+
+    /// Makes the run a time segment's, starting at position `first` of the arrivals.
+    fn start_segment_at(&mut self, first: usize) {
+        self.next_arrival = first;
+        self.next_arrival_at = arrival_at(self.trace, &self.arrivals, first);
+        self.segment = Some(first);
     }
 
     /// Joins the agents and queues the account events: what comes before the first step.
@@ -451,8 +469,7 @@ impl<'t> Simulation<'t> {
         if self.pause != Some(self.next_arrival) {
             return false;
         }
-        let Some(&ix) = self.arrivals.get(self.next_arrival) else { return false };
-        let arrival = self.trace.jobs[ix as usize].arrival();
+        let Some(arrival) = self.next_arrival_at else { return false };
         self.heap.peek().is_none_or(|t| t > arrival)
     }
 
@@ -471,7 +488,7 @@ impl<'t> Simulation<'t> {
     /// When the next event is due: the heap's head or the next trace arrival.
     fn next_time(&self) -> Option<Timestamp> {
         let heap = self.heap.peek();
-        let arrival = self.arrivals.get(self.next_arrival).map(|&ix| self.trace.jobs[ix as usize].arrival());
+        let arrival = self.next_arrival_at;
         match (heap, arrival) {
             (Some(h), Some(a)) => Some(h.min(a)),
             (h, a) => h.or(a),
@@ -484,16 +501,15 @@ impl<'t> Simulation<'t> {
         if !heap_due {
             let ix = self.arrivals[self.next_arrival];
             self.next_arrival += 1;
+            self.next_arrival_at = arrival_at(self.trace, &self.arrivals, self.next_arrival);
             let prepared = self.ahead.as_mut().and_then(|ahead| ahead.take(ix));
             return self.submit(ix, prepared);
         }
         let Some((at, event)) = self.heap.pop() else { return Ok(()) };
         match event {
-            SimEvent::End(container) => match self.agents.end(container, self.now) {
+            SimEvent::End(container, place) => match self.agents.end(container, place, self.now) {
                 Some((agent, report)) => {
-                    let mut reports = self.spare_reports.pop().unwrap_or_default();
-                    reports.push(report);
-                    let out = self.call_reports(agent, reports)?;
+                    let out = self.call_report(agent, report)?;
                     self.carry_out(out)
                 }
                 // Killed before it could end.
@@ -658,6 +674,13 @@ impl<'t> Simulation<'t> {
         self.after_call(out)
     }
 
+    /// Feeds one agent's report of one container to the core (a batch of one).
+    fn call_report(&mut self, agent: AgentId, report: ContainerReport) -> Result<Vec<Command>, SimError> {
+        let mut out = self.spare.pop().unwrap_or_default();
+        self.core.report_into(self.now, agent, report, &mut out);
+        self.after_call(out)
+    }
+
     /// Bookkeeping after every core call: invariants, the next wakeup.
     fn after_call(&mut self, out: Vec<Command>) -> Result<Vec<Command>, SimError> {
         self.stats.core_calls += 1;
@@ -677,28 +700,38 @@ impl<'t> Simulation<'t> {
     /// Carries out commands as agents and clients would, feeding the agents' reports
     /// back at the same instant until the core has nothing more to say.
     fn carry_out(&mut self, out: Vec<Command>) -> Result<(), SimError> {
+        self.run_commands(out);
+        // Most calls leave nothing to feed back (under fifo a launch reports nothing).
+        if !self.agents.owes_reports() && self.models.is_empty() {
+            return Ok(());
+        }
         let mut work = std::mem::take(&mut self.work);
         let mut batches = std::mem::take(&mut self.batches);
-        work.push_back(out);
-        let result = self.carry_out_all(&mut work, &mut batches);
+        let result = self.feed_back(&mut work, &mut batches);
         work.clear();
         batches.clear();
         (self.work, self.batches) = (work, batches);
         result
     }
 
-    fn carry_out_all(
+    /// Runs one call's commands and keeps the emptied buffer for the next call.
+    fn run_commands(&mut self, mut out: Vec<Command>) {
+        // Read in place: moving each command out of the buffer copied it whole.
+        for command in &out {
+            self.command(command);
+        }
+        out.clear();
+        self.spare.push(out);
+    }
+
+    /// Feeds the agents' reports and the built models back to the core, and carries out
+    /// what it answers, until nothing is left.
+    fn feed_back(
         &mut self,
         work: &mut VecDeque<Vec<Command>>,
         batches: &mut Vec<(AgentId, Vec<ContainerReport>)>,
     ) -> Result<(), SimError> {
-        while let Some(mut out) = work.pop_front() {
-            // Read in place: moving each command out of the buffer copied it whole.
-            for command in &out {
-                self.command(command);
-            }
-            out.clear();
-            self.spare.push(out);
+        loop {
             self.agents.take_reports(batches, &mut self.spare_reports);
             for (agent, reports) in batches.drain(..) {
                 work.push_back(self.call_reports(agent, reports)?);
@@ -706,8 +739,9 @@ impl<'t> Simulation<'t> {
             for model in std::mem::take(&mut self.models) {
                 work.push_back(self.call(Event::CompletionModelBuilt(Box::new(model)))?);
             }
+            let Some(out) = work.pop_front() else { return Ok(()) };
+            self.run_commands(out);
         }
-        Ok(())
     }
 
     fn command(&mut self, command: &Command) {
@@ -720,10 +754,10 @@ impl<'t> Simulation<'t> {
                     // A job prepared ahead came with its critical path.
                     self.longest.note(ix, launch.task.stage.0, base, launch.attempt.0 == 1);
                 }
-                let end = self.agents.launch(agent, launch, ix, (key, base), self.now);
+                let (end, place) = self.agents.launch(agent, launch, ix, (key, base), self.now);
                 self.jobs[ix as usize].attempts += 1;
                 self.stats.attempts += 1;
-                self.push(end, SimEvent::End(launch.container));
+                self.push(end, SimEvent::End(launch.container, place));
             }
             Command::Kill { container, reason, .. } => {
                 let killed = self.agents.kill(*container, self.now);

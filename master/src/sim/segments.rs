@@ -129,8 +129,7 @@ fn run_segment(
     first: usize,
 ) -> Result<Segment, SimError> {
     let mut sim = Simulation::new(trace, config, arrivals.to_vec())?;
-    sim.next_arrival = first;
-    sim.segment = Some(first);
+    sim.start_segment_at(first);
     sim.start()?;
     let mut next_cuts = cuts.iter().copied().filter(|&cut| cut > first);
     loop {

@@ -29,7 +29,9 @@ pub(super) struct SlotTable(Vec<Slot>);
 
 /// The free slots of one kind, taken one at a time.
 pub(super) struct FreeSlots {
-    /// (load, agent, used, offered) for agents with a free slot, in id order.
+    /// (load, agent, used, offered) for agents with a free slot, in no particular order
+    /// (the least loaded is unique: ties go to the lower id). An agent leaves the table
+    /// when its last free slot is taken, so a take scans no full agent.
     agents: Vec<Slot>,
     /// The same, least loaded on top, once more than `SCAN_TAKES` slots were taken.
     heap: Option<BinaryHeap<Reverse<Slot>>>,
@@ -57,9 +59,9 @@ impl FreeSlots {
         // from empty (five reallocations for 40 agents, in every scheduling step).
         table.clear();
         table.reserve(TABLE_CAPACITY);
-        table.extend(agents.map(|a| {
+        table.extend(agents.filter(|a| a.used(kind) < a.offered(kind)).map(|a| {
             let (used, offered) = (a.used(kind), a.offered(kind));
-            free += offered.saturating_sub(used);
+            free += offered - used;
             (load(used, offered), a.agent, used, offered)
         }));
         FreeSlots { agents: table, heap: None, taken: 0, free }
@@ -84,7 +86,7 @@ impl FreeSlots {
         self.taken += 1;
         if self.taken > SCAN_TAKES && self.heap.is_none() {
             let agents = std::mem::take(&mut self.agents);
-            self.heap = Some(agents.into_iter().filter(|a| a.2 < a.3).map(Reverse).collect());
+            self.heap = Some(agents.into_iter().map(Reverse).collect());
         }
         let agent = match &mut self.heap {
             Some(heap) => {
@@ -95,10 +97,14 @@ impl FreeSlots {
                 agent
             }
             None => {
-                let best = self.agents.iter_mut().filter(|a| a.2 < a.3).min_by_key(|a| (a.0, a.1))?;
+                let (at, best) = self.agents.iter_mut().enumerate().min_by_key(|(_, a)| (a.0, a.1))?;
                 best.2 += 1;
                 best.0 = load(best.2, best.3);
-                best.1
+                let agent = best.1;
+                if best.2 == best.3 {
+                    self.agents.swap_remove(at);
+                }
+                agent
             }
         };
         self.free = self.free.saturating_sub(1);
@@ -125,10 +131,11 @@ mod tests {
     #[test]
     fn the_scan_and_the_heap_hand_out_slots_in_the_same_order() {
         let agent = |id: u32, used: u32, offered: u32| (load(used, offered), AgentId(id), used, offered);
-        let table = vec![agent(1, 1, 2), agent(2, 0, 2), agent(3, 1, 4), agent(4, 2, 2)];
+        // A table holds agents with a free slot only (agent 4, full, is left out).
+        let table = vec![agent(3, 1, 4), agent(1, 1, 2), agent(2, 0, 2)];
         let mut slots = FreeSlots { agents: table, heap: None, taken: 0, free: 6 };
         let order: Vec<u32> = std::iter::from_fn(|| slots.take()).map(|a| a.0).collect();
-        // Loads: 1 = 1/2, 2 = 0, 3 = 1/4, 4 full. Ties go to the lower id.
+        // Loads: 1 = 1/2, 2 = 0, 3 = 1/4. Ties go to the lower id, in any table order.
         assert_eq!(order, vec![2, 3, 1, 2, 3, 3]);
     }
 

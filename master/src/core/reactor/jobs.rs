@@ -165,6 +165,8 @@ fn reply_error(cx: &mut Ctx, request: RequestId, kind: ErrorKind, message: Strin
 /// whether its time limit must start now, which the caller does with
 /// `waits::start_time_limit` once it lets go of the job. Every report of a running or
 /// completed task comes here, so the job is looked up once, by the caller.
+// Inlined: every completion asks, and all but a job's first find it started.
+#[inline]
 pub(super) fn start(j: &mut Job, cx: &mut Ctx) -> bool {
     if j.started.is_some() || j.state.is_terminal() {
         return false;

@@ -8,7 +8,7 @@ use slotmarket_common::protocol::{ContainerReport, Launch};
 use slotmarket_common::spec::TaskVars;
 
 use super::reserve::Gate;
-use super::{Ctx, placement};
+use super::{Ctx, placement, reports};
 use crate::core::command::{Command, Persist};
 use crate::core::policy::{Assignment, Decisions, Posting, Preemption};
 use crate::core::state::{ContainerRec, Holder, Job, State, TaskPhase};
@@ -75,24 +75,22 @@ fn launch(state: &mut State, cx: &mut Ctx, a: Assignment, gate: &mut Gate) {
         return;
     }
     gate.took(task.job, a.kind);
-    let Some(node) = state.agents.get(&agent).map(|ag| &ag.node) else { return };
-    // Only the store's write names the node.
-    let node = cx.persists_all().then(|| node.clone());
+    // Only the store's write names the node (placement checked that the agent is there).
+    let node = if cx.persists_all() {
+        let Some(agent) = state.agents.get(&agent) else { return };
+        Some(agent.node.clone())
+    } else {
+        None
+    };
     let container = state.alloc_container();
     let Some(job) = state.jobs.get_mut(&task.job) else { return };
+    let Some(kind) = job.stages.get(task.stage.0 as usize).map(|stage| stage.kind) else { return };
     let Some(t) = job.task_mut(task) else { return };
     let attempt = AttemptId(t.attempt.0 + 1);
     t.attempt = attempt;
-    let Some(launch) = build_launch(job, task, attempt, container) else { return };
     job.set_phase(task, TaskPhase::Live(container));
-    cx.changed(task.job);
-    let holder = Holder::Agent(agent);
-    // A start the core implies is written here, in the record's one look-up; the rest of
-    // it (the job's start, the write) waits for the end of the step (`start_launched`).
-    let entered = if cx.implied_starts { ContainerState::Running } else { ContainerState::Allocated };
-    let rec = ContainerRec::new(task, attempt, launch.slot, holder, (entered, cx.now));
-    state.attach(container, rec);
-    if cx.persists_all() {
+    let job_started = job.started.is_some();
+    if let Some(node) = node {
         let report = ContainerReport {
             container,
             task,
@@ -102,15 +100,28 @@ fn launch(state: &mut State, cx: &mut Ctx, a: Assignment, gate: &mut Gate) {
             exit_code: None,
             message: None,
         };
-        cx.persist(Persist::Container { node: node.unwrap_or_default(), report });
+        cx.persist(Persist::Container { node, report });
     }
-    cx.push(Command::Launch { agent, launch });
+    // Built inside the command: a `Launch` built apart was copied twice on its way in.
+    cx.push(Command::Launch { agent, launch: build_launch(job, task, attempt, container) });
+    cx.changed(task.job);
+    let holder = Holder::Agent(agent);
+    // A start the core implies is written here, in the record's one look-up; the rest of
+    // it waits for the end of the step (`start_launched`).
+    let implied = cx.implied_starts.is_some();
+    let entered = if implied { ContainerState::Running } else { ContainerState::Allocated };
+    let rec = ContainerRec::new(task, attempt, kind, holder, (entered, cx.now));
+    state.attach(container, rec);
+    if implied {
+        reports::launched_running(state, cx, agent, (container, task, attempt), job_started);
+    }
 }
 
-/// The launch message for one attempt: the stage's command template and its values.
-fn build_launch(job: &Job, task: TaskId, attempt: AttemptId, container: ContainerId) -> Option<Launch> {
-    let stage = job.stages.get(task.stage.0 as usize)?;
-    Some(Launch {
+/// The launch message for one attempt of `task`, a task of `job` (so its stage exists):
+/// the stage's command template and its values.
+fn build_launch(job: &Job, task: TaskId, attempt: AttemptId, container: ContainerId) -> Launch {
+    let stage = &job.stages[task.stage.0 as usize];
+    Launch {
         container,
         task,
         attempt,
@@ -126,5 +137,5 @@ fn build_launch(job: &Job, task: TaskId, attempt: AttemptId, container: Containe
             stage_tasks: job.stage_tasks.clone(),
         },
         account: job.account_name.clone(),
-    })
+    }
 }

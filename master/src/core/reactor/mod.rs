@@ -28,7 +28,7 @@ mod reports;
 pub(crate) mod reserve;
 pub(crate) mod waits;
 
-pub(crate) use reports::{on_container_reports, start_launched};
+pub(crate) use reports::{ImpliedStart, on_container_reports, start_launched};
 
 use std::time::Duration;
 
@@ -76,9 +76,10 @@ pub(crate) struct Ctx {
     /// Whether a `Running` report may follow `Allocated` directly, standing for the
     /// agent's `Acquired` and `Running` at once (see `Core::set_start_reports`).
     pub(crate) one_start_report: bool,
-    /// Whether the core starts each container it launches at the end of the step
-    /// (`StartReports::Implied`): a launch then records its container as running at once.
-    pub(crate) implied_starts: bool,
+    /// Set when the core starts each container it launches (`StartReports::Implied`): a
+    /// launch then records its container as running at once, and lists here the starts
+    /// whose rest waits for the end of the step (see `start_launched`).
+    pub(crate) implied_starts: Option<Vec<ImpliedStart>>,
     /// The step's commands, after those the driver's buffer already held.
     out: Vec<Command>,
     /// Jobs whose status changed in this step, possibly repeated; one `JobChanged` each
@@ -98,7 +99,7 @@ impl Ctx {
         (out, changed): (Vec<Command>, Vec<JobId>),
     ) -> Ctx {
         let (task_limits, persists, one_start_report, implied_starts) =
-            (TaskLimits::NONE, Persists::All, false, false);
+            (TaskLimits::NONE, Persists::All, false, None);
         Ctx {
             now,
             agent_timeout,
@@ -120,17 +121,6 @@ impl Ctx {
         // limit (1032 bytes); eight, or growing past four, did not, and the allocator's
         // slow path was a quarter of the simulator's profile.
         Vec::with_capacity(5)
-    }
-
-    /// How many commands the buffer holds (the driver's earlier ones included): a mark
-    /// for [`since`](Ctx::since).
-    pub(crate) fn pushed(&self) -> usize {
-        self.out.len()
-    }
-
-    /// The commands appended after the mark `from` taken by [`pushed`](Ctx::pushed).
-    pub(crate) fn since(&self, from: usize) -> &[Command] {
-        self.out.get(from..).unwrap_or_default()
     }
 
     /// Appends a command.
@@ -158,6 +148,8 @@ impl Ctx {
     }
 
     /// Notes that `job`'s status (counts or state) changed.
+    // Inlined: every launch and completion notes one, from other modules.
+    #[inline]
     pub(crate) fn changed(&mut self, job: JobId) {
         if self.changed.last() != Some(&job) {
             self.changed.push(job);
@@ -173,7 +165,8 @@ impl Ctx {
     /// every `Persist`, so a watcher never sees state the store does not have) when
     /// `notices` asks for them. The emptied `changed` buffer is handed back for the next
     /// step. Takes the context by reference (leaving it empty): moving it whole into this
-    /// call was a copy per step.
+    /// call was a copy per step. Inlined: it ends every step.
+    #[inline]
     pub(crate) fn finish(&mut self, state: &State, changed: &mut Vec<JobId>, notices: bool) -> Vec<Command> {
         if notices {
             self.changed.sort_unstable();

@@ -52,20 +52,40 @@ pub(crate) fn on_container_reports(
     }
 }
 
-/// Starts every container launched by the step's commands after the mark `from` (see
-/// `StartReports::Implied`), as its agent's `Running` report at this instant would:
-/// agents in id order, each agent's containers in launch order, as the simulator's
-/// report batches came. `starts` is a scratch buffer, left empty.
-pub(crate) fn start_launched(
+/// A container a step launched and started at once (see `StartReports::Implied`), with
+/// its task and attempt, on its agent.
+pub(crate) type ImpliedStart = (AgentId, ContainerId, TaskId, AttemptId);
+
+/// What `agent`'s `Running` report for `container`, just launched and recorded as running,
+/// would do at once: the agent was heard from now. The rest of the report — the write, when
+/// every write is wanted, and the job's start, when it has not started — waits for the end
+/// of the step (`start_launched`), so the launch is listed only when there is such a rest
+/// (`job_started`: whether its job had started before this step). Listing every launch and
+/// starting each at the end was a fifth of a launch's cost in the simulator.
+pub(super) fn launched_running(
     state: &mut State,
     cx: &mut Ctx,
-    from: usize,
-    starts: &mut Vec<(AgentId, ContainerId, TaskId, AttemptId)>,
+    agent: AgentId,
+    (container, task, attempt): (ContainerId, TaskId, AttemptId),
+    job_started: bool,
 ) {
-    starts.extend(cx.since(from).iter().filter_map(|command| match command {
-        Command::Launch { agent, launch } => Some((*agent, launch.container, launch.task, launch.attempt)),
-        _ => None,
-    }));
+    if let Some(a) = state.agents.get_mut(&agent) {
+        a.last_seen = cx.now;
+    }
+    let persists_all = cx.persists_all();
+    if let Some(starts) = cx.implied_starts.as_mut().filter(|_| persists_all || !job_started) {
+        starts.push((agent, container, task, attempt));
+    }
+}
+
+/// Finishes the starts of the containers the step launched (see
+/// [`launched_running`]), as their agents' `Running` reports at this instant would:
+/// agents in id order, each agent's containers in launch order, as the simulator's
+/// report batches came. Does nothing unless the core implies starts.
+pub(crate) fn start_launched(state: &mut State, cx: &mut Ctx) {
+    // Most steps list none: their jobs had started.
+    let Some(starts) = cx.implied_starts.as_mut().filter(|starts| !starts.is_empty()) else { return };
+    let mut starts = std::mem::take(starts);
     // Stable, so each agent's starts keep their order; usually one launch: sorted.
     if !starts.is_sorted_by_key(|(agent, ..)| *agent) {
         starts.sort_by_key(|(agent, ..)| *agent);
@@ -73,13 +93,13 @@ pub(crate) fn start_launched(
     for (agent, container, task, attempt) in starts.drain(..) {
         start(state, cx, agent, container, (task, attempt));
     }
+    cx.implied_starts = Some(starts);
 }
 
-/// What `agent`'s `Running` report for `container`, launched in this step, would do
-/// beyond the record, which `launch` already wrote as running (attached in this step,
-/// on `agent`, not draining: the fence would pass the report). Building the report
-/// and fencing it cost twice as much per start, and looking the record up again a
-/// hashed probe more.
+/// The rest of `agent`'s `Running` report for `container`, launched in this step (see
+/// [`launched_running`]; attached in this step, on `agent`, not draining: the fence would
+/// pass the report). Building the report and fencing it cost twice as much per start,
+/// and looking the record up again a hashed probe more.
 fn start(
     state: &mut State,
     cx: &mut Ctx,
@@ -88,8 +108,6 @@ fn start(
     (task, attempt): (TaskId, AttemptId),
 ) {
     let now = cx.now;
-    let Some(a) = state.agents.get_mut(&agent) else { return };
-    a.last_seen = now;
     if cx.persists_all() {
         let node = state.holder_node(&Holder::Agent(agent));
         let (exit_code, message) = (None, None);
@@ -138,8 +156,9 @@ struct Recorded {
     draining: bool,
     /// The container's task.
     task: TaskId,
-    /// Who held the container.
-    holder: Holder,
+    /// The agent that held the container, if an agent did (not an orphan's node): all
+    /// the rest of the handling asks of the holder, without cloning it.
+    agent: Option<AgentId>,
     /// Milliseconds from its start to this report, if it had started (or starts now).
     run_ms: Option<u64>,
 }
@@ -160,7 +179,10 @@ fn record(rec: &mut ContainerRec, report: &ContainerReport) -> Recorded {
         never_ran,
         draining: rec.draining,
         task: rec.task,
-        holder: rec.holder.clone(),
+        agent: match rec.holder {
+            Holder::Agent(agent) => Some(agent),
+            Holder::Orphan { .. } => None,
+        },
         run_ms,
     }
 }
@@ -186,7 +208,7 @@ fn carry_on(
     recorded: Recorded,
     removed: Option<ContainerRec>,
 ) {
-    let Recorded { ran_for, never_ran, draining, task, holder, run_ms } = recorded;
+    let Recorded { ran_for, never_ran, draining, task, agent, run_ms } = recorded;
     let (container, to) = (report.container, report.state);
     // Only a failure needs the report afterwards (its exit code and message).
     let failure = (to == ContainerState::Failed).then(|| report.clone());
@@ -200,11 +222,11 @@ fn carry_on(
         }
         None => {}
     }
-    if let (Holder::Agent(agent), Some(failed)) = (&holder, &failure) {
+    if let (Some(agent), Some(failed)) = (agent, &failure) {
         let fast = never_ran || ran_for.is_some_and(|d| d <= cx.health.fast_failure_within);
-        health::on_task_failed(state, cx, *agent, failed, fast);
-    } else if let (Holder::Agent(agent), ContainerState::Completed) = (&holder, to) {
-        health::on_task_completed(state, *agent);
+        health::on_task_failed(state, cx, agent, failed, fast);
+    } else if let (Some(agent), ContainerState::Completed) = (agent, to) {
+        health::on_task_completed(state, agent);
     }
     if draining {
         return;
@@ -218,7 +240,7 @@ fn carry_on(
         (ContainerState::Failed, Some(report)) => task_failed(state, cx, task, &report, node),
         (ContainerState::Killed, _) => {
             // A task its leaving agent handed back was nobody's failure.
-            let counted = !matches!(holder, Holder::Agent(a) if is_leaving(state, a));
+            let counted = !agent.is_some_and(|a| is_leaving(state, a));
             task_interrupted(state, cx, task, counted);
         }
         _ => {}
