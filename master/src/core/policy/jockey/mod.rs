@@ -118,6 +118,12 @@ pub struct JockeyConfig {
     /// The slack the raw allocation of a job running ahead of its model (as
     /// `ahead_steps` counts) is sized with; `None`: the control's.
     pub ahead_slack: Option<f64>,
+    /// All in when late (§4.4): when the predicted finish (with slack) even under the
+    /// largest allocation the job can use is later than this many milliseconds before
+    /// the deadline, the raw allocation is that largest one and the guarantee jumps to
+    /// it at once (no hysteresis, no dead zone), for as long as it stays so
+    /// ([`Control::late_even_at_most`]); `None`: never, every step is the control law's.
+    pub all_in_within_ms: Option<i64>,
 }
 
 /// Points of C(p, a)'s spread a model keeps for [`JockeyConfig::expected_utility`].
@@ -149,6 +155,7 @@ impl Default for JockeyConfig {
             ahead_steps: 0,
             ahead_hysteresis: 1.0,
             ahead_slack: None,
+            all_in_within_ms: None,
         }
     }
 }
@@ -210,6 +217,9 @@ pub struct SloState {
     /// Consecutive control steps, up to the last, at which the job ran ahead of its
     /// model (counted only with [`JockeyConfig::ahead_steps`] on).
     pub ahead_steps: u32,
+    /// The last control step found the job late even under the largest allocation it
+    /// can use and took that allocation at once ([`JockeyConfig::all_in_within_ms`]).
+    pub all_in: bool,
 }
 
 impl SloState {
@@ -345,11 +355,25 @@ impl Jockey {
         let control = self.control_for(&job);
         let ahead_steps = self.ahead_steps(now, &control, slo, &prediction);
         let ahead = self.config.ahead_steps > 0 && ahead_steps >= self.config.ahead_steps;
-        let raw = self.raw_allocation(&control, now, deadline, cap, &prediction, ahead);
         let remaining = |a: u32| prediction.remaining_ms(a);
+        // §4.4: a job the model finds late even on the most it can use is raised to
+        // that at once, not over the steps hysteresis would take; nor is it cut to the
+        // smallest allocation at which C(p, a) is as late (flat beyond it in the model,
+        // which the run need not be).
+        let all_in = self.config.all_in_within_ms.is_some_and(|within| {
+            control.late_even_at_most(
+                now.0 as f64 + control.slack * remaining(cap),
+                deadline.0 as i64,
+                within,
+            )
+        });
+        let raw =
+            if all_in { cap } else { self.raw_allocation(&control, now, deadline, cap, &prediction, ahead) };
         let previous = slo.smoothed.map(|s| s.ceil().max(1.0) as u32).unwrap_or(raw);
         let finish_previous = now.0 as f64 + control.slack * remaining(previous);
-        let smoothed = if ahead {
+        let smoothed = if all_in {
+            f64::from(cap)
+        } else if ahead {
             control.smooth_ahead(
                 slo.smoothed,
                 raw,
@@ -385,6 +409,7 @@ impl Jockey {
             rounding_carry: if model_based { rounding_carry } else { 0.0 },
             stepped_at: Some(now),
             ahead_steps,
+            all_in,
             ..*slo
         };
     }
