@@ -215,6 +215,11 @@ pub enum PolicySettings {
         /// hysteresis or dead zone, while it stays so (default unset: never).
         #[serde(default)]
         all_in_within_s: Option<f64>,
+        /// With `all_in_within_s`: only a job whose observed slowdown against its
+        /// profile is above this is taken all in (default 0: any job; 1: only a job
+        /// heavier than profiled).
+        #[serde(default)]
+        all_in_slowdown: f64,
     },
 }
 
@@ -424,6 +429,7 @@ impl PolicySettings {
             ahead_hysteresis,
             ahead_slack,
             all_in_within_s,
+            all_in_slowdown,
         } = self
         else {
             return Ok(JockeyConfig::default());
@@ -445,6 +451,7 @@ impl PolicySettings {
         if let Some(within_s) = all_in_within_s {
             within("all_in_within_s", "a finite number", *within_s, within_s.is_finite())?;
         }
+        within("all_in_slowdown", "at least 0", *all_in_slowdown, *all_in_slowdown >= 0.0)?;
         within("dead_zone_s", "at least 0", *dead_zone_s, *dead_zone_s >= 0.0)?;
         within("model_runs", "at least 1", f64::from(*model_runs), *model_runs >= 1)?;
         within("quantile", "in [0, 1]", *quantile, (0.0..=1.0).contains(quantile))?;
@@ -495,6 +502,7 @@ impl PolicySettings {
             ahead_hysteresis: *ahead_hysteresis,
             ahead_slack: *ahead_slack,
             all_in_within_ms: all_in_within_s.map(|w| (w * 1000.0).round() as i64),
+            all_in_slowdown: *all_in_slowdown,
         })
     }
 }
@@ -658,6 +666,10 @@ mod tests {
         assert_eq!(parse("all_in_within_s = 180").jockey_config().unwrap().all_in_within_ms, Some(180_000));
         assert_eq!(parse("all_in_within_s = -30").jockey_config().unwrap().all_in_within_ms, Some(-30_000));
         assert_eq!(config.all_in_within_ms, None);
+        assert_eq!(parse("all_in_slowdown = 1.0").jockey_config().unwrap().all_in_slowdown, 1.0);
+        assert_eq!(config.all_in_slowdown, 0.0);
+        let err = parse("all_in_slowdown = -1").check().unwrap_err();
+        assert_eq!(err.to_string(), "all_in_slowdown: must be at least 0, got -1");
         let err = parse("ahead_slack = 0").check().unwrap_err();
         assert_eq!(err.to_string(), "ahead_slack: must be at least 0.1, got 0");
         let err = parse("stage_reserve = -1").jockey_config().unwrap_err();

@@ -208,6 +208,19 @@ fn a_job_late_even_on_the_most_it_can_use_is_given_it_at_once() {
     assert_eq!((smoothed.raw, smoothed.guarantee, smoothed.all_in), (10, 7, false));
     let default = three_times_slower(true, "");
     assert_eq!((default.raw, default.guarantee, default.all_in), (10, 7, false));
+    // Only a job heavier than profiled by more than `all_in_slowdown`: this one's
+    // 1.57 is above 1.5, not above 2.
+    let heavier = three_times_slower(true, "all_in_within_s = 180\nall_in_slowdown = 1.5\n");
+    assert_eq!((heavier.guarantee, heavier.all_in), (10, true));
+    let not_heavy_enough = three_times_slower(true, "all_in_within_s = 180\nall_in_slowdown = 2\n");
+    assert_eq!((not_heavy_enough.guarantee, not_heavy_enough.all_in), (7, false));
+    // Unscaled (a slowdown of 1) it ends at 240 s + 1.2 × 139 s = 407 s on all 10
+    // slots, within 300 s of the deadline (the first step's 209 s was not), but it is
+    // not heavier than profiled.
+    let trusting = three_times_slower(false, "all_in_within_s = 300\nall_in_slowdown = 1\n");
+    assert_eq!((trusting.guarantee, trusting.all_in), (4, false));
+    let any = three_times_slower(false, "all_in_within_s = 300\n");
+    assert_eq!((any.guarantee, any.all_in), (10, true));
 }
 
 #[test]

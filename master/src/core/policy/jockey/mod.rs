@@ -124,6 +124,10 @@ pub struct JockeyConfig {
     /// it at once (no hysteresis, no dead zone), for as long as it stays so
     /// ([`Control::late_even_at_most`]); `None`: never, every step is the control law's.
     pub all_in_within_ms: Option<i64>,
+    /// With `all_in_within_ms`: only a job whose observed slowdown is above this is
+    /// taken all in (1: only a job heavier than profiled, whose lateness its own tasks
+    /// have shown, not the model's margins alone); 0: any job.
+    pub all_in_slowdown: f64,
 }
 
 /// Points of C(p, a)'s spread a model keeps for [`JockeyConfig::expected_utility`].
@@ -156,6 +160,7 @@ impl Default for JockeyConfig {
             ahead_hysteresis: 1.0,
             ahead_slack: None,
             all_in_within_ms: None,
+            all_in_slowdown: 0.0,
         }
     }
 }
@@ -361,11 +366,12 @@ impl Jockey {
         // smallest allocation at which C(p, a) is as late (flat beyond it in the model,
         // which the run need not be).
         let all_in = self.config.all_in_within_ms.is_some_and(|within| {
-            control.late_even_at_most(
-                now.0 as f64 + control.slack * remaining(cap),
-                deadline.0 as i64,
-                within,
-            )
+            prediction.slowdown > self.config.all_in_slowdown
+                && control.late_even_at_most(
+                    now.0 as f64 + control.slack * remaining(cap),
+                    deadline.0 as i64,
+                    within,
+                )
         });
         let raw =
             if all_in { cap } else { self.raw_allocation(&control, now, deadline, cap, &prediction, ahead) };
