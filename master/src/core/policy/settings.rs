@@ -220,6 +220,11 @@ pub enum PolicySettings {
         /// heavier than profiled).
         #[serde(default)]
         all_in_slowdown: f64,
+        /// While a deadline job is all in, keep the control law's smoothed allocation
+        /// beside the guarantee, so that once it is no longer late at the cap it comes
+        /// down to where the law would be at once (default false: from the cap).
+        #[serde(default)]
+        all_in_keep_smoothed: bool,
     },
 }
 
@@ -430,6 +435,7 @@ impl PolicySettings {
             ahead_slack,
             all_in_within_s,
             all_in_slowdown,
+            all_in_keep_smoothed,
         } = self
         else {
             return Ok(JockeyConfig::default());
@@ -503,6 +509,7 @@ impl PolicySettings {
             ahead_slack: *ahead_slack,
             all_in_within_ms: all_in_within_s.map(|w| (w * 1000.0).round() as i64),
             all_in_slowdown: *all_in_slowdown,
+            all_in_keep_smoothed: *all_in_keep_smoothed,
         })
     }
 }
@@ -668,6 +675,8 @@ mod tests {
         assert_eq!(config.all_in_within_ms, None);
         assert_eq!(parse("all_in_slowdown = 1.0").jockey_config().unwrap().all_in_slowdown, 1.0);
         assert_eq!(config.all_in_slowdown, 0.0);
+        assert!(parse("all_in_keep_smoothed = true").jockey_config().unwrap().all_in_keep_smoothed);
+        assert!(!config.all_in_keep_smoothed);
         let err = parse("all_in_slowdown = -1").check().unwrap_err();
         assert_eq!(err.to_string(), "all_in_slowdown: must be at least 0, got -1");
         let err = parse("ahead_slack = 0").check().unwrap_err();

@@ -202,6 +202,11 @@ fn a_job_late_even_on_the_most_it_can_use_is_given_it_at_once() {
     // once, where hysteresis (α = 0.5) moves half the way from 4.
     let all_in = three_times_slower(true, "all_in_within_s = 180\n");
     assert_eq!((all_in.raw, all_in.guarantee, all_in.all_in), (10, 10, true));
+    assert_eq!(all_in.smoothed, Some(10.0));
+    // Keeping the control law's smoothing beside it: the same guarantee, but the next
+    // step smooths from the law's 7.
+    let kept = three_times_slower(true, "all_in_within_s = 180\nall_in_keep_smoothed = true\n");
+    assert_eq!((kept.guarantee, kept.all_in, kept.smoothed), (10, true, Some(7.0)));
     // Within 60 s it is on time at the most it can use: the control law's step, as
     // without the setting.
     let smoothed = three_times_slower(true, "all_in_within_s = 60\n");

@@ -128,6 +128,9 @@ pub struct JockeyConfig {
     /// taken all in (1: only a job heavier than profiled, whose lateness its own tasks
     /// have shown, not the model's margins alone); 0: any job.
     pub all_in_slowdown: f64,
+    /// While a job is all in, the smoothed allocation the next step smooths from is the
+    /// control law's (as if it were not all in), not the cap; `false`: the cap.
+    pub all_in_keep_smoothed: bool,
 }
 
 /// Points of C(p, a)'s spread a model keeps for [`JockeyConfig::expected_utility`].
@@ -161,6 +164,7 @@ impl Default for JockeyConfig {
             ahead_slack: None,
             all_in_within_ms: None,
             all_in_slowdown: 0.0,
+            all_in_keep_smoothed: false,
         }
     }
 }
@@ -373,24 +377,30 @@ impl Jockey {
                     within,
                 )
         });
-        let raw =
-            if all_in { cap } else { self.raw_allocation(&control, now, deadline, cap, &prediction, ahead) };
-        let previous = slo.smoothed.map(|s| s.ceil().max(1.0) as u32).unwrap_or(raw);
+        let keep = all_in && self.config.all_in_keep_smoothed;
+        // The control law's own raw allocation; all in, the cap unless the law's
+        // smoothing is kept beside it.
+        let law_raw = if all_in && !keep {
+            cap
+        } else {
+            self.raw_allocation(&control, now, deadline, cap, &prediction, ahead)
+        };
+        let raw = if all_in { cap } else { law_raw };
+        let previous = slo.smoothed.map(|s| s.ceil().max(1.0) as u32).unwrap_or(law_raw);
         let finish_previous = now.0 as f64 + control.slack * remaining(previous);
-        let smoothed = if all_in {
-            f64::from(cap)
-        } else if ahead {
+        let law_smoothed = if ahead {
             control.smooth_ahead(
                 slo.smoothed,
-                raw,
+                law_raw,
                 finish_previous,
                 deadline.0 as i64,
                 self.config.ahead_hysteresis,
             )
         } else {
-            control.smooth(slo.smoothed, raw, finish_previous, deadline.0 as i64)
+            control.smooth(slo.smoothed, law_raw, finish_previous, deadline.0 as i64)
         }
         .clamp(1.0, f64::from(cap));
+        let smoothed = if all_in { f64::from(cap) } else { law_smoothed };
         let (guarantee, rounding_carry) = if self.config.carry_rounding {
             carry_round(smoothed, slo.rounding_carry, cap)
         } else {
@@ -403,7 +413,9 @@ impl Jockey {
         *slo = SloState {
             // A guess made while the simulated model is being built is not a history to
             // smooth from: the first model-based step starts afresh.
-            smoothed: model_based.then_some(smoothed),
+            // Kept, the next step smooths from where the control law would be, so a
+            // job no longer late at the cap comes down to it at once.
+            smoothed: model_based.then_some(if keep { law_smoothed } else { smoothed }),
             guarantee,
             progress: prediction.progress,
             predicted_finish: Some(Timestamp(finish.max(0.0) as u64)),
