@@ -23,6 +23,10 @@ pub(crate) struct JockeyArgs {
     /// Seeds 1..=N (each its own DAG, work factor and background).
     #[arg(long, default_value_t = 10)]
     seeds: u64,
+    /// The first seed run: seeds FIRST..=N (fresh seeds without re-running the earlier
+    /// ones, or one seed alone with `--first-seed S --seeds S`).
+    #[arg(long, default_value_t = 1)]
+    first_seed: u64,
     /// Deadlines, each as the slots the profiled work is spread over (plus the critical path).
     #[arg(long, value_delimiter = ',', default_value = "20,40")]
     deadline_slots: Vec<u32>,
@@ -121,7 +125,7 @@ pub(crate) fn run(args: JockeyArgs) -> Result<()> {
             let workers: Vec<_> = (0..2u64)
                 .map(|w| {
                     let (args, variants) = (&args, &variants);
-                    let seeds: Vec<u64> = (1..=args.seeds).filter(|s| s % 2 == w).collect();
+                    let seeds: Vec<u64> = (args.first_seed..=args.seeds).filter(|s| s % 2 == w).collect();
                     scope.spawn(move || run_seeds(args, variants, deadline_slots, &seeds))
                 })
                 .collect();

@@ -209,6 +209,22 @@ pub enum PolicySettings {
         /// sized with (default unset: `slack`).
         #[serde(default)]
         ahead_slack: Option<f64>,
+        /// All in when late (§4.4): when a deadline job's predicted finish (with slack)
+        /// even under the largest allocation it can use is later than this many seconds
+        /// before its deadline, it is guaranteed that allocation at once, without
+        /// hysteresis or dead zone, while it stays so (default unset: never).
+        #[serde(default)]
+        all_in_within_s: Option<f64>,
+        /// With `all_in_within_s`: only a job whose observed slowdown against its
+        /// profile is above this is taken all in (default 0: any job; 1: only a job
+        /// heavier than profiled).
+        #[serde(default)]
+        all_in_slowdown: f64,
+        /// While a deadline job is all in, keep the control law's smoothed allocation
+        /// beside the guarantee, so that once it is no longer late at the cap it comes
+        /// down to where the law would be at once (default false: from the cap).
+        #[serde(default)]
+        all_in_keep_smoothed: bool,
     },
 }
 
@@ -417,6 +433,9 @@ impl PolicySettings {
             ahead_steps,
             ahead_hysteresis,
             ahead_slack,
+            all_in_within_s,
+            all_in_slowdown,
+            all_in_keep_smoothed,
         } = self
         else {
             return Ok(JockeyConfig::default());
@@ -435,6 +454,10 @@ impl PolicySettings {
         if let Some(slack) = ahead_slack {
             within("ahead_slack", "at least 0.1", *slack, *slack >= 0.1)?;
         }
+        if let Some(within_s) = all_in_within_s {
+            within("all_in_within_s", "a finite number", *within_s, within_s.is_finite())?;
+        }
+        within("all_in_slowdown", "at least 0", *all_in_slowdown, *all_in_slowdown >= 0.0)?;
         within("dead_zone_s", "at least 0", *dead_zone_s, *dead_zone_s >= 0.0)?;
         within("model_runs", "at least 1", f64::from(*model_runs), *model_runs >= 1)?;
         within("quantile", "in [0, 1]", *quantile, (0.0..=1.0).contains(quantile))?;
@@ -484,6 +507,9 @@ impl PolicySettings {
             ahead_steps: *ahead_steps,
             ahead_hysteresis: *ahead_hysteresis,
             ahead_slack: *ahead_slack,
+            all_in_within_ms: all_in_within_s.map(|w| (w * 1000.0).round() as i64),
+            all_in_slowdown: *all_in_slowdown,
+            all_in_keep_smoothed: *all_in_keep_smoothed,
         })
     }
 }
@@ -644,6 +670,15 @@ mod tests {
         assert_eq!((config.ahead_steps, config.ahead_hysteresis, config.ahead_slack), (0, 1.0, None));
         let err = parse("ahead_hysteresis = 0").check().unwrap_err();
         assert_eq!(err.to_string(), "ahead_hysteresis: must be in (0, 1], got 0");
+        assert_eq!(parse("all_in_within_s = 180").jockey_config().unwrap().all_in_within_ms, Some(180_000));
+        assert_eq!(parse("all_in_within_s = -30").jockey_config().unwrap().all_in_within_ms, Some(-30_000));
+        assert_eq!(config.all_in_within_ms, None);
+        assert_eq!(parse("all_in_slowdown = 1.0").jockey_config().unwrap().all_in_slowdown, 1.0);
+        assert_eq!(config.all_in_slowdown, 0.0);
+        assert!(parse("all_in_keep_smoothed = true").jockey_config().unwrap().all_in_keep_smoothed);
+        assert!(!config.all_in_keep_smoothed);
+        let err = parse("all_in_slowdown = -1").check().unwrap_err();
+        assert_eq!(err.to_string(), "all_in_slowdown: must be at least 0, got -1");
         let err = parse("ahead_slack = 0").check().unwrap_err();
         assert_eq!(err.to_string(), "ahead_slack: must be at least 0.1, got 0");
         let err = parse("stage_reserve = -1").jockey_config().unwrap_err();

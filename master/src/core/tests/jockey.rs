@@ -154,10 +154,11 @@ fn a_moved_deadline_is_stored_answered_and_followed() {
 }
 
 /// Runs etl (20 tasks profiled at 60 s) due in 10 minutes under Amdahl, its first four
-/// tasks taking 180 s, and answers the controller's state at the step a minute later.
-fn three_times_slower(rescale: bool) -> crate::core::policy::jockey::SloState {
+/// tasks taking 180 s, and answers the controller's state at the step a minute later;
+/// `extra`: more policy settings.
+fn three_times_slower(rescale: bool, extra: &str) -> crate::core::policy::jockey::SloState {
     let toml = format!(
-        "name = \"jockey\"\npredictor = \"amdahl\"\ninterval_s = 60\nrescale = {rescale}\nspare = false\n"
+        "name = \"jockey\"\npredictor = \"amdahl\"\ninterval_s = 60\nrescale = {rescale}\nspare = false\n{extra}"
     );
     let mut env = recovered_env(toml::from_str(&toml).expect("jockey settings parse"), vec![etl_run(7)], 10);
     let etl = env.submit(etl_due_in(10));
@@ -183,14 +184,48 @@ fn three_times_slower(rescale: bool) -> crate::core::policy::jockey::SloState {
 fn a_run_slower_than_its_profile_is_given_more_slots_at_once() {
     // Profiled, the job is on time: four tasks done in 4 minutes predict a finish inside
     // the dead zone, and the allocation holds.
-    let trusting = three_times_slower(false);
+    let trusting = three_times_slower(false, "");
     assert_eq!((trusting.guarantee, trusting.slowdown), (4, 1.0));
     // Its tasks took three times their profiled 60 s: (4 × 180 + 10 × 60) / (4 × 60 +
     // 10 × 60) = 1.57 times the profile, which puts the finish past the deadline; the
     // raw allocation is the whole agent (10) and hysteresis (α = 0.5) moves half the way.
-    let rescaled = three_times_slower(true);
+    let rescaled = three_times_slower(true, "");
     assert!((rescaled.slowdown - 1320.0 / 840.0).abs() < 1e-9, "{}", rescaled.slowdown);
     assert_eq!(rescaled.guarantee, 7);
+}
+
+#[test]
+fn a_job_late_even_on_the_most_it_can_use_is_given_it_at_once() {
+    // Four minutes in, 4 of 20 done at a slowdown of 1320 / 840: on all 10 slots
+    // 1.2 × 1.571 × (48 s + 912 s / 10) = 262 s are left, a finish at 502 s against a
+    // deadline at 600 s. Within 180 s of the deadline counts as late: the whole agent at
+    // once, where hysteresis (α = 0.5) moves half the way from 4.
+    let all_in = three_times_slower(true, "all_in_within_s = 180\n");
+    assert_eq!((all_in.raw, all_in.guarantee, all_in.all_in), (10, 10, true));
+    assert_eq!(all_in.smoothed, Some(10.0));
+    // Keeping the control law's smoothing beside it: the same guarantee, but the next
+    // step smooths from the law's 7.
+    let kept = three_times_slower(true, "all_in_within_s = 180\nall_in_keep_smoothed = true\n");
+    assert_eq!((kept.guarantee, kept.all_in, kept.smoothed), (10, true, Some(7.0)));
+    // Within 60 s it is on time at the most it can use: the control law's step, as
+    // without the setting.
+    let smoothed = three_times_slower(true, "all_in_within_s = 60\n");
+    assert_eq!((smoothed.raw, smoothed.guarantee, smoothed.all_in), (10, 7, false));
+    let default = three_times_slower(true, "");
+    assert_eq!((default.raw, default.guarantee, default.all_in), (10, 7, false));
+    // Only a job heavier than profiled by more than `all_in_slowdown`: this one's
+    // 1.57 is above 1.5, not above 2.
+    let heavier = three_times_slower(true, "all_in_within_s = 180\nall_in_slowdown = 1.5\n");
+    assert_eq!((heavier.guarantee, heavier.all_in), (10, true));
+    let not_heavy_enough = three_times_slower(true, "all_in_within_s = 180\nall_in_slowdown = 2\n");
+    assert_eq!((not_heavy_enough.guarantee, not_heavy_enough.all_in), (7, false));
+    // Unscaled (a slowdown of 1) it ends at 240 s + 1.2 × 139 s = 407 s on all 10
+    // slots, within 300 s of the deadline (the first step's 209 s was not), but it is
+    // not heavier than profiled.
+    let trusting = three_times_slower(false, "all_in_within_s = 300\nall_in_slowdown = 1\n");
+    assert_eq!((trusting.guarantee, trusting.all_in), (4, false));
+    let any = three_times_slower(false, "all_in_within_s = 300\n");
+    assert_eq!((any.guarantee, any.all_in), (10, true));
 }
 
 #[test]

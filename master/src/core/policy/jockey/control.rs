@@ -174,6 +174,18 @@ impl Control {
         previous + alpha * (raw - previous)
     }
 
+    /// Whether a job predicted to finish at `finish_at_most_ms` (with slack) under the
+    /// largest allocation it can use is late by the measure of
+    /// [`JockeyConfig::all_in_within_ms`](super::JockeyConfig::all_in_within_ms): that
+    /// finish is later than `within_ms` before the deadline. With `within_ms` the dead
+    /// zone, no allocation is predicted on time against the shifted deadline, so the
+    /// control law's raw allocation is the smallest of the equally late ones; §4.4 has
+    /// Jockey raise the guarantee until the model finds the deadline met or a hard
+    /// limit is reached.
+    pub fn late_even_at_most(&self, finish_at_most_ms: f64, deadline_ms: i64, within_ms: i64) -> bool {
+        finish_at_most_ms > (deadline_ms - within_ms) as f64
+    }
+
     /// [`smooth`](Self::smooth) for a job found running ahead of its model: a cut
     /// closes `alpha` of the gap to the raw allocation and is not held by the dead zone
     /// (the job has shown it needs less than predicted, so the margins that smooth out
@@ -343,6 +355,31 @@ mod tests {
         assert_eq!(control.smooth_ahead(Some(10.0), 30, late, deadline, 1.0), 20.0);
         assert_eq!(control.smooth_ahead(Some(10.0), 30, near, deadline, 1.0), 10.0);
         assert_eq!(control.smooth_ahead(None, 12, early, deadline, 1.0), 12.0);
+    }
+
+    #[test]
+    fn a_job_is_late_even_at_the_most_it_can_use_past_the_margin_before_its_deadline() {
+        let control = Control::default();
+        let deadline = 60 * MINUTE_MS;
+        // 100 slot-minutes, 40 slots at most: 2.5 minutes, 3 with slack. Forty minutes
+        // in it ends at 43: on time by any margin up to 17 minutes.
+        let finish = |now: i64| now as f64 + control.slack * hundred_slot_minutes(40);
+        assert!(!control.late_even_at_most(finish(40 * MINUTE_MS), deadline, 0));
+        assert!(!control.late_even_at_most(finish(40 * MINUTE_MS), deadline, 17 * MINUTE_MS));
+        assert!(control.late_even_at_most(finish(40 * MINUTE_MS), deadline, 18 * MINUTE_MS));
+        // 55 minutes in it ends at 58: late within the 3-minute dead zone, not past d.
+        assert!(control.late_even_at_most(finish(55 * MINUTE_MS), deadline, 3 * MINUTE_MS));
+        assert!(!control.late_even_at_most(finish(55 * MINUTE_MS), deadline, 0));
+        // 58 minutes in, 61: past the deadline itself; a negative margin waits for more.
+        assert!(control.late_even_at_most(finish(58 * MINUTE_MS), deadline, 0));
+        assert!(!control.late_even_at_most(finish(58 * MINUTE_MS), deadline, -2 * MINUTE_MS));
+        // Where no allocation is on time against d − D the control law's raw allocation
+        // is the smallest of the equally late ones; all in, it is the most.
+        let late = Control { dead_zone_ms: 3 * MINUTE_MS, slack: 1.0, ..control.clone() };
+        let flat = |a: u32| if a >= 10 { 10.0 * MINUTE_MS as f64 } else { hundred_slot_minutes(a) };
+        let allocations: Vec<u32> = (1..=40).collect();
+        assert_eq!(late.raw_allocation(55 * MINUTE_MS, deadline, &allocations, flat), Some(10));
+        assert!(late.late_even_at_most(55.0 * MINUTE_MS as f64 + flat(40), deadline, 3 * MINUTE_MS));
     }
 
     #[test]

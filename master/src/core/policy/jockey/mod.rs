@@ -118,6 +118,19 @@ pub struct JockeyConfig {
     /// The slack the raw allocation of a job running ahead of its model (as
     /// `ahead_steps` counts) is sized with; `None`: the control's.
     pub ahead_slack: Option<f64>,
+    /// All in when late (§4.4): when the predicted finish (with slack) even under the
+    /// largest allocation the job can use is later than this many milliseconds before
+    /// the deadline, the raw allocation is that largest one and the guarantee jumps to
+    /// it at once (no hysteresis, no dead zone), for as long as it stays so
+    /// ([`Control::late_even_at_most`]); `None`: never, every step is the control law's.
+    pub all_in_within_ms: Option<i64>,
+    /// With `all_in_within_ms`: only a job whose observed slowdown is above this is
+    /// taken all in (1: only a job heavier than profiled, whose lateness its own tasks
+    /// have shown, not the model's margins alone); 0: any job.
+    pub all_in_slowdown: f64,
+    /// While a job is all in, the smoothed allocation the next step smooths from is the
+    /// control law's (as if it were not all in), not the cap; `false`: the cap.
+    pub all_in_keep_smoothed: bool,
 }
 
 /// Points of C(p, a)'s spread a model keeps for [`JockeyConfig::expected_utility`].
@@ -149,6 +162,9 @@ impl Default for JockeyConfig {
             ahead_steps: 0,
             ahead_hysteresis: 1.0,
             ahead_slack: None,
+            all_in_within_ms: None,
+            all_in_slowdown: 0.0,
+            all_in_keep_smoothed: false,
         }
     }
 }
@@ -210,6 +226,9 @@ pub struct SloState {
     /// Consecutive control steps, up to the last, at which the job ran ahead of its
     /// model (counted only with [`JockeyConfig::ahead_steps`] on).
     pub ahead_steps: u32,
+    /// The last control step found the job late even under the largest allocation it
+    /// can use and took that allocation at once ([`JockeyConfig::all_in_within_ms`]).
+    pub all_in: bool,
 }
 
 impl SloState {
@@ -345,22 +364,43 @@ impl Jockey {
         let control = self.control_for(&job);
         let ahead_steps = self.ahead_steps(now, &control, slo, &prediction);
         let ahead = self.config.ahead_steps > 0 && ahead_steps >= self.config.ahead_steps;
-        let raw = self.raw_allocation(&control, now, deadline, cap, &prediction, ahead);
         let remaining = |a: u32| prediction.remaining_ms(a);
-        let previous = slo.smoothed.map(|s| s.ceil().max(1.0) as u32).unwrap_or(raw);
+        // §4.4: a job the model finds late even on the most it can use is raised to
+        // that at once, not over the steps hysteresis would take; nor is it cut to the
+        // smallest allocation at which C(p, a) is as late (flat beyond it in the model,
+        // which the run need not be).
+        let all_in = self.config.all_in_within_ms.is_some_and(|within| {
+            prediction.slowdown > self.config.all_in_slowdown
+                && control.late_even_at_most(
+                    now.0 as f64 + control.slack * remaining(cap),
+                    deadline.0 as i64,
+                    within,
+                )
+        });
+        let keep = all_in && self.config.all_in_keep_smoothed;
+        // The control law's own raw allocation; all in, the cap unless the law's
+        // smoothing is kept beside it.
+        let law_raw = if all_in && !keep {
+            cap
+        } else {
+            self.raw_allocation(&control, now, deadline, cap, &prediction, ahead)
+        };
+        let raw = if all_in { cap } else { law_raw };
+        let previous = slo.smoothed.map(|s| s.ceil().max(1.0) as u32).unwrap_or(law_raw);
         let finish_previous = now.0 as f64 + control.slack * remaining(previous);
-        let smoothed = if ahead {
+        let law_smoothed = if ahead {
             control.smooth_ahead(
                 slo.smoothed,
-                raw,
+                law_raw,
                 finish_previous,
                 deadline.0 as i64,
                 self.config.ahead_hysteresis,
             )
         } else {
-            control.smooth(slo.smoothed, raw, finish_previous, deadline.0 as i64)
+            control.smooth(slo.smoothed, law_raw, finish_previous, deadline.0 as i64)
         }
         .clamp(1.0, f64::from(cap));
+        let smoothed = if all_in { f64::from(cap) } else { law_smoothed };
         let (guarantee, rounding_carry) = if self.config.carry_rounding {
             carry_round(smoothed, slo.rounding_carry, cap)
         } else {
@@ -373,7 +413,9 @@ impl Jockey {
         *slo = SloState {
             // A guess made while the simulated model is being built is not a history to
             // smooth from: the first model-based step starts afresh.
-            smoothed: model_based.then_some(smoothed),
+            // Kept, the next step smooths from where the control law would be, so a
+            // job no longer late at the cap comes down to it at once.
+            smoothed: model_based.then_some(if keep { law_smoothed } else { smoothed }),
             guarantee,
             progress: prediction.progress,
             predicted_finish: Some(Timestamp(finish.max(0.0) as u64)),
@@ -385,6 +427,7 @@ impl Jockey {
             rounding_carry: if model_based { rounding_carry } else { 0.0 },
             stepped_at: Some(now),
             ahead_steps,
+            all_in,
             ..*slo
         };
     }
