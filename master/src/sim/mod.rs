@@ -9,6 +9,8 @@
 //!   [`slotmarket_common::metrics`] plus the simulator's own figures) as text, JSON and CSV.
 //! - [`plot`]: SVG plots from the CSVs.
 //! - [`rng`]: the seeded generators everything random is drawn from.
+//! - `segments`: a run cut in time where the cluster drains, its stretches on several
+//!   threads, with the whole run's result.
 //!
 //! # The loop
 //!
