@@ -220,7 +220,7 @@ fn add_stats(whole: &mut RunStats, later: &RunStats) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::{CoreConfig, PolicySettings};
+    use crate::core::{AdmissionMode, CoreConfig, PolicySettings};
     use crate::sim::generate::Mrm;
     use crate::sim::run_whole;
     use crate::sim::workload::TraceJob;
@@ -302,8 +302,14 @@ mod tests {
         assert!(plan(&trace, &config(PolicySettings::Fifo {}, 1), &arrivals).is_none());
         let small = mrm(300, 50.0);
         assert!(plan(&small, &fifo, &crate::sim::arrival_order(&small)).is_none());
-        let dress: PolicySettings = toml::from_str("name = \"dress\"").unwrap();
-        assert!(plan(&trace, &config(dress, 2), &arrivals).is_none());
+        for stateful in ["dress", "proportional", "jockey"] {
+            let policy: PolicySettings = toml::from_str(&format!("name = \"{stateful}\"")).unwrap();
+            assert!(plan(&trace, &config(policy, 2), &arrivals).is_none(), "{stateful}");
+        }
+        // MRM admission prices from the jobs that ran.
+        let mut mrm_admission = fifo.clone();
+        mrm_admission.core.admission.mode = AdmissionMode::Mrm;
+        assert!(plan(&trace, &mrm_admission, &arrivals).is_none());
         let horizon = SimConfig { horizon: Some(Timestamp(1_000)), ..fifo.clone() };
         assert!(plan(&trace, &horizon, &arrivals).is_none());
         // A job that follows another.
