@@ -48,10 +48,8 @@ pub(super) struct Agents {
     /// reused, so the table holds at most one entry per busy slot. A hashed map by
     /// container id cost an insertion and a removal per task.
     live: Vec<Option<(ContainerId, Attempt)>>,
-    /// Vacated places in `live`.
+    /// Vacated places in `live`: every other place holds an attempt.
     vacant: Vec<u32>,
-    /// Entries of `live` that hold an attempt.
-    running: usize,
     /// Reports not yet fed to the core, in the order they happened.
     reports: Vec<(AgentId, ContainerReport)>,
     usage: SlotUsage,
@@ -88,7 +86,6 @@ impl Agents {
             fail_prob,
             live: Vec::new(),
             vacant: Vec::new(),
-            running: 0,
             reports: Vec::new(),
             usage: SlotUsage::new(),
             busy_ms: [0; 2],
@@ -144,7 +141,6 @@ impl Agents {
                 (self.live.len() - 1) as u32
             }
         };
-        self.running += 1;
         if self.report_starts {
             self.reports.push((agent, report(launch.container, &attempt, ContainerState::Running, now)));
         }
@@ -159,7 +155,6 @@ impl Agents {
         }
         let (_, attempt) = entry.take()?;
         self.vacant.push(place as u32);
-        self.running -= 1;
         Some(attempt)
     }
 
@@ -232,7 +227,7 @@ impl Agents {
 
     /// Whether no attempt is running.
     pub(super) fn idle(&self) -> bool {
-        self.running == 0
+        self.live.len() == self.vacant.len()
     }
 
     /// Stops the clock: attempts still running count as used up to `now`.

@@ -475,9 +475,10 @@ impl<'t> Simulation<'t> {
         self.heap.peek().is_none_or(|t| t > arrival)
     }
 
-    /// Whether the run has drained: every job submitted has ended, no task runs, and
-    /// neither a wakeup nor any other event but stale task ends is to come. From here a
-    /// core that forgets when idle decides as a fresh one would.
+    /// Whether the run has drained: every job submitted has ended, no task runs, no
+    /// wakeup is to come and no job waits on another (a run that is cut has no account
+    /// events or deadline moves, the heap's other events). From here a core that forgets
+    /// when idle decides as a fresh one would.
     fn idle(&self) -> bool {
         self.open_jobs == 0
             && self.queued_arrivals == 0
