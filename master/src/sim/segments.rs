@@ -8,15 +8,17 @@
 //! such a drained instant on does not depend on what came before it, and can be run
 //! apart, at the same time as the stretches before it.
 //!
-//! The trace's arrivals are cut into one segment per thread, of about equal task counts,
-//! each cut put before the arrival that follows the longest gap between arrivals near
-//! it (where the cluster has most likely drained). Every segment's thread runs a fresh
-//! simulation from its first arrival and stops at the first later cut where its run has
-//! drained; where it has not, it runs on through the next segment's arrivals, as the
-//! whole run would. Then, from the first segment on, each run is taken for the arrivals it
-//! covered, and the next run taken is the one that starts where it stopped: that one
-//! started from a drained instant of the whole run, so it is the whole run from there.
-//! Runs that a previous one ran through are thrown away.
+//! The trace's arrivals are cut into a few segments per thread, of about equal task
+//! counts, each cut put before the arrival that follows the longest gap between arrivals
+//! near it (where the cluster has most likely drained). The threads take the segments in
+//! order, each the next one not yet taken, so that a faster core, or a thread whose
+//! segments were lighter, runs more of them. A segment's run is a fresh simulation from
+//! its first arrival that stops at the first later cut where it has drained; where it has
+//! not, it runs on through the next segment's arrivals, as the whole run would. Then, from
+//! the first segment on, each run is taken for the arrivals it covered, and the next run
+//! taken is the one that starts where it stopped: that one started from a drained instant
+//! of the whole run, so it is the whole run from there. Runs that a previous one ran
+//! through are thrown away, and not started where that is already known.
 //!
 //! The merged result is the whole run's: the same per-job results, slot use over time,
 //! attempts, failures, lost work and stopping time (checked against the one-thread run
@@ -29,6 +31,8 @@
 //! jobs per thread) it runs whole, as [`super::run`] did before.
 
 use std::ops::Range;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use slotmarket_common::ids::JobId;
 use tracing::debug;
@@ -38,26 +42,32 @@ use super::{Advanced, RunStats, SimConfig, SimError, SimRun, Simulation};
 use crate::core::Core;
 use crate::sim::workload::Trace;
 
-/// Fewer jobs than this per thread are run whole: a segment costs a thread, its own
-/// agents joining and its own result table.
+/// Fewer jobs than this per segment are not cut: a segment costs its own agents joining
+/// and its own result table, sized to the trace.
 const MIN_JOBS_PER_SEGMENT: usize = 200;
+
+/// Segments per thread: enough that a thread on a slower core, or one whose segments ran
+/// heavier, takes fewer of them than the others (the cores of a shared machine are not
+/// always equal); few enough that each segment's fresh tables stay a small share of its
+/// run.
+const SEGMENTS_PER_THREAD: usize = 4;
 
 /// Where to cut, as positions in the arrival order: each segment's first arrival after
 /// the first segment's. `None`: the run is not to be cut.
 pub(super) fn plan(trace: &Trace, config: &SimConfig, arrivals: &[u32]) -> Option<Vec<usize>> {
-    let threads = config.threads.min(arrivals.len() / MIN_JOBS_PER_SEGMENT);
-    if threads < 2 || !can_cut(trace, config, arrivals) {
+    let segments = (config.threads * SEGMENTS_PER_THREAD).min(arrivals.len() / MIN_JOBS_PER_SEGMENT);
+    if config.threads < 2 || segments < 2 || !can_cut(trace, config, arrivals) {
         return None;
     }
     let tasks: Vec<u64> = arrivals.iter().map(|&ix| trace.jobs[ix as usize].total_tasks()).collect();
     let total: u64 = tasks.iter().sum();
     // Look for a gap among this many arrivals on either side of a cut's target: about a
     // hundredth of a segment, so that the segments stay near equal.
-    let window = (arrivals.len() / (threads * 100)).max(50);
-    let mut cuts = Vec::with_capacity(threads - 1);
+    let window = (arrivals.len() / (segments * 100)).max(50);
+    let mut cuts = Vec::with_capacity(segments - 1);
     let (mut done, mut at) = (0u64, 0usize);
-    for k in 1..threads as u64 {
-        let target = total * k / threads as u64;
+    for k in 1..segments as u64 {
+        let target = total * k / segments as u64;
         while at < arrivals.len() && done < target {
             done += tasks[at];
             at += 1;
@@ -87,7 +97,8 @@ fn can_cut(trace: &Trace, config: &SimConfig, arrivals: &[u32]) -> bool {
         && Core::new(config.core.clone()).forgets_when_idle()
 }
 
-/// Runs the segments that `cuts` make, one thread each, and merges what they found.
+/// Runs the segments that `cuts` make on [`SimConfig::threads`] threads, and merges what
+/// they found.
 pub(super) fn run(
     trace: &Trace,
     config: &SimConfig,
@@ -95,25 +106,76 @@ pub(super) fn run(
     cuts: &[usize],
 ) -> Result<SimRun, SimError> {
     let starts: Vec<usize> = std::iter::once(0).chain(cuts.iter().copied()).collect();
-    let runs: Vec<Result<Segment, SimError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = starts[1..]
-            .iter()
-            .map(|&first| scope.spawn(move || run_segment(trace, config, arrivals, cuts, first)))
-            .collect();
-        let first = run_segment(trace, config, arrivals, cuts, 0);
-        std::iter::once(first)
-            .chain(
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))),
-            )
-            .collect()
+    let pool = Pool::new(&starts);
+    let work = || pool.work(trace, config, arrivals, cuts);
+    std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..config.threads.min(starts.len())).map(|_| scope.spawn(work)).collect();
+        work();
+        for helper in helpers {
+            helper.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        }
     });
-    merge(runs, &starts, arrivals)
+    merge(pool.finished.into_inner().unwrap_or_else(|e| e.into_inner()), &starts, arrivals)
 }
 
-/// What one segment's thread ran: the positions in the arrival order it submitted, and
-/// its result (complete for those jobs).
+/// The segments, handed to the threads in order.
+struct Pool<'s> {
+    starts: &'s [usize],
+    /// The next segment no thread has taken.
+    next: AtomicUsize,
+    /// Each segment's run, once finished (`None` while it runs, or where it was skipped).
+    finished: Mutex<Vec<Option<Result<Segment, SimError>>>>,
+}
+
+impl<'s> Pool<'s> {
+    fn new(starts: &'s [usize]) -> Pool<'s> {
+        Pool {
+            starts,
+            next: AtomicUsize::new(0),
+            finished: Mutex::new(starts.iter().map(|_| None).collect()),
+        }
+    }
+
+    /// Runs segments until none is left to take.
+    fn work(&self, trace: &Trace, config: &SimConfig, arrivals: &[u32], cuts: &[usize]) {
+        loop {
+            let k = self.next.fetch_add(1, Ordering::Relaxed);
+            let Some(&first) = self.starts.get(k) else { return };
+            if self.taken_past(first) {
+                debug!(segment = k, first, "time segment skipped: an earlier run ran through it");
+                continue;
+            }
+            let segment = run_segment(trace, config, arrivals, cuts, first);
+            self.lock()[k] = Some(segment);
+        }
+    }
+
+    /// Whether the runs finished so far, taken in order from the first as the merge will
+    /// take them, already reach past arrival position `first`: then the segment starting
+    /// there would be thrown away.
+    fn taken_past(&self, first: usize) -> bool {
+        let finished = self.lock();
+        let mut at = 0;
+        while at < first {
+            let Some(k) = self.starts.iter().position(|&s| s == at) else { return false };
+            match &finished[k] {
+                Some(Ok(segment)) => at = segment.covered.end,
+                _ => return false,
+            }
+        }
+        at > first
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Option<Result<Segment, SimError>>>> {
+        // A thread that panicked while holding the lock panics the whole run at its join.
+        self.finished.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// What one segment's run found: the positions in the arrival order it submitted, and
+/// its result (complete for those jobs). A later segment's `run.jobs` holds only those
+/// jobs' results, in arrival order: it waits for the merge beside the others, and a
+/// table sized to the trace for each would add up.
 struct Segment {
     covered: Range<usize>,
     run: SimRun,
@@ -139,22 +201,28 @@ fn run_segment(
         }
     }
     let covered = first..sim.next_arrival;
-    Ok(Segment { covered, run: sim.finish() })
+    let mut run = sim.finish();
+    if first > 0 {
+        run.jobs = arrivals[covered.clone()]
+            .iter()
+            .map(|&ix| std::mem::replace(&mut run.jobs[ix as usize], JobResult::new(ix as usize)))
+            .collect();
+    }
+    Ok(Segment { covered, run })
 }
 
 /// The whole run from the segments' runs, in order of their first arrival: each taken
 /// run is followed by the one that starts where it stopped.
 fn merge(
-    runs: Vec<Result<Segment, SimError>>,
+    mut runs: Vec<Option<Result<Segment, SimError>>>,
     starts: &[usize],
     arrivals: &[u32],
 ) -> Result<SimRun, SimError> {
-    let mut runs: Vec<Option<Result<Segment, SimError>>> = runs.into_iter().map(Some).collect();
     let mut whole: Option<SimRun> = None;
     let mut at = 0;
     while at < arrivals.len() {
         let k = starts.iter().position(|&s| s == at).expect("a run stops at a segment's start or the end");
-        let Segment { covered, run } = runs[k].take().expect("each segment is taken once")?;
+        let Segment { covered, run } = runs[k].take().expect("a segment the merge takes was run")?;
         debug!(segment = k, first = covered.start, end = covered.end, "time segment taken");
         whole = Some(match whole {
             None => run,
@@ -168,16 +236,15 @@ fn merge(
     Ok(whole.expect("a trace that is cut has arrivals"))
 }
 
-/// Adds a later segment's `run`, which submitted the jobs `owned`, to `whole`.
+/// Adds a later segment's `run`, which submitted the jobs `owned` (its results, in that
+/// order), to `whole`.
 fn append(whole: &mut SimRun, mut run: SimRun, owned: &[u32]) {
     // The whole run's core would have handed out its job ids after those of every job
     // admitted before the cut; the segment's fresh core started at the first.
     let admitted_before = whole.jobs.iter().filter(|j| j.job.is_some()).count() as u64;
-    for &ix in owned {
-        let ix = ix as usize;
-        let mut result = std::mem::replace(&mut run.jobs[ix], JobResult::new(ix));
+    for (&ix, mut result) in owned.iter().zip(std::mem::take(&mut run.jobs)) {
         result.job = result.job.map(|id| JobId(id.0 + admitted_before));
-        whole.jobs[ix] = result;
+        whole.jobs[ix as usize] = result;
     }
     whole.usage = add_usage(std::mem::replace(&mut whole.usage, SlotUsage::new()), run.usage);
     add_stats(&mut whole.stats, &run.stats);
@@ -265,10 +332,11 @@ mod tests {
         for policy in
             [PolicySettings::Fifo {}, PolicySettings::Fair { preemption: true }, PolicySettings::Edf {}]
         {
+            // Three threads, four segments of at least 200 jobs: one thread runs two.
             let cut = config(policy, 3);
             let arrivals = crate::sim::arrival_order(&trace);
             let cuts = plan(&trace, &cut, &arrivals).expect("cut");
-            assert_eq!(cuts.len(), 2);
+            assert_eq!(cuts.len(), 3);
             // The first segment drained at its cut: the second's run is taken.
             assert_eq!(run_segment(&trace, &cut, &arrivals, &cuts, 0).unwrap().covered, 0..cuts[0]);
             let whole = run_whole(&trace, &SimConfig { threads: 1, ..cut.clone() }).unwrap();
@@ -317,6 +385,34 @@ mod tests {
         jobs[10].follows = Some(jobs[9].id.clone());
         let followed = Trace::new(jobs).unwrap();
         assert!(plan(&followed, &fifo, &crate::sim::arrival_order(&followed)).is_none());
+    }
+
+    #[test]
+    fn a_segment_is_skipped_only_once_the_runs_the_merge_will_take_have_passed_it() {
+        let starts = [0, 100, 200, 300];
+        let pool = Pool::new(&starts);
+        let finish = |k: usize, covered: Range<usize>| {
+            let run = SimRun {
+                jobs: Vec::new(),
+                usage: SlotUsage::new(),
+                stats: RunStats::default(),
+                purchases: Vec::new(),
+                history: Vec::new(),
+            };
+            pool.lock()[k] = Some(Ok(Segment { covered, run }));
+        };
+        // Nothing finished: nothing is known to be passed.
+        assert!(!pool.taken_past(100));
+        // The second segment's run went on past the third's start, but the first has not
+        // finished: it may stop at 100 or at 200, and the merge may need either.
+        finish(1, 100..300);
+        assert!(!pool.taken_past(200));
+        // The first stopped where the second starts: the merge takes the second, which
+        // passed the third's start but stopped at the fourth's.
+        finish(0, 0..100);
+        assert!(pool.taken_past(200));
+        assert!(!pool.taken_past(300));
+        assert!(!pool.taken_past(100));
     }
 
     #[test]
