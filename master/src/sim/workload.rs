@@ -159,7 +159,7 @@ impl TraceStage {
 }
 
 /// Task durations of a stage, in seconds.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize)]
 #[serde(untagged)]
 pub enum Durations {
     /// Every task takes this long.
@@ -168,6 +168,53 @@ pub enum Durations {
     PerTask(Vec<f64>),
     /// Drawn per task.
     Drawn(Dist),
+}
+
+/// Read by the shape of the value (a number, a list, a map) rather than, as
+/// `#[serde(untagged)]` reads, by buffering it and trying each variant in turn: that built
+/// an error message for every variant that did not fit, and was over a third of parsing a
+/// trace line.
+impl<'de> Deserialize<'de> for Durations {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Durations, D::Error> {
+        use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+        use serde::de::{MapAccess, SeqAccess, Visitor};
+
+        struct ByShape;
+        impl<'de> Visitor<'de> for ByShape {
+            type Value = Durations;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("seconds, a list of seconds (one per task), or a distribution such as {\"exp\":{\"mean\":20}}")
+            }
+
+            fn visit_f64<E>(self, seconds: f64) -> Result<Durations, E> {
+                Ok(Durations::Fixed(seconds))
+            }
+
+            fn visit_u64<E>(self, seconds: u64) -> Result<Durations, E> {
+                Ok(Durations::Fixed(seconds as f64))
+            }
+
+            fn visit_i64<E>(self, seconds: i64) -> Result<Durations, E> {
+                Ok(Durations::Fixed(seconds as f64))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, list: A) -> Result<Durations, A::Error> {
+                Vec::deserialize(SeqAccessDeserializer::new(list)).map(Durations::PerTask)
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Durations, A::Error> {
+                let dist = Dist::deserialize(MapAccessDeserializer::new(&mut map))?;
+                if map.next_key::<serde::de::IgnoredAny>()?.is_some() {
+                    return Err(serde::de::Error::custom(
+                        "a distribution names one kind: uniform, normal or exp",
+                    ));
+                }
+                Ok(Durations::Drawn(dist))
+            }
+        }
+        deserializer.deserialize_any(ByShape)
+    }
 }
 
 /// A distribution of task durations in seconds.
@@ -561,6 +608,29 @@ mod tests {
         assert!(err.contains("stage[1].after"), "{err}");
         let err = Trace::read("{\"id\":1}".as_bytes()).unwrap_err().to_string();
         assert!(err.starts_with("line 1: invalid type"), "{err}");
+    }
+
+    #[test]
+    fn durations_are_read_by_the_shape_of_their_value() {
+        let read = |json: &str| serde_json::from_str::<Durations>(json).map_err(|e| e.to_string());
+        assert_eq!(read("4"), Ok(Durations::Fixed(4.0)));
+        assert_eq!(read("-2"), Ok(Durations::Fixed(-2.0)), "a range is checked with the job, not here");
+        assert_eq!(read("2.5"), Ok(Durations::Fixed(2.5)));
+        assert_eq!(read("[1, 2.5]"), Ok(Durations::PerTask(vec![1.0, 2.5])));
+        assert_eq!(read(r#"{"exp":{"mean":20}}"#), Ok(Durations::Drawn(Dist::Exp { mean: 20.0 })));
+        let normal = Dist::Normal { mean: 20.0, sd: 2.0 };
+        assert_eq!(read(r#"{"normal":{"mean":20,"sd":2}}"#), Ok(Durations::Drawn(normal)));
+        for (json, says) in [
+            (r#""ten""#, "expected seconds, a list of seconds (one per task), or a distribution"),
+            ("null", "expected seconds"),
+            (r#"[1,"a"]"#, "expected f64"),
+            (r#"{"poisson":{"mean":2}}"#, "unknown variant `poisson`"),
+            (r#"{"exp":{"mean":2},"normal":{"mean":1,"sd":1}}"#, "a distribution names one kind"),
+            (r#"{"exp":{"mean":2,"sd":1}}"#, "unknown field `sd`"),
+        ] {
+            let err = read(json).unwrap_err();
+            assert!(err.contains(says), "{json}: {err}");
+        }
     }
 
     #[test]
