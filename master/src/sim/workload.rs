@@ -271,6 +271,11 @@ impl Trace {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
         let blocks = trace_blocks::map_blocks(input, trace_blocks::BLOCK_BYTES, threads, parse_block)?;
         let mut trace = Trace::default();
+        // Room for every job at once: grown by doubling, a half-million-job table was
+        // copied and its pages faulted in again at every step.
+        let jobs = blocks.iter().map(|(jobs, _)| jobs.len()).sum();
+        trace.jobs.reserve_exact(jobs);
+        trace.follows.reserve_exact(jobs);
         let mut ids: BTreeMap<String, u32> = BTreeMap::new();
         for (jobs, error) in blocks {
             for (line, job) in jobs {
