@@ -282,7 +282,10 @@ pub(crate) struct Agent {
     pub(crate) last_seen: Timestamp,
     pub(crate) offered: [u32; KINDS],
     pub(crate) used: [u32; KINDS],
-    pub(crate) containers: SortedSet<ContainerId>,
+    /// The containers it holds, ascending. At most its slots and strays, a handful: a
+    /// plain vector's scan and shift cost less than a ring buffer's search (every launch
+    /// and every end come here).
+    pub(crate) containers: Vec<ContainerId>,
     /// Containers the agent still runs that the master killed as unknown when it
     /// registered: each holds its slot (counted in `used`) until the agent reports it ended,
     /// so nothing is launched into a slot the agent cannot give.
@@ -333,7 +336,7 @@ impl Agent {
             last_seen: now,
             offered: [map_slots, reduce_slots],
             used: [0; KINDS],
-            containers: SortedSet::default(),
+            containers: Vec::new(),
             strays: BTreeMap::new(),
             drain: None,
             quarantine: None,
@@ -354,6 +357,23 @@ impl Agent {
     pub(crate) fn free(&self, kind: SlotKind) -> u32 {
         let k = kind_ix(kind);
         self.offered[k].saturating_sub(self.used[k])
+    }
+
+    /// Adds `container` to the ones it holds. Ids are handed out rising, so a launch
+    /// appends; an adopted container may go anywhere.
+    fn hold(&mut self, container: ContainerId) {
+        if self.containers.last().is_none_or(|&last| last < container) {
+            self.containers.push(container);
+        } else if let Err(at) = self.containers.binary_search(&container) {
+            self.containers.insert(at, container);
+        }
+    }
+
+    /// Removes `container` from the ones it holds.
+    fn let_go(&mut self, container: ContainerId) {
+        if let Some(at) = self.containers.iter().position(|&c| c == container) {
+            self.containers.remove(at);
+        }
     }
 }
 
@@ -624,7 +644,7 @@ impl State {
                 if let Some(agent) = self.agents.get_mut(a) {
                     let k = kind_ix(rec.kind);
                     agent.used[k] += 1;
-                    agent.containers.insert(id);
+                    agent.hold(id);
                     // The index changes only when the last free slot goes (every launch
                     // comes here, so no second look-up of the agent).
                     if agent.free(rec.kind) == 0 {
@@ -654,7 +674,7 @@ impl State {
                 if let Some(agent) = self.agents.get_mut(a) {
                     let k = kind_ix(rec.kind);
                     agent.used[k] -= 1;
-                    agent.containers.remove(&id);
+                    agent.let_go(id);
                     // Only the first slot freed puts an agent that takes work in the index.
                     if agent.takes_work() && agent.free(rec.kind) == 1 {
                         self.free_agents[k].insert(*a);
