@@ -154,6 +154,11 @@ pub(crate) struct Job {
     /// Pending tasks whose barrier has passed, per slot kind, as (stage, index): the
     /// lowest stage and index go first, so a retried task is not starved by later ones.
     pub(crate) ready: [SortedSet<(u32, u32)>; KINDS],
+    /// Nodes the failed attempts of a task, by (stage, index), ran on, oldest first: its
+    /// retries go elsewhere while another schedulable node offers its slot kind. Only
+    /// tasks that failed have an entry: a vector in every task's record cost a check per
+    /// task when an ended job's records were dropped.
+    pub(crate) failed_on: BTreeMap<(u32, u32), Vec<Arc<str>>>,
     /// Tasks completed, over all stages.
     pub(crate) completed: u64,
     /// Tasks with a live container, per slot kind.
@@ -194,10 +199,6 @@ pub(crate) struct Task {
     pub(crate) phase: TaskPhase,
     /// How long the attempt that completed it ran (agent clock, `Running` to `Completed`).
     pub(crate) run_ms: Option<u64>,
-    /// Nodes a failed attempt of this task ran on, oldest first: its retries go
-    /// elsewhere while another schedulable node offers its slot kind. Empty (and
-    /// unallocated) for the tasks that never failed.
-    pub(crate) failed_on: Vec<Arc<str>>,
     /// The node whose agent completed it, while it is completed: where its output is
     /// if that agent keeps its own data directory (see `locate`). Recovered from the
     /// store's container rows after a restart.
@@ -316,14 +317,7 @@ pub(crate) struct FailStreak {
 impl Task {
     /// A task never launched.
     pub(crate) fn new() -> Task {
-        Task {
-            attempt: AttemptId(0),
-            failures: 0,
-            phase: TaskPhase::Pending,
-            run_ms: None,
-            failed_on: Vec::new(),
-            output_on: None,
-        }
+        Task { attempt: AttemptId(0), failures: 0, phase: TaskPhase::Pending, run_ms: None, output_on: None }
     }
 }
 
@@ -415,6 +409,7 @@ impl Job {
             stages,
             stage_tasks,
             ready: Default::default(),
+            failed_on: BTreeMap::new(),
             completed: 0,
             live: [0; KINDS],
             slot_ms: [0; KINDS],
@@ -443,6 +438,7 @@ impl Job {
             stage.tasks = Vec::new();
         }
         self.ready = Default::default();
+        self.failed_on = BTreeMap::new();
     }
 
     /// Tasks with a live container, all kinds.
