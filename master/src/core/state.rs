@@ -542,10 +542,15 @@ impl State {
             let k = kind_ix(stage.kind);
             // Added as one ascending run: appended at once when no later stage is queued
             // (inserting a stage's tasks one at a time was most of a submit's cost).
-            let pending = (0..stage.tasks.len() as u32)
-                .filter(|&i| stage.tasks[i as usize].phase == TaskPhase::Pending)
-                .map(|i| (ix as u32, i));
-            j.ready[k].extend_sorted(pending);
+            let tasks = 0..stage.tasks.len() as u32;
+            if stage.live == 0 && stage.completed == 0 {
+                // Every task pending, as a stage released for the first time has them: a
+                // run of known length is written in one go, not grown task by task.
+                j.ready[k].extend_sorted(tasks.map(|i| (ix as u32, i)));
+            } else {
+                let pending = tasks.filter(|&i| stage.tasks[i as usize].phase == TaskPhase::Pending);
+                j.ready[k].extend_sorted(pending.map(|i| (ix as u32, i)));
+            }
             j.stages[ix].released = true;
         }
         self.sync_ready_index(job);
