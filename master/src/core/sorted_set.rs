@@ -1,10 +1,10 @@
 //! `SortedSet`: an ordered set of small keys kept as one sorted ring buffer, for the
 //! core's indexes that are mostly appended to at the high end and taken from at the low
-//! end: an agent's containers and the agents with free slots (ids handed out in rising
-//! order), and a job's ready tasks (released a stage at a time, launched lowest first).
+//! end: the agents with free slots (ids handed out in rising order), and a job's ready
+//! tasks (released a stage at a time, launched lowest first).
 //! Those are a `BTreeSet`'s operations at a `VecDeque`'s cost: one allocation instead of
 //! a tree of nodes, `O(1)` at either end, a binary search and a short move in the middle
-//! (the sets are small: a node's slots, a job's tasks). Iteration is in key order, as the
+//! (the sets are small: a cluster's agents, a job's tasks). Iteration is in key order, as the
 //! `BTreeSet`s they replace iterated.
 
 use std::collections::VecDeque;

@@ -154,6 +154,11 @@ pub(crate) struct Job {
     /// Pending tasks whose barrier has passed, per slot kind, as (stage, index): the
     /// lowest stage and index go first, so a retried task is not starved by later ones.
     pub(crate) ready: [SortedSet<(u32, u32)>; KINDS],
+    /// Nodes the failed attempts of a task, by (stage, index), ran on, oldest first: its
+    /// retries go elsewhere while another schedulable node offers its slot kind. Only
+    /// tasks that failed have an entry: a vector in every task's record cost a check per
+    /// task when an ended job's records were dropped.
+    pub(crate) failed_on: BTreeMap<(u32, u32), Vec<Arc<str>>>,
     /// Tasks completed, over all stages.
     pub(crate) completed: u64,
     /// Tasks with a live container, per slot kind.
@@ -194,10 +199,6 @@ pub(crate) struct Task {
     pub(crate) phase: TaskPhase,
     /// How long the attempt that completed it ran (agent clock, `Running` to `Completed`).
     pub(crate) run_ms: Option<u64>,
-    /// Nodes a failed attempt of this task ran on, oldest first: its retries go
-    /// elsewhere while another schedulable node offers its slot kind. Empty (and
-    /// unallocated) for the tasks that never failed.
-    pub(crate) failed_on: Vec<Arc<str>>,
     /// The node whose agent completed it, while it is completed: where its output is
     /// if that agent keeps its own data directory (see `locate`). Recovered from the
     /// store's container rows after a restart.
@@ -282,7 +283,10 @@ pub(crate) struct Agent {
     pub(crate) last_seen: Timestamp,
     pub(crate) offered: [u32; KINDS],
     pub(crate) used: [u32; KINDS],
-    pub(crate) containers: SortedSet<ContainerId>,
+    /// The containers it holds, ascending. At most its slots and strays, a handful: a
+    /// plain vector's scan and shift cost less than a ring buffer's search (every launch
+    /// and every end come here).
+    pub(crate) containers: Vec<ContainerId>,
     /// Containers the agent still runs that the master killed as unknown when it
     /// registered: each holds its slot (counted in `used`) until the agent reports it ended,
     /// so nothing is launched into a slot the agent cannot give.
@@ -313,14 +317,7 @@ pub(crate) struct FailStreak {
 impl Task {
     /// A task never launched.
     pub(crate) fn new() -> Task {
-        Task {
-            attempt: AttemptId(0),
-            failures: 0,
-            phase: TaskPhase::Pending,
-            run_ms: None,
-            failed_on: Vec::new(),
-            output_on: None,
-        }
+        Task { attempt: AttemptId(0), failures: 0, phase: TaskPhase::Pending, run_ms: None, output_on: None }
     }
 }
 
@@ -333,7 +330,7 @@ impl Agent {
             last_seen: now,
             offered: [map_slots, reduce_slots],
             used: [0; KINDS],
-            containers: SortedSet::default(),
+            containers: Vec::new(),
             strays: BTreeMap::new(),
             drain: None,
             quarantine: None,
@@ -354,6 +351,22 @@ impl Agent {
     pub(crate) fn free(&self, kind: SlotKind) -> u32 {
         let k = kind_ix(kind);
         self.offered[k].saturating_sub(self.used[k])
+    }
+
+    /// Adds `container` to the ones it holds. Ids are handed out rising, so a launch
+    /// appends; an adopted container may go anywhere.
+    fn hold(&mut self, container: ContainerId) {
+        if self.containers.last().is_none_or(|&last| last < container) {
+            self.containers.push(container);
+        } else if let Err(at) = self.containers.binary_search(&container) {
+            self.containers.insert(at, container);
+        }
+    }
+
+    /// Removes `container` from the ones it holds (in one pass: for a handful of ids,
+    /// finding it and then shifting the rest by `memmove` cost more).
+    fn let_go(&mut self, container: ContainerId) {
+        self.containers.retain(|&c| c != container);
     }
 }
 
@@ -395,6 +408,7 @@ impl Job {
             stages,
             stage_tasks,
             ready: Default::default(),
+            failed_on: BTreeMap::new(),
             completed: 0,
             live: [0; KINDS],
             slot_ms: [0; KINDS],
@@ -423,6 +437,7 @@ impl Job {
             stage.tasks = Vec::new();
         }
         self.ready = Default::default();
+        self.failed_on = BTreeMap::new();
     }
 
     /// Tasks with a live container, all kinds.
@@ -526,10 +541,15 @@ impl State {
             let k = kind_ix(stage.kind);
             // Added as one ascending run: appended at once when no later stage is queued
             // (inserting a stage's tasks one at a time was most of a submit's cost).
-            let pending = (0..stage.tasks.len() as u32)
-                .filter(|&i| stage.tasks[i as usize].phase == TaskPhase::Pending)
-                .map(|i| (ix as u32, i));
-            j.ready[k].extend_sorted(pending);
+            let tasks = 0..stage.tasks.len() as u32;
+            if stage.live == 0 && stage.completed == 0 {
+                // Every task pending, as a stage released for the first time has them: a
+                // run of known length is written in one go, not grown task by task.
+                j.ready[k].extend_sorted(tasks.map(|i| (ix as u32, i)));
+            } else {
+                let pending = tasks.filter(|&i| stage.tasks[i as usize].phase == TaskPhase::Pending);
+                j.ready[k].extend_sorted(pending.map(|i| (ix as u32, i)));
+            }
             j.stages[ix].released = true;
         }
         self.sync_ready_index(job);
@@ -624,7 +644,7 @@ impl State {
                 if let Some(agent) = self.agents.get_mut(a) {
                     let k = kind_ix(rec.kind);
                     agent.used[k] += 1;
-                    agent.containers.insert(id);
+                    agent.hold(id);
                     // The index changes only when the last free slot goes (every launch
                     // comes here, so no second look-up of the agent).
                     if agent.free(rec.kind) == 0 {
@@ -654,7 +674,7 @@ impl State {
                 if let Some(agent) = self.agents.get_mut(a) {
                     let k = kind_ix(rec.kind);
                     agent.used[k] -= 1;
-                    agent.containers.remove(&id);
+                    agent.let_go(id);
                     // Only the first slot freed puts an agent that takes work in the index.
                     if agent.takes_work() && agent.free(rec.kind) == 1 {
                         self.free_agents[k].insert(*a);

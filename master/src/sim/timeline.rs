@@ -80,7 +80,9 @@ impl<T: Ord> Timeline<T> {
         self.next.or_else(|| self.later.peek().map(|Reverse((at, _, _))| *at)).map(Timestamp)
     }
 
-    /// Takes the next event with its time.
+    /// Takes the next event with its time. Inlined into the loop, which takes one per
+    /// event: left to itself the compiler inlined it or not as unrelated code changed.
+    #[inline]
     pub(super) fn pop(&mut self) -> Option<(Timestamp, T)> {
         let at = match self.next {
             Some(at) => at,

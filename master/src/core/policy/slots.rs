@@ -18,8 +18,8 @@ const SCAN_TAKES: usize = 4;
 /// growing (1.5 KiB; larger clusters grow it as usual).
 const TABLE_CAPACITY: usize = 64;
 
-/// (load, agent, used, offered) of an agent with a free slot; ordered by load, then id.
-type Slot = (u64, AgentId, u32, u32);
+/// ([`rank`], used, offered) of an agent with a free slot.
+type Slot = (u64, u32, u32);
 
 /// Room for a [`FreeSlots`] table kept by a policy between scheduling steps, so that
 /// building the table allocates nothing (its allocation was a quarter of building it,
@@ -29,9 +29,9 @@ pub(super) struct SlotTable(Vec<Slot>);
 
 /// The free slots of one kind, taken one at a time.
 pub(super) struct FreeSlots {
-    /// (load, agent, used, offered) for agents with a free slot, in no particular order
-    /// (the least loaded is unique: ties go to the lower id). An agent leaves the table
-    /// when its last free slot is taken, so a take scans no full agent.
+    /// (rank, used, offered) for agents with a free slot, in no particular order (the
+    /// lowest rank is unique). An agent leaves the table when its last free slot is
+    /// taken, so a take scans no full agent.
     agents: Vec<Slot>,
     /// The same, least loaded on top, once more than `SCAN_TAKES` slots were taken.
     heap: Option<BinaryHeap<Reverse<Slot>>>,
@@ -62,7 +62,7 @@ impl FreeSlots {
         table.extend(agents.filter(|a| a.used(kind) < a.offered(kind)).map(|a| {
             let (used, offered) = (a.used(kind), a.offered(kind));
             free += offered - used;
-            (load(used, offered), a.agent, used, offered)
+            (rank(used, offered, a.agent), used, offered)
         }));
         FreeSlots { agents: table, heap: None, taken: 0, free }
     }
@@ -90,18 +90,19 @@ impl FreeSlots {
         }
         let agent = match &mut self.heap {
             Some(heap) => {
-                let Reverse((_, agent, used, offered)) = heap.pop()?;
+                let Reverse((rank, used, offered)) = heap.pop()?;
+                let agent = agent_of(rank);
                 if used + 1 < offered {
-                    heap.push(Reverse((load(used + 1, offered), agent, used + 1, offered)));
+                    heap.push(Reverse((self::rank(used + 1, offered, agent), used + 1, offered)));
                 }
                 agent
             }
             None => {
-                let (at, best) = self.agents.iter_mut().enumerate().min_by_key(|(_, a)| (a.0, a.1))?;
-                best.2 += 1;
-                best.0 = load(best.2, best.3);
-                let agent = best.1;
-                if best.2 == best.3 {
+                let (at, best) = self.agents.iter_mut().enumerate().min_by_key(|(_, a)| a.0)?;
+                let agent = agent_of(best.0);
+                best.1 += 1;
+                best.0 = rank(best.1, best.2, agent);
+                if best.1 == best.2 {
                     self.agents.swap_remove(at);
                 }
                 agent
@@ -117,6 +118,18 @@ fn load(used: u32, offered: u32) -> u64 {
     (u64::from(used) << 32) / u64::from(offered.max(1))
 }
 
+/// The order agents with a free slot are taken in, least loaded first and ties to the
+/// lower id, as one integer: the load (below 2^32 while a slot is free) in the high half,
+/// the id in the low. One comparison per agent scanned, not two.
+fn rank(used: u32, offered: u32, agent: AgentId) -> u64 {
+    (load(used, offered) << 32) | u64::from(agent.0)
+}
+
+/// The agent a [`rank`] is of.
+fn agent_of(rank: u64) -> AgentId {
+    AgentId(rank as u32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,8 +142,16 @@ mod tests {
     }
 
     #[test]
+    fn a_rank_orders_by_load_then_id_and_names_its_agent() {
+        assert!(rank(0, 2, AgentId(9)) < rank(1, 4, AgentId(1)));
+        assert!(rank(1, 2, AgentId(1)) < rank(2, 4, AgentId(2)));
+        assert!(rank(98, 100, AgentId(u32::MAX)) < rank(99, 100, AgentId(0)));
+        assert_eq!(agent_of(rank(99, 100, AgentId(u32::MAX))), AgentId(u32::MAX));
+    }
+
+    #[test]
     fn the_scan_and_the_heap_hand_out_slots_in_the_same_order() {
-        let agent = |id: u32, used: u32, offered: u32| (load(used, offered), AgentId(id), used, offered);
+        let agent = |id: u32, used: u32, offered: u32| (rank(used, offered, AgentId(id)), used, offered);
         // A table holds agents with a free slot only (agent 4, full, is left out).
         let table = vec![agent(3, 1, 4), agent(1, 1, 2), agent(2, 0, 2)];
         let mut slots = FreeSlots { agents: table, heap: None, taken: 0, free: 6 };

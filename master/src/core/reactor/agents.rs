@@ -258,7 +258,7 @@ fn orphan_deadline(state: &State, container: ContainerId) -> Option<Timestamp> {
 pub(super) fn retire(state: &mut State, cx: &mut Ctx, agent: AgentId, why: &str, kill: Option<KillReason>) {
     let Some(a) = state.agents.get(&agent) else { return };
     let (connected, node) = (a.connected, a.node.clone());
-    let containers: Vec<ContainerId> = a.containers.iter().copied().collect();
+    let containers = a.containers.clone();
     for container in containers {
         lose_container(state, cx, container, why, kill);
     }

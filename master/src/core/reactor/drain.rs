@@ -11,7 +11,7 @@
 //!   a quarantine.
 
 use slotmarket_common::identity::Role;
-use slotmarket_common::ids::{AgentId, ContainerId};
+use slotmarket_common::ids::AgentId;
 use slotmarket_common::protocol::{DrainCause, ErrorKind, Response};
 
 use super::reports::lose_container;
@@ -26,7 +26,7 @@ pub(super) fn on_agent_leaving(state: &mut State, cx: &mut Ctx, agent: AgentId) 
     let Some(a) = state.agents.get_mut(&agent) else { return };
     a.last_seen = cx.now;
     a.drain = Some(DrainCause::Leaving);
-    let containers: Vec<ContainerId> = a.containers.iter().copied().collect();
+    let containers = a.containers.clone();
     state.sync_free_index(agent);
     for container in containers {
         lose_container(state, cx, container, "handed back: its agent is leaving", None);

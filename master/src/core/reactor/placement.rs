@@ -75,8 +75,8 @@ fn has_room(state: &State, agent: AgentId, kind: SlotKind) -> bool {
 
 /// The nodes the task at `key` (stage, index) of `job` failed on.
 fn failed_on(state: &State, job: JobId, (stage, index): (u32, u32)) -> &[Arc<str>] {
-    let task = state.jobs.get(&job).and_then(|j| j.stages.get(stage as usize)?.tasks.get(index as usize));
-    task.map_or(&[], |t| t.failed_on.as_slice())
+    let nodes = state.jobs.get(&job).and_then(|j| j.failed_on.get(&(stage, index)));
+    nodes.map_or(&[], Vec::as_slice)
 }
 
 /// Whether a task that failed on `failed_on` should keep off `node`: it failed there, and

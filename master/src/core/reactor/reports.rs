@@ -389,10 +389,13 @@ fn task_failed(state: &mut State, cx: &mut Ctx, task: TaskId, report: &Container
     }
     let Some(t) = j.task_mut(task) else { return };
     t.failures += 1;
-    if !node.is_empty() && !t.failed_on.contains(node) {
-        t.failed_on.push(node.clone());
-    }
     let failures = t.failures;
+    if !node.is_empty() {
+        let nodes = j.failed_on.entry((task.stage.0, task.index)).or_default();
+        if !nodes.contains(node) {
+            nodes.push(node.clone());
+        }
+    }
     cx.changed(task.job);
     if failures < max {
         state.requeue(task);
