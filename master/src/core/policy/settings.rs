@@ -225,6 +225,18 @@ pub enum PolicySettings {
         /// down to where the law would be at once (default false: from the cap).
         #[serde(default)]
         all_in_keep_smoothed: bool,
+        /// With `all_in_within_s`: the slack the finish under the largest allocation is
+        /// predicted with for that test (default unset: `slack`).
+        #[serde(default)]
+        all_in_slack: Option<f64>,
+        /// The slack at progress 1: `slack` applies at progress 0 and the slack runs
+        /// linearly between (default unset: `slack` throughout).
+        #[serde(default)]
+        slack_at_end: Option<f64>,
+        /// With `stage_reserve`: stages whose profile holds at least this many task
+        /// times are kept out of the reserve (default 0: every stage with tasks left).
+        #[serde(default)]
+        stage_reserve_below: u32,
     },
 }
 
@@ -436,6 +448,9 @@ impl PolicySettings {
             all_in_within_s,
             all_in_slowdown,
             all_in_keep_smoothed,
+            all_in_slack,
+            slack_at_end,
+            stage_reserve_below,
         } = self
         else {
             return Ok(JockeyConfig::default());
@@ -458,6 +473,12 @@ impl PolicySettings {
             within("all_in_within_s", "a finite number", *within_s, within_s.is_finite())?;
         }
         within("all_in_slowdown", "at least 0", *all_in_slowdown, *all_in_slowdown >= 0.0)?;
+        if let Some(slack) = all_in_slack {
+            within("all_in_slack", "at least 0.1", *slack, *slack >= 0.1)?;
+        }
+        if let Some(slack) = slack_at_end {
+            within("slack_at_end", "at least 0.1", *slack, *slack >= 0.1)?;
+        }
         within("dead_zone_s", "at least 0", *dead_zone_s, *dead_zone_s >= 0.0)?;
         within("model_runs", "at least 1", f64::from(*model_runs), *model_runs >= 1)?;
         within("quantile", "in [0, 1]", *quantile, (0.0..=1.0).contains(quantile))?;
@@ -510,6 +531,9 @@ impl PolicySettings {
             all_in_within_ms: all_in_within_s.map(|w| (w * 1000.0).round() as i64),
             all_in_slowdown: *all_in_slowdown,
             all_in_keep_smoothed: *all_in_keep_smoothed,
+            all_in_slack: *all_in_slack,
+            slack_at_end: *slack_at_end,
+            stage_reserve_below: *stage_reserve_below,
         })
     }
 }
@@ -677,6 +701,16 @@ mod tests {
         assert_eq!(config.all_in_slowdown, 0.0);
         assert!(parse("all_in_keep_smoothed = true").jockey_config().unwrap().all_in_keep_smoothed);
         assert!(!config.all_in_keep_smoothed);
+        assert_eq!(parse("all_in_slack = 1.0").jockey_config().unwrap().all_in_slack, Some(1.0));
+        assert_eq!(config.all_in_slack, None);
+        assert_eq!(parse("slack_at_end = 1.05").jockey_config().unwrap().slack_at_end, Some(1.05));
+        assert_eq!(config.slack_at_end, None);
+        assert_eq!(parse("stage_reserve_below = 20").jockey_config().unwrap().stage_reserve_below, 20);
+        assert_eq!(config.stage_reserve_below, 0);
+        let err = parse("slack_at_end = 0").check().unwrap_err();
+        assert_eq!(err.to_string(), "slack_at_end: must be at least 0.1, got 0");
+        let err = parse("all_in_slack = 0.05").check().unwrap_err();
+        assert_eq!(err.to_string(), "all_in_slack: must be at least 0.1, got 0.05");
         let err = parse("all_in_slowdown = -1").check().unwrap_err();
         assert_eq!(err.to_string(), "all_in_slowdown: must be at least 0, got -1");
         let err = parse("ahead_slack = 0").check().unwrap_err();

@@ -229,6 +229,37 @@ fn a_job_late_even_on_the_most_it_can_use_is_given_it_at_once() {
 }
 
 #[test]
+fn the_all_in_test_can_take_its_own_slack() {
+    // On all 10 slots 1.571 × 139.2 s = 218.7 s are left four minutes in: with the
+    // control's slack 1.2 a finish at 502 s, past the 480 s that a margin of 120 s
+    // leaves; with a slack of 1 at 459 s, before it.
+    let with_control_slack = three_times_slower(true, "all_in_within_s = 120\n");
+    assert_eq!((with_control_slack.guarantee, with_control_slack.all_in), (10, true));
+    let own = three_times_slower(true, "all_in_within_s = 120\nall_in_slack = 1.0\n");
+    assert_eq!((own.guarantee, own.all_in), (7, false));
+    // The control law itself keeps the control's slack.
+    assert_eq!(own.predicted_finish, three_times_slower(true, "").predicted_finish);
+}
+
+#[test]
+fn the_slack_can_fall_with_progress() {
+    // Four minutes in, 4 of etl's 20 equal tasks done: progress 0.2, and a slack running
+    // from 1.2 at progress 0 to 1.0 at 1 is 1.16 there. The first step (progress 0)
+    // sized 4 slots as with the control's slack; this one predicts the finish under
+    // the guarantee 1.16 / 1.2 as far ahead.
+    let ahead_of = |slo: crate::core::policy::jockey::SloState| {
+        let (finish, at) = (slo.predicted_finish.unwrap(), slo.stepped_at.unwrap());
+        finish.0.saturating_sub(at.0) as f64
+    };
+    let constant = three_times_slower(true, "");
+    let falling = three_times_slower(true, "slack_at_end = 1.0\n");
+    assert!((falling.progress - 0.2).abs() < 1e-9, "{}", falling.progress);
+    assert_eq!((constant.guarantee, falling.guarantee), (7, 7));
+    let ratio = ahead_of(falling) / ahead_of(constant);
+    assert!((ratio - 1.16 / 1.2).abs() < 1e-3, "{ratio}");
+}
+
+#[test]
 fn a_hopeless_job_is_not_raised_beyond_the_tasks_it_has_left() {
     // etl's 20 tasks of 60 s due in a minute on 40 slots: no allocation makes it (the
     // largest loses least utility), but more than 20 slots cannot help either.
@@ -486,6 +517,19 @@ fn a_stage_reserve_keeps_time_in_hand_for_a_straggler_in_the_last_stage() {
     // At a quantile that one or two tasks' longest rarely reaches, nothing is kept.
     let likely = etl_with_a_last_stage("stage_reserve = 1.0\nstage_reserve_quantile = 0.5");
     assert_eq!((likely.guarantee, likely.predicted_finish), (plain.guarantee, plain.predicted_finish));
+}
+
+#[test]
+fn a_stage_profiled_from_enough_tasks_keeps_no_stage_reserve() {
+    let plain = etl_with_a_last_stage("");
+    let reserved = etl_with_a_last_stage("stage_reserve = 1.0");
+    // The reduce has 4 profiled task times (two runs of two), the maps 40. Below 5 the
+    // reduce still counts, and the reserve is the same...
+    let five = etl_with_a_last_stage("stage_reserve = 1.0\nstage_reserve_below = 5");
+    assert_eq!((five.guarantee, five.predicted_finish), (reserved.guarantee, reserved.predicted_finish));
+    // ...from 4 neither stage does: no reserve is kept.
+    let four = etl_with_a_last_stage("stage_reserve = 1.0\nstage_reserve_below = 4");
+    assert_eq!((four.guarantee, four.predicted_finish), (plain.guarantee, plain.predicted_finish));
 }
 
 #[test]

@@ -206,6 +206,16 @@ impl Control {
     }
 }
 
+/// The slack at `progress` when it runs linearly from `start` at progress 0 to `end` at
+/// progress 1 ([`JockeyConfig::slack_at_end`](super::JockeyConfig::slack_at_end));
+/// `start` throughout when `end` is `None`. §4.3 keeps one slack S for the whole run.
+pub(super) fn slack_at(start: f64, end: Option<f64>, progress: f64) -> f64 {
+    match end {
+        Some(end) => start + (end - start) * progress.clamp(0.0, 1.0),
+        None => start,
+    }
+}
+
 /// The guarantee for a smoothed allocation of `smoothed` slots after earlier steps left
 /// `carry` (their smoothed allocations less their guarantees): the nearest whole number
 /// to both together, within 1..=`cap`, and the carry left for the next step. Over the
@@ -402,6 +412,18 @@ mod tests {
         let narrow = |a: u32| vec![hundred_slot_minutes(a); 10];
         assert_eq!(control.expected_allocation(0, 20 * MINUTE_MS, &allocations, narrow, 0.05), Some(5));
         assert_eq!(control.expected_allocation(0, 20 * MINUTE_MS, &[], narrow, 0.05), None);
+    }
+
+    #[test]
+    fn the_slack_runs_from_its_start_to_its_end_with_progress() {
+        assert_eq!(slack_at(1.2, None, 0.0), 1.2);
+        assert_eq!(slack_at(1.2, None, 0.9), 1.2);
+        assert_eq!(slack_at(1.2, Some(1.0), 0.0), 1.2);
+        assert!((slack_at(1.2, Some(1.0), 0.5) - 1.1).abs() < 1e-12);
+        assert_eq!(slack_at(1.2, Some(1.0), 1.0), 1.0);
+        // Progress outside [0, 1] is held at its ends.
+        assert_eq!(slack_at(1.2, Some(1.0), 1.5), 1.0);
+        assert_eq!(slack_at(1.2, Some(1.0), -0.5), 1.2);
     }
 
     #[test]

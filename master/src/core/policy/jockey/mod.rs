@@ -131,6 +131,25 @@ pub struct JockeyConfig {
     /// While a job is all in, the smoothed allocation the next step smooths from is the
     /// control law's (as if it were not all in), not the cap; `false`: the cap.
     pub all_in_keep_smoothed: bool,
+    /// With `all_in_within_ms`: the slack the finish under the largest allocation is
+    /// predicted with for that test; `None`: the control's. §4.3 applies S to every
+    /// prediction; the all-in test is not the paper's (it makes §4.4's raise at once),
+    /// and the model's own margins (its quantile, the straggler reserves) are in
+    /// C(p, a) already: at 1 a job is taken all in only when the model itself, not
+    /// its slack on top, finds it late at the cap.
+    pub all_in_slack: Option<f64>,
+    /// The slack at progress 1: the control's `slack` applies at progress 0 and the
+    /// slack runs linearly between; `None`: the control's throughout, as §4.3 has it.
+    /// The slack stands for what the model gets wrong, and the more of the run is done,
+    /// the more of it has been measured (the slowdown is read from more tasks) and the
+    /// less is left to get wrong; the straggler reserves, not the slack, keep time for
+    /// a long task in the tail.
+    pub slack_at_end: Option<f64>,
+    /// With `stage_reserve` (not the paper's: §4.1's model is the only margin there
+    /// besides S): stages whose profile holds at least this many task times are kept
+    /// out of the reserve, since their own tail is in C(p, a)
+    /// (`Jockey::exposed_to_stragglers`); 0: every stage with tasks left counts.
+    pub stage_reserve_below: u32,
 }
 
 /// Points of C(p, a)'s spread a model keeps for [`JockeyConfig::expected_utility`].
@@ -165,6 +184,9 @@ impl Default for JockeyConfig {
             all_in_within_ms: None,
             all_in_slowdown: 0.0,
             all_in_keep_smoothed: false,
+            all_in_slack: None,
+            slack_at_end: None,
+            stage_reserve_below: 0,
         }
     }
 }
@@ -361,18 +383,19 @@ impl Jockey {
         // the whole cluster, which the model's C(p, a) — flat beyond that — cannot stop
         // when no allocation meets the deadline and the largest loses least utility.
         let cap = total.min(job.stages().map(|s| s.tasks.saturating_sub(s.completed)).sum::<u32>().max(1));
-        let control = self.control_for(&job);
-        let ahead_steps = self.ahead_steps(now, &control, slo, &prediction);
+        let control = self.control_for(&job, prediction.progress);
+        let ahead_steps = self.ahead_steps(now, slo, &prediction);
         let ahead = self.config.ahead_steps > 0 && ahead_steps >= self.config.ahead_steps;
         let remaining = |a: u32| prediction.remaining_ms(a);
         // §4.4: a job the model finds late even on the most it can use is raised to
         // that at once, not over the steps hysteresis would take; nor is it cut to the
         // smallest allocation at which C(p, a) is as late (flat beyond it in the model,
         // which the run need not be).
+        let all_in_slack = self.config.all_in_slack.unwrap_or(control.slack);
         let all_in = self.config.all_in_within_ms.is_some_and(|within| {
             prediction.slowdown > self.config.all_in_slowdown
                 && control.late_even_at_most(
-                    now.0 as f64 + control.slack * remaining(cap),
+                    now.0 as f64 + all_in_slack * remaining(cap),
                     deadline.0 as i64,
                     within,
                 )

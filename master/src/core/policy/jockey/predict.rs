@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use slotmarket_common::time::Timestamp;
 
 use super::super::{JobInfo, SchedView};
+use super::control::slack_at;
 use super::{Amdahl, CompletionModel, Control, JobProfile, Jockey, SloState, Utility};
 
 /// A job's remaining time at one control step, as a function of its allocation.
@@ -98,7 +99,7 @@ impl Jockey {
         }
         let done: Vec<f64> =
             job.stages().map(|s| f64::from(s.completed) / f64::from(s.tasks.max(1))).collect();
-        let left: Vec<u32> = job.stages().map(|s| s.tasks.saturating_sub(s.completed)).collect();
+        let left = self.exposed_to_stragglers(profile, job);
         let (reserve, quantile) = (self.config.stage_reserve, self.config.stage_reserve_quantile);
         Prediction {
             progress: self.config.indicator.progress(profile, &done),
@@ -109,26 +110,49 @@ impl Jockey {
         }
     }
 
+    /// Tasks left per stage for the stage reserve ([`JobProfile::straggler_reserve_ms`]):
+    /// none for a stage whose profile holds at least `stage_reserve_below` task times
+    /// (with the setting on). The reserve prices a straggler the profile never showed
+    /// in a stage, from the job's pooled ratios; a stage profiled from that many tasks
+    /// shows its own tail, which C(p, a) already draws, and pricing the job's worst
+    /// ratio on it again (a wide stage has the largest mean) holds a large reserve,
+    /// and the allocation it takes, for as long as the stage runs.
+    fn exposed_to_stragglers(&self, profile: &JobProfile, job: &JobInfo<'_>) -> Vec<u32> {
+        let below = self.config.stage_reserve_below as usize;
+        job.stages()
+            .zip(&profile.stages)
+            .map(|(s, stage)| {
+                let seen_enough = below > 0 && stage.run_ms.len() >= below;
+                if seen_enough { 0 } else { s.tasks.saturating_sub(s.completed) }
+            })
+            .collect()
+    }
+
     /// Control steps in a row, this one included, at which the job ran ahead of its
     /// model ([`Prediction::ran_ahead`]); 0 with `ahead_steps` off.
-    pub(super) fn ahead_steps(
-        &self,
-        now: Timestamp,
-        control: &Control,
-        last: &SloState,
-        prediction: &Prediction,
-    ) -> u32 {
-        let ahead = self.config.ahead_steps > 0 && prediction.ran_ahead(now, control.slack, last);
+    pub(super) fn ahead_steps(&self, now: Timestamp, last: &SloState, prediction: &Prediction) -> u32 {
+        // The last step's predicted finish was made with the slack at its own progress.
+        let slack = self.slack_at(last.progress);
+        let ahead = self.config.ahead_steps > 0 && prediction.ran_ahead(now, slack, last);
         if ahead { last.ahead_steps + 1 } else { 0 }
     }
 
-    /// The job's own utility curve, when its spec gives one, else the policy's.
-    pub(super) fn control_for(&self, job: &JobInfo<'_>) -> Cow<'_, Control> {
+    /// The slack at `progress`: the control's, or with `slack_at_end` the one between
+    /// them ([`slack_at`]).
+    pub(super) fn slack_at(&self, progress: f64) -> f64 {
+        slack_at(self.config.control.slack, self.config.slack_at_end, progress)
+    }
+
+    /// The control for `job` at `progress`: the job's own utility curve, when its spec
+    /// gives one, else the policy's; the slack at that progress.
+    pub(super) fn control_for(&self, job: &JobInfo<'_>, progress: f64) -> Cow<'_, Control> {
+        let slack = self.slack_at(progress);
         match &job.spec().utility {
             Some(curve) => {
-                Cow::Owned(Control { utility: Utility::from(curve), ..self.config.control.clone() })
+                Cow::Owned(Control { utility: Utility::from(curve), slack, ..self.config.control.clone() })
             }
-            None => Cow::Borrowed(&self.config.control),
+            None if slack == self.config.control.slack => Cow::Borrowed(&self.config.control),
+            None => Cow::Owned(Control { slack, ..self.config.control.clone() }),
         }
     }
 
