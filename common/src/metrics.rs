@@ -301,13 +301,18 @@ pub fn summarise(records: &[JobRecord], facts: RunFacts) -> Summary {
     for record in records {
         classes.entry(record.class_key()).or_default().push(record);
     }
-    Summary {
-        all: metrics(&all, facts.stopped_s, capacity),
-        classes: classes
-            .into_iter()
-            .map(|(class, set)| (class.to_string(), metrics(&set, facts.stopped_s, capacity)))
-            .collect(),
-    }
+    // The overall figures and the classes' read the same records apart, so the classes'
+    // are worked out on a second thread: each half took about 0.3 s at half a million jobs.
+    std::thread::scope(|scope| {
+        let classes = scope.spawn(|| {
+            classes
+                .into_iter()
+                .map(|(class, set)| (class.to_string(), metrics(&set, facts.stopped_s, capacity)))
+                .collect()
+        });
+        let all = metrics(&all, facts.stopped_s, capacity);
+        Summary { all, classes: classes.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)) }
+    })
 }
 
 /// The figures of one set; `capacity` is slots × the whole run's makespan.
