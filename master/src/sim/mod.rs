@@ -235,21 +235,21 @@ pub fn run(trace: &Trace, config: &SimConfig) -> Result<SimRun, SimError> {
     let arrivals = arrival_order(trace);
     match segments::plan(trace, config, &arrivals) {
         Some(cuts) => segments::run(trace, config, &arrivals, &cuts),
-        None => run_whole_in(trace, config, arrivals),
+        None => run_whole_in(trace, config, &arrivals),
     }
 }
 
 /// Runs `trace` under `config` whole.
 #[cfg(test)]
 fn run_whole(trace: &Trace, config: &SimConfig) -> Result<SimRun, SimError> {
-    run_whole_in(trace, config, arrival_order(trace))
+    run_whole_in(trace, config, &arrival_order(trace))
 }
 
-fn run_whole_in(trace: &Trace, config: &SimConfig, arrivals: Vec<u32>) -> Result<SimRun, SimError> {
+fn run_whole_in(trace: &Trace, config: &SimConfig, arrivals: &[u32]) -> Result<SimRun, SimError> {
     let mut sim = Simulation::new(trace, config, arrivals)?;
     let (ahead, send) = ahead::channel();
     sim.ahead = Some(ahead);
-    let order = &sim.arrivals.clone();
+    let order = arrivals;
     let seed = config.seed;
     std::thread::scope(|scope| {
         scope.spawn(move || ahead::prepare(trace, order, seed, send));
@@ -291,7 +291,7 @@ struct Simulation<'t> {
     /// Events due later, earliest first and in push order at one time.
     heap: Timeline<SimEvent>,
     /// Jobs that arrive on their own (no `follows`), by arrival time then trace order.
-    arrivals: Vec<u32>,
+    arrivals: &'t [u32],
     next_arrival: usize,
     /// The position in `arrivals` whose submission `advance` stops before (a time
     /// segment's end), if any.
@@ -346,7 +346,7 @@ struct Simulation<'t> {
 
 impl<'t> Simulation<'t> {
     /// A run of `trace` whose arrivals come in the order of `arrivals` (`arrival_order`).
-    fn new(trace: &'t Trace, config: &SimConfig, arrivals: Vec<u32>) -> Result<Simulation<'t>, SimError> {
+    fn new(trace: &'t Trace, config: &SimConfig, arrivals: &'t [u32]) -> Result<Simulation<'t>, SimError> {
         if config.nodes == 0 || config.map_slots + config.reduce_slots == 0 {
             return Err(SimError::NoSlots);
         }
@@ -377,7 +377,7 @@ impl<'t> Simulation<'t> {
                 followers.entry(leader as u32).or_default().push(ix as u32);
             }
         }
-        let next_arrival_at = arrival_at(trace, &arrivals, 0);
+        let next_arrival_at = arrival_at(trace, arrivals, 0);
         let mut core = Core::new(core_config);
         // Nobody watches a simulated job: its outcome comes from `Persist::JobState`.
         core.set_job_notices(false);
@@ -424,7 +424,7 @@ impl<'t> Simulation<'t> {
     /// Makes the run a time segment's, starting at position `first` of the arrivals.
     fn start_segment_at(&mut self, first: usize) {
         self.next_arrival = first;
-        self.next_arrival_at = arrival_at(self.trace, &self.arrivals, first);
+        self.next_arrival_at = arrival_at(self.trace, self.arrivals, first);
         self.segment = Some(first);
     }
 
@@ -504,7 +504,7 @@ impl<'t> Simulation<'t> {
         if !heap_due {
             let ix = self.arrivals[self.next_arrival];
             self.next_arrival += 1;
-            self.next_arrival_at = arrival_at(self.trace, &self.arrivals, self.next_arrival);
+            self.next_arrival_at = arrival_at(self.trace, self.arrivals, self.next_arrival);
             let prepared = self.ahead.as_mut().and_then(|ahead| ahead.take(ix));
             return self.submit(ix, prepared);
         }

@@ -190,7 +190,7 @@ fn run_segment(
     cuts: &[usize],
     first: usize,
 ) -> Result<Segment, SimError> {
-    let mut sim = Simulation::new(trace, config, arrivals.to_vec())?;
+    let mut sim = Simulation::new(trace, config, arrivals)?;
     sim.start_segment_at(first);
     sim.start()?;
     let mut next_cuts = cuts.iter().copied().filter(|&cut| cut > first);
