@@ -8,11 +8,13 @@
 //! such a drained instant on does not depend on what came before it, and can be run
 //! apart, at the same time as the stretches before it.
 //!
-//! The trace's arrivals are cut into a few segments per thread, of about equal task
-//! counts, each cut put before the arrival that follows the longest gap between arrivals
-//! near it (where the cluster has most likely drained). The threads take the segments in
-//! order, each the next one not yet taken, so that a faster core, or a thread whose
-//! segments were lighter, runs more of them. A segment's run is a fresh simulation from
+//! The trace's arrivals are cut into a few segments per thread, in rounds of one segment
+//! per thread, each round covering half of the tasks left and the last round all of them
+//! (so the segments shrink towards the end), each cut put before the arrival that follows
+//! the longest gap between arrivals near it (where the cluster has most likely drained).
+//! The threads take the segments in order, each the next one not yet taken, so that a
+//! faster core, or a thread whose segments were lighter, runs more of them, and the thread
+//! that finishes last is behind the others by at most one of the small last segments. A segment's run is a fresh simulation from
 //! its first arrival that stops at the first later cut where it has drained; where it has
 //! not, it runs on through the next segment's arrivals, as the whole run would. Then, from
 //! the first segment on, each run is taken for the arrivals it covered, and the next run
@@ -46,28 +48,31 @@ use crate::sim::workload::Trace;
 /// and its own result table, sized to the trace.
 const MIN_JOBS_PER_SEGMENT: usize = 200;
 
-/// Segments per thread: enough that a thread on a slower core, or one whose segments ran
-/// heavier, takes fewer of them than the others (the cores of a shared machine are not
-/// always equal); few enough that each segment's fresh tables stay a small share of its
-/// run.
-const SEGMENTS_PER_THREAD: usize = 4;
+/// Rounds of one segment per thread ([`shares`]): enough that a thread on a slower core,
+/// or one whose segments ran heavier, takes fewer of them than the others (the cores of a
+/// shared machine are not always equal) and that the last segments are short; few enough
+/// that each segment's fresh tables stay a small share of its run.
+const ROUNDS: usize = 5;
 
 /// Where to cut, as positions in the arrival order: each segment's first arrival after
 /// the first segment's. `None`: the run is not to be cut.
 pub(super) fn plan(trace: &Trace, config: &SimConfig, arrivals: &[u32]) -> Option<Vec<usize>> {
-    let segments = (config.threads * SEGMENTS_PER_THREAD).min(arrivals.len() / MIN_JOBS_PER_SEGMENT);
-    if config.threads < 2 || segments < 2 || !can_cut(trace, config, arrivals) {
+    let shares = shares(config.threads, arrivals.len() / MIN_JOBS_PER_SEGMENT);
+    if config.threads < 2 || shares.len() < 2 || !can_cut(trace, config, arrivals) {
         return None;
     }
     let tasks: Vec<u64> = arrivals.iter().map(|&ix| trace.jobs[ix as usize].total_tasks()).collect();
     let total: u64 = tasks.iter().sum();
     // Look for a gap among this many arrivals on either side of a cut's target: about a
-    // hundredth of a segment, so that the segments stay near equal.
-    let window = (arrivals.len() / (segments * 100)).max(50);
-    let mut cuts = Vec::with_capacity(segments - 1);
+    // hundredth of the smallest segment, so that the segments keep their shares.
+    let smallest = shares.iter().copied().fold(1.0, f64::min);
+    let window = ((arrivals.len() as f64 * smallest / 100.0) as usize).max(50);
+    let mut cuts = Vec::with_capacity(shares.len() - 1);
     let (mut done, mut at) = (0u64, 0usize);
-    for k in 1..segments as u64 {
-        let target = total * k / segments as u64;
+    let mut before = 0.0;
+    for share in &shares[..shares.len() - 1] {
+        before += share;
+        let target = (total as f64 * before) as u64;
         while at < arrivals.len() && done < target {
             done += tasks[at];
             at += 1;
@@ -83,6 +88,23 @@ pub(super) fn plan(trace: &Trace, config: &SimConfig, arrivals: &[u32]) -> Optio
         cuts.push(cut);
     }
     Some(cuts)
+}
+
+/// Each segment's share of the tasks, in order: rounds of one segment per thread, each
+/// round covering half of what is left and the last all of it (for two threads, 1/4, 1/4,
+/// 1/8, 1/8, ..., ending with four of 1/32), so that a thread that finishes its last
+/// segment finds the others at most one short segment from the end. At most `most`
+/// segments: fewer rounds, or one segment per thread, where the trace is small.
+fn shares(threads: usize, most: usize) -> Vec<f64> {
+    let rounds = (most / threads.max(1)).min(ROUNDS);
+    let mut shares = Vec::with_capacity(threads * rounds);
+    let mut left = 1.0;
+    for round in 1..=rounds {
+        let covered = if round == rounds { left } else { left / 2.0 };
+        shares.extend(std::iter::repeat_n(covered / threads as f64, threads));
+        left -= covered;
+    }
+    shares
 }
 
 /// Whether a run of `trace` under `config` may be cut: its core forgets when idle, and
@@ -328,21 +350,22 @@ mod tests {
 
     #[test]
     fn a_run_cut_where_the_cluster_drains_finds_what_the_whole_run_finds() {
-        let trace = mrm(900, 50.0);
+        let trace = mrm(1200, 50.0);
         for policy in
             [PolicySettings::Fifo {}, PolicySettings::Fair { preemption: true }, PolicySettings::Edf {}]
         {
-            // Three threads, four segments of at least 200 jobs: one thread runs two.
+            // Three threads, two rounds of segments of at least 200 jobs: each thread
+            // runs two or more.
             let cut = config(policy, 3);
             let arrivals = crate::sim::arrival_order(&trace);
             let cuts = plan(&trace, &cut, &arrivals).expect("cut");
-            assert_eq!(cuts.len(), 3);
+            assert_eq!(cuts.len(), 5);
             // The first segment drained at its cut: the second's run is taken.
             assert_eq!(run_segment(&trace, &cut, &arrivals, &cuts, 0).unwrap().covered, 0..cuts[0]);
             let whole = run_whole(&trace, &SimConfig { threads: 1, ..cut.clone() }).unwrap();
             let segmented = run(&trace, &cut, &arrivals, &cuts).unwrap();
             assert_same(&whole, &segmented);
-            assert_eq!(segmented.jobs.iter().filter(|j| j.ended.is_some()).count(), 900);
+            assert_eq!(segmented.jobs.iter().filter(|j| j.ended.is_some()).count(), 1200);
         }
     }
 
@@ -413,6 +436,19 @@ mod tests {
         assert!(pool.taken_past(200));
         assert!(!pool.taken_past(300));
         assert!(!pool.taken_past(100));
+    }
+
+    #[test]
+    fn segments_shrink_by_halves_towards_the_end_of_the_run() {
+        let two = shares(2, 100);
+        let quarter = 0.25;
+        let expected = [1.0, 1.0, 0.5, 0.5, 0.25, 0.25, 0.125, 0.125, 0.125, 0.125].map(|s| s * quarter);
+        assert_eq!(two, expected);
+        assert!((shares(3, 100).iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        // A small trace: as many rounds as it has segments for, the last taking the rest.
+        assert_eq!(shares(2, 5), [0.25, 0.25, 0.25, 0.25]);
+        assert_eq!(shares(2, 3), [0.5, 0.5]);
+        assert!(shares(2, 1).is_empty());
     }
 
     #[test]

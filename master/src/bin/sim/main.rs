@@ -312,6 +312,10 @@ fn run(args: RunArgs) -> Result<()> {
             peak_rss().map_or("unknown".to_string(), |kib| format!("{:.0} MiB", kib as f64 / 1024.0)),
         );
     }
+    // The process ends here: its memory goes back at exit in one piece, where freeing
+    // half a million jobs' trace entries and results one by one took 0.1-0.2 s.
+    std::mem::forget(result);
+    std::mem::forget(trace);
     Ok(())
 }
 
