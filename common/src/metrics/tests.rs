@@ -52,6 +52,34 @@ fn statistics_follow_the_one_documented_definition() {
 }
 
 #[test]
+fn values_sort_as_total_cmp_orders_them_bit_for_bit() {
+    let mut values = vec![
+        3.5,
+        -0.0,
+        0.0,
+        f64::NAN,
+        -f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        -2.25,
+        f64::MIN_POSITIVE / 2.0,
+        -1e300,
+        3.5,
+        1e-3,
+        -2.25,
+        0.0,
+    ];
+    let mut expected = values.clone();
+    expected.sort_by(f64::total_cmp);
+    sort(&mut values);
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&values), bits(&expected));
+    // Sorted already, it is left as it is.
+    sort(&mut values);
+    assert_eq!(bits(&values), bits(&expected));
+}
+
+#[test]
 fn records_derive_wait_completion_deadline_figures() {
     let records = hand_made();
     let b = &records[1];

@@ -162,7 +162,11 @@ impl<'s> Pool<'s> {
     fn work(&self, trace: &Trace, config: &SimConfig, arrivals: &[u32], cuts: &[usize]) {
         loop {
             let k = self.next.fetch_add(1, Ordering::Relaxed);
-            let Some(&first) = self.starts.get(k) else { return };
+            let Some(&first) = self.starts.get(k) else {
+                // With its time, this says how long the other threads ran on alone.
+                debug!("no time segment left for this thread");
+                return;
+            };
             if self.taken_past(first) {
                 debug!(segment = k, first, "time segment skipped: an earlier run ran through it");
                 continue;
