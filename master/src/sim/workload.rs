@@ -27,7 +27,7 @@
 //! | `utility` | the job's own utility curve for `jockey`, as a job spec's: `[[minutes after the deadline, utility], ...]`; needs `deadline_s` |
 //! | `stages[].duration_s` | a number (every task), a list (one per task), or `{"uniform":{"min":..,"max":..}}`, `{"normal":{"mean":..,"sd":..}}`, `{"exp":{"mean":..}}` drawn per task from the run's seed |
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::io::{Read, Write};
 
 use serde::{Deserialize, Serialize};
@@ -255,12 +255,8 @@ impl Trace {
     /// Checks jobs (unique ids, valid stages and durations, `follows` naming an earlier
     /// job) and builds a trace; errors number jobs from 1 as if they were lines.
     pub fn new(jobs: Vec<TraceJob>) -> Result<Trace, TraceError> {
-        let mut trace = Trace::default();
-        let mut ids: BTreeMap<String, u32> = BTreeMap::new();
-        for (ix, job) in jobs.into_iter().enumerate() {
-            trace.push(job, ix + 1, &mut ids)?;
-        }
-        Ok(trace)
+        let follows = resolve(&jobs, |ix| ix + 1, check_job)?;
+        Ok(Trace { jobs, follows })
     }
 
     /// Reads a JSON-lines trace. Blocks of lines are parsed and checked on up to four
@@ -270,22 +266,28 @@ impl Trace {
     pub fn read(input: impl Read) -> Result<Trace, TraceError> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
         let blocks = trace_blocks::map_blocks(input, trace_blocks::BLOCK_BYTES, threads, parse_block)?;
-        let mut trace = Trace::default();
         // Room for every job at once: grown by doubling, a half-million-job table was
         // copied and its pages faulted in again at every step.
-        let jobs = blocks.iter().map(|(jobs, _)| jobs.len()).sum();
-        trace.jobs.reserve_exact(jobs);
-        trace.follows.reserve_exact(jobs);
-        let mut ids: BTreeMap<String, u32> = BTreeMap::new();
-        for (jobs, error) in blocks {
-            for (line, job) in jobs {
-                trace.link(job, line, &mut ids)?;
+        let count = blocks.iter().map(|(jobs, _)| jobs.len()).sum();
+        let (mut jobs, mut lines) = (Vec::with_capacity(count), Vec::with_capacity(count));
+        let mut unparsed = None;
+        for (parsed, error) in blocks {
+            for (line, job) in parsed {
+                lines.push(line);
+                jobs.push(job);
             }
-            if let Some(error) = error {
-                return Err(error);
+            if error.is_some() {
+                unparsed = error;
+                break;
             }
         }
-        Ok(trace)
+        // The lines above a line that does not parse are resolved first: the error
+        // reported is the first line's.
+        let follows = resolve(&jobs, |ix| lines[ix], |_| Ok(()))?;
+        match unparsed {
+            Some(error) => Err(error),
+            None => Ok(Trace { jobs, follows }),
+        }
     }
 
     /// Writes the trace as JSON lines.
@@ -293,39 +295,6 @@ impl Trace {
         for job in &self.jobs {
             write_job(out, job)?;
         }
-        Ok(())
-    }
-
-    fn push(
-        &mut self,
-        job: TraceJob,
-        line: usize,
-        ids: &mut BTreeMap<String, u32>,
-    ) -> Result<(), TraceError> {
-        check_job(&job).map_err(|problem| TraceError::Line { line, problem })?;
-        self.link(job, line, ids)
-    }
-
-    /// Adds a checked job: its id must be new and what it follows must be known.
-    fn link(
-        &mut self,
-        job: TraceJob,
-        line: usize,
-        ids: &mut BTreeMap<String, u32>,
-    ) -> Result<(), TraceError> {
-        let bad = |problem: String| TraceError::Line { line, problem };
-        let follows = match &job.follows {
-            None => None,
-            Some(id) => Some(*ids.get(id).ok_or_else(|| {
-                bad(format!("follows: no earlier job \"{id}\"; a job may only follow one above it"))
-            })?),
-        };
-        let ix = self.jobs.len() as u32;
-        if ids.insert(job.id.clone(), ix).is_some() {
-            return Err(bad(format!("id: \"{}\" is used by an earlier job; ids must be unique", job.id)));
-        }
-        self.jobs.push(job);
-        self.follows.push(follows);
         Ok(())
     }
 
@@ -352,6 +321,34 @@ impl Trace {
 
 /// Parses and checks a block's lines up to the first bad one: the jobs before it, with
 /// their line numbers (an earlier line's duplicate id is the error to report), and its error.
+/// For each job, the index of the job it follows, checking `jobs` in order: each passes
+/// `check`, its id is new, and its `follows` names a job above it. The first problem is
+/// reported at its job's line (`line_of` its index). A hashed table of the ids borrowed
+/// from the jobs: an ordered one of copies took a third of a second at half a million.
+fn resolve(
+    jobs: &[TraceJob],
+    line_of: impl Fn(usize) -> usize,
+    check: impl Fn(&TraceJob) -> Result<(), String>,
+) -> Result<Vec<Option<u32>>, TraceError> {
+    let mut ids: HashMap<&str, u32> = HashMap::with_capacity(jobs.len());
+    let mut follows = Vec::with_capacity(jobs.len());
+    for (ix, job) in jobs.iter().enumerate() {
+        let bad = |problem: String| TraceError::Line { line: line_of(ix), problem };
+        check(job).map_err(bad)?;
+        let leader = match &job.follows {
+            None => None,
+            Some(id) => Some(*ids.get(id.as_str()).ok_or_else(|| {
+                bad(format!("follows: no earlier job \"{id}\"; a job may only follow one above it"))
+            })?),
+        };
+        if ids.insert(&job.id, ix as u32).is_some() {
+            return Err(bad(format!("id: \"{}\" is used by an earlier job; ids must be unique", job.id)));
+        }
+        follows.push(leader);
+    }
+    Ok(follows)
+}
+
 fn parse_block(block: &Block) -> (Vec<(usize, TraceJob)>, Option<TraceError>) {
     let mut jobs = Vec::new();
     for (n, text) in block.text.lines().enumerate() {
