@@ -247,7 +247,7 @@ pub enum PolicySettings {
         /// the reserve (default false: every stage with tasks not completed).
         #[serde(default)]
         stage_reserve_until_started: bool,
-        /// The pace check: predictions are scaled by the time the run took to reach
+        /// The pace check: the completion model's predictions are scaled by the time the run took to reach
         /// its progress over the time the model expected, at least this (default 0:
         /// off).
         #[serde(default)]
@@ -256,6 +256,10 @@ pub enum PolicySettings {
         /// 1: it only lowers them).
         #[serde(default = "jockey_defaults::one")]
         pace_ceiling: f64,
+        /// With `pace_floor`: the pace scales the straggler reserves too (default
+        /// false: the completion model's prediction only).
+        #[serde(default)]
+        pace_scales_reserves: bool,
     },
 }
 
@@ -474,6 +478,7 @@ impl PolicySettings {
             stage_reserve_until_started,
             pace_floor,
             pace_ceiling,
+            pace_scales_reserves,
         } = self
         else {
             return Ok(JockeyConfig::default());
@@ -566,6 +571,7 @@ impl PolicySettings {
             stage_reserve_until_started: *stage_reserve_until_started,
             pace_floor: *pace_floor,
             pace_ceiling: *pace_ceiling,
+            pace_scales_reserves: *pace_scales_reserves,
         })
     }
 }
@@ -751,6 +757,8 @@ mod tests {
         let pace = parse("pace_floor = 0.5\npace_ceiling = 1.2").jockey_config().unwrap();
         assert_eq!((pace.pace_floor, pace.pace_ceiling), (0.5, 1.2));
         assert_eq!((config.pace_floor, config.pace_ceiling), (0.0, 1.0));
+        assert!(parse("pace_scales_reserves = true").jockey_config().unwrap().pace_scales_reserves);
+        assert!(!config.pace_scales_reserves);
         let err = parse("stage_reserve_chance = -0.1").check().unwrap_err();
         assert_eq!(err.to_string(), "stage_reserve_chance: must be at least 0, got -0.1");
         let err = parse("pace_floor = 1.5").check().unwrap_err();

@@ -168,7 +168,8 @@ pub struct JockeyConfig {
     /// read as the straggler itself by the slowdown with `count_running`. `false`:
     /// every stage with tasks not completed counts.
     pub stage_reserve_until_started: bool,
-    /// The pace check (not the paper's): predictions are scaled by the time the run
+    /// The pace check (not the paper's): C(p, a) (and with `pace_scales_reserves` the
+    /// reserves added to it) is scaled by the time the run
     /// took to reach its progress over the time the model expected it to take (at the
     /// slots it ran on, scaled by its slowdown), kept within `pace_floor..=pace_ceiling`
     /// (`Jockey::pace`). The slowdown sees tasks longer or shorter than profiled; the
@@ -178,6 +179,10 @@ pub struct JockeyConfig {
     /// With `pace_floor`: the most the pace check scales predictions by (1: it only
     /// ever lowers them).
     pub pace_ceiling: f64,
+    /// With `pace_floor`: the pace scales the reserves (the model's tail reserve, the
+    /// stage reserve) as well as C(p, a); `false`: C(p, a) only, since the pace reads
+    /// how the model's run went, and a straggler still to come is no part of that.
+    pub pace_scales_reserves: bool,
 }
 
 /// Points of C(p, a)'s spread a model keeps for [`JockeyConfig::expected_utility`].
@@ -219,6 +224,7 @@ impl Default for JockeyConfig {
             stage_reserve_until_started: false,
             pace_floor: 0.0,
             pace_ceiling: 1.0,
+            pace_scales_reserves: false,
         }
     }
 }

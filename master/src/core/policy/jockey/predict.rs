@@ -26,8 +26,11 @@ pub(super) struct Prediction {
     /// With `stage_reserve_chance`: what a straggler on the stages left may add, as
     /// `(probability, extra ms)` ([`JobProfile::straggler_outcomes`]); empty otherwise.
     pub(super) straggler_outcomes: Vec<(f64, f64)>,
-    /// The pace check's factor on every prediction (`pace_floor`; 1 without it).
+    /// The pace check's factor on C(p, a) (`pace_floor`; 1 without it).
     pub(super) pace: f64,
+    /// The pace check's factor on the reserves: `pace` with `pace_scales_reserves`,
+    /// else 1.
+    pub(super) pace_reserve: f64,
     /// The pace check's sums up to this step: run time and the model's expectation of
     /// it, in ms ([`SloState::pace_clock_ms`], [`SloState::pace_model_ms`]).
     pub(super) pace_sums: (f64, f64),
@@ -36,12 +39,14 @@ pub(super) struct Prediction {
 impl Prediction {
     /// Remaining milliseconds with `a` slots.
     pub(super) fn remaining_ms(&self, a: u32) -> f64 {
-        self.pace
-            * self.slowdown
-            * match &self.model {
-                Some(m) => m.remaining_between(self.progress, a) + self.reserve_ms(m),
-                None => self.amdahl.remaining(a),
+        match &self.model {
+            Some(m) => {
+                self.slowdown
+                    * (self.pace * m.remaining_between(self.progress, a)
+                        + self.pace_reserve * self.reserve_ms(m))
             }
+            None => self.pace * self.slowdown * self.amdahl.remaining(a),
+        }
     }
 
     /// Whether the model was built with its spread, so it can be read as a distribution.
@@ -53,8 +58,8 @@ impl Prediction {
     pub(super) fn spread_ms(&self, a: u32) -> Vec<f64> {
         let Some(m) = &self.model else { return Vec::new() };
         let reserve = self.reserve_ms(m);
-        let scale = self.pace * self.slowdown;
-        m.spread_between(self.progress, a).iter().map(|r| scale * (r + reserve)).collect()
+        let (pace, reserve) = (self.pace, self.pace_reserve * reserve);
+        m.spread_between(self.progress, a).iter().map(|r| self.slowdown * (pace * r + reserve)).collect()
     }
 
     /// With `a` slots, the remaining milliseconds if no task left straggles past its
@@ -64,13 +69,13 @@ impl Prediction {
     /// empty without a model.
     pub(super) fn outcomes_ms(&self, a: u32) -> Vec<(f64, f64)> {
         let Some(m) = &self.model else { return Vec::new() };
-        let (base, tail) = (m.remaining_between(self.progress, a), m.tail_reserve(self.progress));
-        let (scale, straggles) =
-            (self.pace * self.slowdown, self.straggler_outcomes.iter().map(|o| o.0).sum::<f64>());
+        let base = self.pace * m.remaining_between(self.progress, a);
+        let (tail, paced) = (m.tail_reserve(self.progress), self.pace_reserve);
+        let straggles = self.straggler_outcomes.iter().map(|o| o.0).sum::<f64>();
         let mut outcomes = Vec::with_capacity(self.straggler_outcomes.len() + 1);
-        outcomes.push(((1.0 - straggles).max(0.0), scale * (base + tail)));
-        outcomes
-            .extend(self.straggler_outcomes.iter().map(|&(p, extra)| (p, scale * (base + tail.max(extra)))));
+        outcomes.push(((1.0 - straggles).max(0.0), self.slowdown * (base + paced * tail)));
+        let with = |&(p, extra): &(f64, f64)| (p, self.slowdown * (base + paced * tail.max(extra)));
+        outcomes.extend(self.straggler_outcomes.iter().map(with));
         outcomes
     }
 
@@ -138,6 +143,7 @@ impl Jockey {
             amdahl: Amdahl::of(profile, &done),
             slowdown,
             pace,
+            pace_reserve: if self.config.pace_scales_reserves { pace } else { 1.0 },
             pace_sums,
             straggler_ms: profile.straggler_reserve_ms(&left, reserve, quantile),
             straggler_outcomes: match self.config.stage_reserve_chance {
@@ -303,6 +309,7 @@ mod tests {
             straggler_ms,
             straggler_outcomes,
             pace,
+            pace_reserve: 1.0,
             pace_sums,
         }
     }
@@ -374,5 +381,14 @@ mod tests {
         // No earlier model-based step: nothing measured yet.
         let first = SloState { smoothed: None, ..last };
         assert_eq!(jockey(0.2).pace(ten_minutes, &first, model.as_ref(), 0.4, 1.0), (1.0, (0.0, 0.0)));
+    }
+
+    #[test]
+    fn the_pace_scales_the_reserves_only_when_asked() {
+        // 50 minutes left at progress 0.5 on 10 slots, and 10 minutes of stage reserve.
+        let job = Prediction { straggler_ms: 10.0 * MINUTE_MS, pace: 0.5, ..job_at(0.5, 1.0) };
+        assert_eq!(job.remaining_ms(10), 35.0 * MINUTE_MS);
+        let paced = Prediction { pace_reserve: 0.5, ..job };
+        assert_eq!(paced.remaining_ms(10), 30.0 * MINUTE_MS);
     }
 }
