@@ -237,6 +237,29 @@ pub enum PolicySettings {
         /// times are kept out of the reserve (default 0: every stage with tasks left).
         #[serde(default)]
         stage_reserve_below: u32,
+        /// With `stage_reserve`: price the reserve by its chance, sizing the raw
+        /// allocation by the expected utility over the job with and without a
+        /// straggler on the stages left, the smallest allocation within this much
+        /// utility of the best (default unset: the reserve added to every prediction).
+        #[serde(default)]
+        stage_reserve_chance: Option<f64>,
+        /// With `stage_reserve`: a stage whose tasks have all started is kept out of
+        /// the reserve (default false: every stage with tasks not completed).
+        #[serde(default)]
+        stage_reserve_until_started: bool,
+        /// The pace check: the completion model's predictions are scaled by the time the run took to reach
+        /// its progress over the time the model expected, at least this (default 0:
+        /// off).
+        #[serde(default)]
+        pace_floor: f64,
+        /// With `pace_floor`: the most the pace check scales predictions by (default
+        /// 1: it only lowers them).
+        #[serde(default = "jockey_defaults::one")]
+        pace_ceiling: f64,
+        /// With `pace_floor`: the pace scales the straggler reserves too (default
+        /// false: the completion model's prediction only).
+        #[serde(default)]
+        pace_scales_reserves: bool,
     },
 }
 
@@ -451,6 +474,11 @@ impl PolicySettings {
             all_in_slack,
             slack_at_end,
             stage_reserve_below,
+            stage_reserve_chance,
+            stage_reserve_until_started,
+            pace_floor,
+            pace_ceiling,
+            pace_scales_reserves,
         } = self
         else {
             return Ok(JockeyConfig::default());
@@ -486,6 +514,11 @@ impl PolicySettings {
         within("stage_reserve", "at least 0", *stage_reserve, *stage_reserve >= 0.0)?;
         let q = *stage_reserve_quantile;
         within("stage_reserve_quantile", "in [0, 1]", q, (0.0..=1.0).contains(&q))?;
+        within("pace_floor", "in [0, 1]", *pace_floor, (0.0..=1.0).contains(pace_floor))?;
+        within("pace_ceiling", "at least 1", *pace_ceiling, *pace_ceiling >= 1.0)?;
+        if let Some(tolerance) = stage_reserve_chance {
+            within("stage_reserve_chance", "at least 0", *tolerance, *tolerance >= 0.0)?;
+        }
         if let Some(tolerance) = expected_utility {
             within("expected_utility", "at least 0", *tolerance, *tolerance >= 0.0)?;
         }
@@ -534,6 +567,11 @@ impl PolicySettings {
             all_in_slack: *all_in_slack,
             slack_at_end: *slack_at_end,
             stage_reserve_below: *stage_reserve_below,
+            stage_reserve_chance: *stage_reserve_chance,
+            stage_reserve_until_started: *stage_reserve_until_started,
+            pace_floor: *pace_floor,
+            pace_ceiling: *pace_ceiling,
+            pace_scales_reserves: *pace_scales_reserves,
         })
     }
 }
@@ -707,6 +745,26 @@ mod tests {
         assert_eq!(config.slack_at_end, None);
         assert_eq!(parse("stage_reserve_below = 20").jockey_config().unwrap().stage_reserve_below, 20);
         assert_eq!(config.stage_reserve_below, 0);
+        assert_eq!(
+            parse("stage_reserve_chance = 0.02").jockey_config().unwrap().stage_reserve_chance,
+            Some(0.02)
+        );
+        assert_eq!(config.stage_reserve_chance, None);
+        assert!(
+            parse("stage_reserve_until_started = true").jockey_config().unwrap().stage_reserve_until_started
+        );
+        assert!(!config.stage_reserve_until_started);
+        let pace = parse("pace_floor = 0.5\npace_ceiling = 1.2").jockey_config().unwrap();
+        assert_eq!((pace.pace_floor, pace.pace_ceiling), (0.5, 1.2));
+        assert_eq!((config.pace_floor, config.pace_ceiling), (0.0, 1.0));
+        assert!(parse("pace_scales_reserves = true").jockey_config().unwrap().pace_scales_reserves);
+        assert!(!config.pace_scales_reserves);
+        let err = parse("stage_reserve_chance = -0.1").check().unwrap_err();
+        assert_eq!(err.to_string(), "stage_reserve_chance: must be at least 0, got -0.1");
+        let err = parse("pace_floor = 1.5").check().unwrap_err();
+        assert_eq!(err.to_string(), "pace_floor: must be in [0, 1], got 1.5");
+        let err = parse("pace_ceiling = 0.9").check().unwrap_err();
+        assert_eq!(err.to_string(), "pace_ceiling: must be at least 1, got 0.9");
         let err = parse("slack_at_end = 0").check().unwrap_err();
         assert_eq!(err.to_string(), "slack_at_end: must be at least 0.1, got 0");
         let err = parse("all_in_slack = 0.05").check().unwrap_err();

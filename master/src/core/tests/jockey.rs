@@ -482,6 +482,12 @@ fn a_tail_reserve_keeps_time_in_hand_for_a_straggler_the_median_leaves_out() {
 /// reserve), from two profiled runs of which one had a 600 s map straggler (8.2 × the
 /// maps' mean): the controller's state once the model is in, under `settings`.
 fn etl_with_a_last_stage(settings: &str) -> crate::core::policy::jockey::SloState {
+    let (env, spec) = etl_and_a_last_stage(settings);
+    state_once_modelled(env, spec)
+}
+
+/// The core and the job of [`etl_with_a_last_stage`], before the job is submitted.
+fn etl_and_a_last_stage(settings: &str) -> (TestEnv, slotmarket_common::spec::JobSpec) {
     let toml = format!(
         "name = \"jockey\"\ninterval_s = 60\nspare = false\nquantile = 0.5\nmodel_runs = 200\ntail_quantile = 0\n{settings}"
     );
@@ -502,7 +508,7 @@ fn etl_with_a_last_stage(settings: &str) -> crate::core::policy::jockey::SloStat
     let mut reduce = spec.stages[0].clone();
     (reduce.name, reduce.tasks, reduce.after) = ("reduce".into(), 2, vec!["map".into()]);
     spec.stages.push(reduce);
-    state_once_modelled(env, spec)
+    (env, spec)
 }
 
 #[test]
@@ -639,4 +645,71 @@ fn a_job_running_ahead_of_its_model_is_cut_to_its_raw_allocation_at_once() {
     // Two steps asked for, one seen: smoothed as ever.
     let waiting = state(2);
     assert_eq!((waiting.raw, waiting.guarantee, waiting.ahead_steps), (2, 3, 1));
+}
+
+#[test]
+fn a_stage_reserve_priced_by_its_chance_holds_less_than_the_worst_case() {
+    let plain = etl_with_a_last_stage("");
+    let reserved = etl_with_a_last_stage("stage_reserve = 1.0");
+    // The reduce's two tasks draw the maps' 600 s straggler (8.2 × their mean, 7.2
+    // minutes more than the model's 60 s) one time in 1 − (43 / 44)² = 4.5 %. Without
+    // tolerance the straggler must fit whatever its chance: the worst case.
+    let certain = etl_with_a_last_stage("stage_reserve = 1.0\nstage_reserve_chance = 0.0");
+    assert_eq!(certain.raw, reserved.raw);
+    // Priced by its chance, the minutes it would make the job late cost U's penalty
+    // one time in 22: fewer slots than the worst case, more than none.
+    let chance = etl_with_a_last_stage("stage_reserve = 1.0\nstage_reserve_chance = 0.02");
+    assert_eq!((plain.raw, reserved.raw, chance.raw), (2, 4, 3));
+}
+
+/// [`etl_and_a_last_stage`] run until both reduce tasks are running (every map task
+/// takes its profiled 60 s), and the controller's state at the step a minute later.
+fn etl_with_its_reduce_running(settings: &str) -> (crate::core::policy::jockey::SloState, Timestamp) {
+    let (mut env, spec) = etl_and_a_last_stage(settings);
+    let job = env.submit(spec);
+    let requests = env.take_model_requests();
+    env.handle(Event::CompletionModelBuilt(Box::new(build_completion_model(&requests[0]))));
+    let (mut maps, mut reduces) = (Vec::new(), 0);
+    for _ in 0..40 {
+        for launch in env.take_all_launches() {
+            env.start(launch.container);
+            if launch.task.stage.0 == 1 {
+                reduces += 1;
+            } else {
+                maps.push(launch.container);
+            }
+        }
+        if reduces == 2 {
+            break;
+        }
+        env.advance(60);
+        for container in maps.drain(..) {
+            env.report(container, ContainerState::Completed);
+        }
+        env.heartbeat("n1");
+        env.tick();
+    }
+    assert_eq!(reduces, 2, "both reduce tasks running");
+    env.advance(60);
+    env.heartbeat("n1");
+    env.tick();
+    (env.jockey_state(job), env.now)
+}
+
+#[test]
+fn a_stage_whose_tasks_have_all_started_can_keep_no_stage_reserve() {
+    // Only the reduce counts for the reserve (the maps have 40 profiled task times):
+    // 7.2 minutes kept in hand for a straggler among its two tasks, 8.6 with slack,
+    // even once both run and no allocation can change how long they take.
+    let reserve = "stage_reserve = 1.0\nstage_reserve_below = 5";
+    let (held, at) = etl_with_its_reduce_running(reserve);
+    let minutes_left = |state: &crate::core::policy::jockey::SloState| {
+        state.predicted_finish.expect("a model-based step").0.saturating_sub(at.0) as f64 / 60_000.0
+    };
+    assert!(minutes_left(&held) > 8.0, "{}", minutes_left(&held));
+    // Kept out once all its tasks have started: what is left is the model's minute.
+    let (dropped, at_too) =
+        etl_with_its_reduce_running(&format!("{reserve}\nstage_reserve_until_started = true"));
+    assert_eq!(at, at_too);
+    assert!(minutes_left(&dropped) < 2.0, "{}", minutes_left(&dropped));
 }

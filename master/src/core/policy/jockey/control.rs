@@ -146,6 +146,37 @@ impl Control {
         expected.iter().find(|e| e.1 >= best - tolerance - 1e-9).map(|e| e.0)
     }
 
+    /// [`expected_allocation`](Self::expected_allocation) over outcomes of unequal
+    /// chance: `outcomes(a)` gives `(probability, remaining ms)` pairs whose
+    /// probabilities sum to 1. The stage reserve priced by its chance
+    /// ([`JockeyConfig::stage_reserve_chance`](super::JockeyConfig::stage_reserve_chance))
+    /// is read through it: a straggler that adds minutes where the job has hours costs
+    /// nothing, and one that would make it late costs what U says, times its chance.
+    pub fn weighted_allocation(
+        &self,
+        now_ms: i64,
+        deadline_ms: i64,
+        allocations: &[u32],
+        outcomes: impl Fn(u32) -> Vec<(f64, f64)>,
+        tolerance: f64,
+    ) -> Option<u32> {
+        let target = (deadline_ms - self.dead_zone_ms) as f64;
+        let expected: Vec<(u32, f64)> = allocations
+            .iter()
+            .map(|&a| {
+                let utility = outcomes(a)
+                    .iter()
+                    .map(|&(p, r)| {
+                        p * self.utility.at((now_ms as f64 + self.slack * r - target).round() as i64)
+                    })
+                    .sum();
+                (a, utility)
+            })
+            .collect();
+        let best = expected.iter().map(|e| e.1).fold(f64::NEG_INFINITY, f64::max);
+        expected.iter().find(|e| e.1 >= best - tolerance - 1e-9).map(|e| e.0)
+    }
+
     /// One control step: the next smoothed allocation from the previous one (`None` on
     /// the first step, which jumps to the raw allocation), the raw allocation, and the
     /// predicted finish under the previous allocation (with slack).
@@ -412,6 +443,31 @@ mod tests {
         let narrow = |a: u32| vec![hundred_slot_minutes(a); 10];
         assert_eq!(control.expected_allocation(0, 20 * MINUTE_MS, &allocations, narrow, 0.05), Some(5));
         assert_eq!(control.expected_allocation(0, 20 * MINUTE_MS, &[], narrow, 0.05), None);
+    }
+
+    #[test]
+    fn weighted_outcomes_price_a_straggler_by_its_chance() {
+        let control = Control { slack: 1.0, dead_zone_ms: 0, ..Control::default() };
+        let allocations: Vec<u32> = (1..=40).collect();
+        // 20 minutes to go, 100 slot-minutes of work, and one chance in ten of a
+        // straggler 5 minutes longer (no allocation shortens it).
+        let outcomes = |a: u32| {
+            vec![(0.9, hundred_slot_minutes(a)), (0.1, hundred_slot_minutes(a) + 5.0 * MINUTE_MS as f64)]
+        };
+        // Without tolerance the straggler must fit, as a reserve added to every
+        // prediction makes it: 100 / 15 needs 7 slots.
+        assert_eq!(control.weighted_allocation(0, 20 * MINUTE_MS, &allocations, outcomes, 0.0), Some(7));
+        assert_eq!(
+            control.raw_allocation(0, 20 * MINUTE_MS, &allocations, |a| hundred_slot_minutes(a)
+                + 5.0 * MINUTE_MS as f64),
+            Some(7)
+        );
+        // Its chance priced: 6 slots leave it 1.7 minutes late one time in ten (0.033 of
+        // utility), 5 slots 5 minutes (0.1).
+        assert_eq!(control.weighted_allocation(0, 20 * MINUTE_MS, &allocations, outcomes, 0.05), Some(6));
+        // With an hour to go it fits at the smallest allocation either way.
+        assert_eq!(control.weighted_allocation(0, 60 * MINUTE_MS, &allocations, outcomes, 0.0), Some(2));
+        assert_eq!(control.weighted_allocation(0, 20 * MINUTE_MS, &[], outcomes, 0.05), None);
     }
 
     #[test]

@@ -150,6 +150,39 @@ pub struct JockeyConfig {
     /// out of the reserve, since their own tail is in C(p, a)
     /// (`Jockey::exposed_to_stragglers`); 0: every stage with tasks left counts.
     pub stage_reserve_below: u32,
+    /// Price the stage reserve by its chance, not its worst case (not the paper's, nor
+    /// is the reserve): the raw allocation is the smallest whose expected utility over
+    /// the job with and without a straggler on the stages left
+    /// ([`JobProfile::straggler_outcomes`], `stage_reserve` of each) is within this
+    /// tolerance of the best ([`Control::weighted_allocation`]); §4.3 reads U at one
+    /// point, which with the reserve is the worst straggler's. A job with time to spare
+    /// for the straggler holds nothing for it; one a straggler would make late pays
+    /// for it by U's penalty times its chance. The other readings of the prediction
+    /// (smoothing, the all-in test) keep the reserve as `stage_reserve_quantile`
+    /// prices it. `None`: the reserve added to every prediction.
+    pub stage_reserve_chance: Option<f64>,
+    /// With `stage_reserve`: a stage whose tasks have all started (none waits for a
+    /// slot) is kept out of the reserve (`Jockey::exposed_to_stragglers`). No
+    /// allocation shortens a straggler already running, and held, the reserve only
+    /// keeps the job predicted late; a running task longer than its stage's profile is
+    /// read as the straggler itself by the slowdown with `count_running`. `false`:
+    /// every stage with tasks not completed counts.
+    pub stage_reserve_until_started: bool,
+    /// The pace check (not the paper's): C(p, a) (and with `pace_scales_reserves` the
+    /// reserves added to it) is scaled by the time the run
+    /// took to reach its progress over the time the model expected it to take (at the
+    /// slots it ran on, scaled by its slowdown), kept within `pace_floor..=pace_ceiling`
+    /// (`Jockey::pace`). The slowdown sees tasks longer or shorter than profiled; the
+    /// pace sees a model wrong about the rest (the DAG's shape, its queueing), which
+    /// §4.1's C(p, a) cannot learn during a run. 0: off, every pace 1.
+    pub pace_floor: f64,
+    /// With `pace_floor`: the most the pace check scales predictions by (1: it only
+    /// ever lowers them).
+    pub pace_ceiling: f64,
+    /// With `pace_floor`: the pace scales the reserves (the model's tail reserve, the
+    /// stage reserve) as well as C(p, a); `false`: C(p, a) only, since the pace reads
+    /// how the model's run went, and a straggler still to come is no part of that.
+    pub pace_scales_reserves: bool,
 }
 
 /// Points of C(p, a)'s spread a model keeps for [`JockeyConfig::expected_utility`].
@@ -187,6 +220,11 @@ impl Default for JockeyConfig {
             all_in_slack: None,
             slack_at_end: None,
             stage_reserve_below: 0,
+            stage_reserve_chance: None,
+            stage_reserve_until_started: false,
+            pace_floor: 0.0,
+            pace_ceiling: 1.0,
+            pace_scales_reserves: false,
         }
     }
 }
@@ -251,6 +289,14 @@ pub struct SloState {
     /// The last control step found the job late even under the largest allocation it
     /// can use and took that allocation at once ([`JockeyConfig::all_in_within_ms`]).
     pub all_in: bool,
+    /// With [`JockeyConfig::pace_floor`]: milliseconds of run between model-based
+    /// control steps, summed.
+    pub pace_clock_ms: f64,
+    /// With [`JockeyConfig::pace_floor`]: what the model expected those intervals to
+    /// take (the fall of C(p, a) over each, at the slots the job ran on), summed.
+    pub pace_model_ms: f64,
+    /// Slot-milliseconds the job had run (guaranteed and spare) at the last step.
+    pub ran_slot_ms: u64,
 }
 
 impl SloState {
@@ -377,7 +423,7 @@ impl Jockey {
             };
             return;
         };
-        let prediction = self.predict(now, view, &mut profile, &job, total);
+        let prediction = self.predict(now, view, &mut profile, &job, total, slo);
         // More slots than tasks left cannot speed the job up: a job behind in its tail
         // (one straggler in a last stage of a few tasks) would otherwise be raised to
         // the whole cluster, which the model's C(p, a) — flat beyond that — cannot stop
@@ -451,6 +497,9 @@ impl Jockey {
             stepped_at: Some(now),
             ahead_steps,
             all_in,
+            pace_clock_ms: prediction.pace_sums.0,
+            pace_model_ms: prediction.pace_sums.1,
+            ran_slot_ms: slo.used_slot_ms + slo.spare_slot_ms,
             ..*slo
         };
     }

@@ -23,16 +23,30 @@ pub(super) struct Prediction {
     pub(super) slowdown: f64,
     /// Time kept in hand for one straggler on the stages left (`stage_reserve`), in ms.
     pub(super) straggler_ms: f64,
+    /// With `stage_reserve_chance`: what a straggler on the stages left may add, as
+    /// `(probability, extra ms)` ([`JobProfile::straggler_outcomes`]); empty otherwise.
+    pub(super) straggler_outcomes: Vec<(f64, f64)>,
+    /// The pace check's factor on C(p, a) (`pace_floor`; 1 without it).
+    pub(super) pace: f64,
+    /// The pace check's factor on the reserves: `pace` with `pace_scales_reserves`,
+    /// else 1.
+    pub(super) pace_reserve: f64,
+    /// The pace check's sums up to this step: run time and the model's expectation of
+    /// it, in ms ([`SloState::pace_clock_ms`], [`SloState::pace_model_ms`]).
+    pub(super) pace_sums: (f64, f64),
 }
 
 impl Prediction {
     /// Remaining milliseconds with `a` slots.
     pub(super) fn remaining_ms(&self, a: u32) -> f64 {
-        self.slowdown
-            * match &self.model {
-                Some(m) => m.remaining_between(self.progress, a) + self.reserve_ms(m),
-                None => self.amdahl.remaining(a),
+        match &self.model {
+            Some(m) => {
+                self.slowdown
+                    * (self.pace * m.remaining_between(self.progress, a)
+                        + self.pace_reserve * self.reserve_ms(m))
             }
+            None => self.pace * self.slowdown * self.amdahl.remaining(a),
+        }
     }
 
     /// Whether the model was built with its spread, so it can be read as a distribution.
@@ -44,13 +58,32 @@ impl Prediction {
     pub(super) fn spread_ms(&self, a: u32) -> Vec<f64> {
         let Some(m) = &self.model else { return Vec::new() };
         let reserve = self.reserve_ms(m);
-        m.spread_between(self.progress, a).iter().map(|r| self.slowdown * (r + reserve)).collect()
+        let (pace, reserve) = (self.pace, self.pace_reserve * reserve);
+        m.spread_between(self.progress, a).iter().map(|r| self.slowdown * (pace * r + reserve)).collect()
+    }
+
+    /// With `a` slots, the remaining milliseconds if no task left straggles past its
+    /// profile (C(p, a) and the model's tail reserve) and if one does (the larger of
+    /// the tail reserve and what the straggler adds, for each of
+    /// [`straggler_outcomes`](Self::straggler_outcomes)), with their probabilities;
+    /// empty without a model.
+    pub(super) fn outcomes_ms(&self, a: u32) -> Vec<(f64, f64)> {
+        let Some(m) = &self.model else { return Vec::new() };
+        let base = self.pace * m.remaining_between(self.progress, a);
+        let (tail, paced) = (m.tail_reserve(self.progress), self.pace_reserve);
+        let straggles = self.straggler_outcomes.iter().map(|o| o.0).sum::<f64>();
+        let mut outcomes = Vec::with_capacity(self.straggler_outcomes.len() + 1);
+        outcomes.push(((1.0 - straggles).max(0.0), self.slowdown * (base + paced * tail)));
+        let with = |&(p, extra): &(f64, f64)| (p, self.slowdown * (base + paced * tail.max(extra)));
+        outcomes.extend(self.straggler_outcomes.iter().map(with));
+        outcomes
     }
 
     /// The predicted finish's interval with `a` slots, as offsets from now in ms.
     pub(super) fn interval_ms(&self, a: u32) -> Option<(f64, f64)> {
         let (lo, hi) = self.model.as_ref()?.interval(self.progress, a);
-        Some((self.slowdown * lo, self.slowdown * hi))
+        let scale = self.pace * self.slowdown;
+        Some((scale * lo, scale * hi))
     }
 
     /// Whether the job ran ahead of its model since the `last` control step: its tasks
@@ -90,6 +123,7 @@ impl Jockey {
         profile: &mut JobProfile,
         job: &JobInfo<'_>,
         total: u32,
+        last: &SloState,
     ) -> Prediction {
         let model = self.model_for(profile, total).cloned();
         if let Some(model) = &model {
@@ -101,13 +135,60 @@ impl Jockey {
             job.stages().map(|s| f64::from(s.completed) / f64::from(s.tasks.max(1))).collect();
         let left = self.exposed_to_stragglers(profile, job);
         let (reserve, quantile) = (self.config.stage_reserve, self.config.stage_reserve_quantile);
+        let progress = self.config.indicator.progress(profile, &done);
+        let slowdown = self.slowdown(now, view, profile, job);
+        let (pace, pace_sums) = self.pace(now, last, model.as_ref(), progress, slowdown);
         Prediction {
-            progress: self.config.indicator.progress(profile, &done),
+            progress,
             amdahl: Amdahl::of(profile, &done),
-            slowdown: self.slowdown(now, view, profile, job),
+            slowdown,
+            pace,
+            pace_reserve: if self.config.pace_scales_reserves { pace } else { 1.0 },
+            pace_sums,
             straggler_ms: profile.straggler_reserve_ms(&left, reserve, quantile),
+            straggler_outcomes: match self.config.stage_reserve_chance {
+                Some(_) => profile.straggler_outcomes(&left, reserve),
+                None => Vec::new(),
+            },
             model,
         }
+    }
+
+    /// The pace check (`pace_floor`): how much longer the run took to reach `progress`
+    /// than the model expected, within `pace_floor..=pace_ceiling`, and the sums it is
+    /// read from brought up to `now` ([`SloState::pace_clock_ms`]). Over each interval
+    /// between model-based steps the model expects the fall of C(p, a) from the last
+    /// step's progress to this one's, at the slots the job ran on on average (its
+    /// guarantee and spare slots: what it ran is what it progressed on), times the
+    /// slowdown (which the pace should not count twice). Two control intervals at pace
+    /// 1 weigh in first, so that the first steps' noise moves it little. (1, zeros)
+    /// with the check off.
+    fn pace(
+        &self,
+        now: Timestamp,
+        last: &SloState,
+        model: Option<&CompletionModel>,
+        progress: f64,
+        slowdown: f64,
+    ) -> (f64, (f64, f64)) {
+        if self.config.pace_floor <= 0.0 {
+            return (1.0, (0.0, 0.0));
+        }
+        let (mut clock, mut expected) = (last.pace_clock_ms, last.pace_model_ms);
+        if let (Some(m), Some(_), Some(at)) = (model, last.smoothed, last.stepped_at) {
+            let elapsed = now.0.saturating_sub(at.0);
+            let ran = (last.used_slot_ms + last.spare_slot_ms).saturating_sub(last.ran_slot_ms);
+            if elapsed > 0 {
+                let slots = ((ran as f64 / elapsed as f64).round() as u32).max(1);
+                let fall = m.remaining_between(last.progress, slots) - m.remaining_between(progress, slots);
+                clock += elapsed as f64;
+                expected += slowdown * fall.max(0.0);
+            }
+        }
+        let prior = 2.0 * self.config.interval_ms as f64;
+        let pace =
+            ((clock + prior) / (expected + prior)).clamp(self.config.pace_floor, self.config.pace_ceiling);
+        (pace, (clock, expected))
     }
 
     /// Tasks left per stage for the stage reserve ([`JobProfile::straggler_reserve_ms`]):
@@ -116,14 +197,16 @@ impl Jockey {
     /// in a stage, from the job's pooled ratios; a stage profiled from that many tasks
     /// shows its own tail, which C(p, a) already draws, and pricing the job's worst
     /// ratio on it again (a wide stage has the largest mean) holds a large reserve,
-    /// and the allocation it takes, for as long as the stage runs.
+    /// and the allocation it takes, for as long as the stage runs. With
+    /// `stage_reserve_until_started`, none for a stage whose tasks have all started.
     fn exposed_to_stragglers(&self, profile: &JobProfile, job: &JobInfo<'_>) -> Vec<u32> {
         let below = self.config.stage_reserve_below as usize;
         job.stages()
             .zip(&profile.stages)
             .map(|(s, stage)| {
                 let seen_enough = below > 0 && stage.run_ms.len() >= below;
-                if seen_enough { 0 } else { s.tasks.saturating_sub(s.completed) }
+                let all_started = self.config.stage_reserve_until_started && s.pending() == 0;
+                if seen_enough || all_started { 0 } else { s.tasks.saturating_sub(s.completed) }
             })
             .collect()
     }
@@ -176,6 +259,11 @@ impl Jockey {
         };
         let grid: Vec<u32> = (1..=cap).collect();
         let (now_ms, deadline_ms) = (now.0 as i64, deadline.0 as i64);
+        if let (Some(tolerance), Some(_)) = (self.config.stage_reserve_chance, &prediction.model) {
+            return control
+                .weighted_allocation(now_ms, deadline_ms, &grid, |a| prediction.outcomes_ms(a), tolerance)
+                .unwrap_or(cap);
+        }
         match self.config.expected_utility {
             Some(tolerance) if prediction.has_spread() => control.expected_allocation(
                 now_ms,
@@ -212,7 +300,18 @@ mod tests {
             spread_ms: Vec::new(),
         };
         let amdahl = Amdahl { serial_ms: 0.0, work_ms: 0.0 };
-        Prediction { model: Some(model), amdahl, progress, slowdown, straggler_ms: 0.0 }
+        let (straggler_ms, straggler_outcomes, pace, pace_sums) = (0.0, Vec::new(), 1.0, (0.0, 0.0));
+        Prediction {
+            model: Some(model),
+            amdahl,
+            progress,
+            slowdown,
+            straggler_ms,
+            straggler_outcomes,
+            pace,
+            pace_reserve: 1.0,
+            pace_sums,
+        }
     }
 
     /// The last step, at time 0 and progress 0 with a slowdown of 0.9: 90 minutes left
@@ -250,5 +349,46 @@ mod tests {
         // No model-based step before this one: nothing to compare with.
         let first = SloState { smoothed: None, ..last_step() };
         assert!(!job_at(0.5, 0.9).ran_ahead(ten_minutes, 1.2, &first));
+    }
+
+    #[test]
+    fn the_pace_check_reads_how_much_faster_than_its_model_the_run_got_where_it_is() {
+        let jockey =
+            |floor: f64| Jockey::new(super::super::JockeyConfig { pace_floor: floor, ..Default::default() });
+        let model = job_at(0.0, 1.0).model;
+        // Ten minutes on 10 slots (100 slot-minutes run) from progress 0 to 0.4: the
+        // model expected 40 minutes, at a slowdown of 1.
+        let last = SloState {
+            smoothed: Some(10.0),
+            stepped_at: Some(Timestamp(0)),
+            used_slot_ms: 100 * 60_000,
+            ..SloState::default()
+        };
+        let ten_minutes = Timestamp(10 * 60_000);
+        let (pace, sums) = jockey(0.2).pace(ten_minutes, &last, model.as_ref(), 0.4, 1.0);
+        assert_eq!(sums, (10.0 * MINUTE_MS, 40.0 * MINUTE_MS));
+        // Two control intervals at pace 1 weigh in: (10 + 2) / (40 + 2).
+        assert!((pace - 12.0 / 42.0).abs() < 1e-12, "{pace}");
+        // Within its floor; off, 1 and no sums.
+        assert_eq!(jockey(0.5).pace(ten_minutes, &last, model.as_ref(), 0.4, 1.0).0, 0.5);
+        assert_eq!(jockey(0.0).pace(ten_minutes, &last, model.as_ref(), 0.4, 1.0), (1.0, (0.0, 0.0)));
+        // Tasks twice as slow as profiled: the slowdown has that, the pace only the rest.
+        let (slower, _) = jockey(0.2).pace(ten_minutes, &last, model.as_ref(), 0.2, 2.0);
+        assert!((slower - 12.0 / 42.0).abs() < 1e-12, "{slower}");
+        // Waiting on a straggler (no progress) it is slower than its model, but the
+        // ceiling (1) keeps the check from raising predictions.
+        assert_eq!(jockey(0.2).pace(ten_minutes, &last, model.as_ref(), 0.0, 1.0).0, 1.0);
+        // No earlier model-based step: nothing measured yet.
+        let first = SloState { smoothed: None, ..last };
+        assert_eq!(jockey(0.2).pace(ten_minutes, &first, model.as_ref(), 0.4, 1.0), (1.0, (0.0, 0.0)));
+    }
+
+    #[test]
+    fn the_pace_scales_the_reserves_only_when_asked() {
+        // 50 minutes left at progress 0.5 on 10 slots, and 10 minutes of stage reserve.
+        let job = Prediction { straggler_ms: 10.0 * MINUTE_MS, pace: 0.5, ..job_at(0.5, 1.0) };
+        assert_eq!(job.remaining_ms(10), 35.0 * MINUTE_MS);
+        let paced = Prediction { pace_reserve: 0.5, ..job };
+        assert_eq!(paced.remaining_ms(10), 30.0 * MINUTE_MS);
     }
 }

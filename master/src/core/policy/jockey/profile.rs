@@ -232,6 +232,60 @@ impl JobProfile {
         scale * extra.fold(0.0, f64::max)
     }
 
+    /// The stage reserve as a chance rather than a worst case
+    /// ([`JockeyConfig::stage_reserve_chance`](super::JockeyConfig::stage_reserve_chance)):
+    /// the distribution of the time the longest of the tasks left (`left[s]` per stage)
+    /// adds beyond what the completion model draws, `scale` of it, as `(probability,
+    /// extra ms)` pairs with positive extra, ascending. Each task left is drawn from the
+    /// job's [`straggler_ratios`](Self::straggler_ratios) times its stage's mean, less
+    /// the stage's longest profiled task (as [`straggler_reserve_ms`](Self::straggler_reserve_ms)
+    /// prices it); the longest of a stage's `n` draws is at most `x` with probability
+    /// `F(x)^n`, and of every stage's with the product of those. The probabilities sum
+    /// to the chance that any task left straggles past its stage's profile (π); with
+    /// `1 − π` nothing is added. Empty when nothing is left, or with `scale` 0.
+    pub fn straggler_outcomes(&self, left: &[u32], scale: f64) -> Vec<(f64, f64)> {
+        let ratios = self.straggler_ratios();
+        if scale <= 0.0 || ratios.is_empty() {
+            return Vec::new();
+        }
+        let exposed: Vec<(f64, f64, i32)> = self
+            .stages
+            .iter()
+            .zip(left)
+            .filter(|&(_, &n)| n > 0)
+            .map(|(s, &n)| (s.mean_ms(), s.longest_ms() as f64, n.min(i32::MAX as u32) as i32))
+            .collect();
+        // Extras at which some stage's distribution steps: every positive one.
+        let mut steps: Vec<f64> = exposed
+            .iter()
+            .flat_map(|&(mean, longest, _)| ratios.iter().map(move |r| scale * (r * mean - longest)))
+            .filter(|&x| x > 0.0)
+            .collect();
+        steps.sort_by(f64::total_cmp);
+        steps.dedup();
+        let count = ratios.len() as f64;
+        // P(every stage's longest task adds at most `x`).
+        let cdf = |x: f64| -> f64 {
+            exposed
+                .iter()
+                .map(|&(mean, longest, n)| {
+                    let within = ratios.partition_point(|r| scale * (r * mean - longest) <= x);
+                    (within as f64 / count).powi(n)
+                })
+                .product()
+        };
+        let mut below = cdf(0.0);
+        let mut outcomes = Vec::with_capacity(steps.len());
+        for x in steps {
+            let at = cdf(x);
+            if at > below {
+                outcomes.push((at - below, x));
+            }
+            below = at;
+        }
+        outcomes
+    }
+
     /// The longest chain of longest tasks through the DAG, in milliseconds.
     pub fn critical_path_ms(&self) -> u64 {
         let after = self.path_after_ms();
@@ -516,5 +570,31 @@ pub(crate) mod tests {
         // Nothing left, or the reserve off: nothing kept.
         assert_eq!(profile.straggler_reserve_ms(&[0, 0], 1.0, 1.0), 0.0);
         assert_eq!(profile.straggler_reserve_ms(&[5, 2], 0.0, 1.0), 0.0);
+    }
+
+    #[test]
+    fn the_straggler_outcomes_are_the_longest_task_lefts_chance_of_each_extra() {
+        // The profile above: ratios 0.5 (four), 1.0 (two), 3.0 (one); only the 3 adds
+        // anything, and only on z (3 × 10 − 10 = 20 s; on a, 3 × 20 − 60 = 0).
+        let spec = spec("etl", &[("a", 5, &[]), ("z", 2, &["a"])]);
+        let a: &[u64] = &[10_000, 10_000, 10_000, 10_000, 60_000];
+        let history = [run(1, "etl", &[("a", a, &[]), ("z", &[10_000, 10_000], &[])])];
+        let profile = JobProfile::from_history(&spec, &history).unwrap();
+        let close = |got: Vec<(f64, f64)>, want: &[(f64, f64)]| {
+            assert_eq!(got.len(), want.len(), "{got:?}");
+            for (g, w) in got.iter().zip(want) {
+                assert!((g.0 - w.0).abs() < 1e-12 && (g.1 - w.1).abs() < 1e-6, "{got:?} {want:?}");
+            }
+        };
+        // One of z's tasks left draws the 3 one time in seven; two, 1 − (6/7)² = 13/49
+        // of the time. The worst-case reserve keeps the 20 s every time.
+        close(profile.straggler_outcomes(&[0, 1], 1.0), &[(1.0 / 7.0, 20_000.0)]);
+        close(profile.straggler_outcomes(&[0, 2], 1.0), &[(13.0 / 49.0, 20_000.0)]);
+        // a's tasks left add nothing its own longest does not cover.
+        close(profile.straggler_outcomes(&[5, 2], 1.0), &[(13.0 / 49.0, 20_000.0)]);
+        close(profile.straggler_outcomes(&[0, 2], 0.5), &[(13.0 / 49.0, 10_000.0)]);
+        // Nothing left, or the reserve off: no straggler to price.
+        close(profile.straggler_outcomes(&[0, 0], 1.0), &[]);
+        close(profile.straggler_outcomes(&[5, 2], 0.0), &[]);
     }
 }
