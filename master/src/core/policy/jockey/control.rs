@@ -130,20 +130,11 @@ impl Control {
         remaining_ms: impl Fn(u32) -> Vec<f64>,
         tolerance: f64,
     ) -> Option<u32> {
-        let target = (deadline_ms - self.dead_zone_ms) as f64;
-        let expected: Vec<(u32, f64)> = allocations
-            .iter()
-            .map(|&a| {
-                let samples = remaining_ms(a);
-                let total: f64 = samples
-                    .iter()
-                    .map(|r| self.utility.at((now_ms as f64 + self.slack * r - target).round() as i64))
-                    .sum();
-                (a, total / samples.len().max(1) as f64)
-            })
-            .collect();
-        let best = expected.iter().map(|e| e.1).fold(f64::NEG_INFINITY, f64::max);
-        expected.iter().find(|e| e.1 >= best - tolerance - 1e-9).map(|e| e.0)
+        self.nearest_best(allocations, tolerance, |a| {
+            let samples = remaining_ms(a);
+            let total: f64 = samples.iter().map(|&r| self.utility_of(now_ms, deadline_ms, r)).sum();
+            total / samples.len().max(1) as f64
+        })
     }
 
     /// [`expected_allocation`](Self::expected_allocation) over outcomes of unequal
@@ -160,19 +151,27 @@ impl Control {
         outcomes: impl Fn(u32) -> Vec<(f64, f64)>,
         tolerance: f64,
     ) -> Option<u32> {
+        self.nearest_best(allocations, tolerance, |a| {
+            outcomes(a).iter().map(|&(p, r)| p * self.utility_of(now_ms, deadline_ms, r)).sum()
+        })
+    }
+
+    /// U of the finish `now + slack × remaining`, against the deadline moved `dead_zone_ms`
+    /// earlier.
+    fn utility_of(&self, now_ms: i64, deadline_ms: i64, remaining_ms: f64) -> f64 {
         let target = (deadline_ms - self.dead_zone_ms) as f64;
-        let expected: Vec<(u32, f64)> = allocations
-            .iter()
-            .map(|&a| {
-                let utility = outcomes(a)
-                    .iter()
-                    .map(|&(p, r)| {
-                        p * self.utility.at((now_ms as f64 + self.slack * r - target).round() as i64)
-                    })
-                    .sum();
-                (a, utility)
-            })
-            .collect();
+        self.utility.at((now_ms as f64 + self.slack * remaining_ms - target).round() as i64)
+    }
+
+    /// The smallest of `allocations` whose expected utility is within `tolerance` of the
+    /// best; `None` when `allocations` is empty.
+    fn nearest_best(
+        &self,
+        allocations: &[u32],
+        tolerance: f64,
+        expected: impl Fn(u32) -> f64,
+    ) -> Option<u32> {
+        let expected: Vec<(u32, f64)> = allocations.iter().map(|&a| (a, expected(a))).collect();
         let best = expected.iter().map(|e| e.1).fold(f64::NEG_INFINITY, f64::max);
         expected.iter().find(|e| e.1 >= best - tolerance - 1e-9).map(|e| e.0)
     }
