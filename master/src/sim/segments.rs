@@ -14,13 +14,14 @@
 //! the longest gap between arrivals near it (where the cluster has most likely drained).
 //! The threads take the segments in order, each the next one not yet taken, so that a
 //! faster core, or a thread whose segments were lighter, runs more of them, and the thread
-//! that finishes last is behind the others by at most one of the small last segments. A segment's run is a fresh simulation from
-//! its first arrival that stops at the first later cut where it has drained; where it has
-//! not, it runs on through the next segment's arrivals, as the whole run would. Then, from
-//! the first segment on, each run is taken for the arrivals it covered, and the next run
-//! taken is the one that starts where it stopped: that one started from a drained instant
-//! of the whole run, so it is the whole run from there. Runs that a previous one ran
-//! through are thrown away, and not started where that is already known.
+//! that finishes last is behind the others by at most one of the small last segments.
+//! A segment's run is a fresh simulation from its first arrival that stops at the first
+//! later cut where it has drained; where it has not, it runs on through the next segment's
+//! arrivals, as the whole run would. Then, from the first segment on, each run is taken for
+//! the arrivals it covered, and the next run taken is the one that starts where it
+//! stopped: that one started from a drained instant of the whole run, so it is the whole
+//! run from there. Runs that a previous one ran through are thrown away, and not started
+//! where that is already known.
 //!
 //! The merged result is the whole run's: the same per-job results, slot use over time,
 //! attempts, failures, lost work and stopping time (checked against the one-thread run
