@@ -41,8 +41,9 @@ pub enum Command {
     Reply {
         /// The request.
         request: RequestId,
-        /// The answer.
-        response: Response,
+        /// The answer, boxed: inline, the largest answers made every command 360 bytes,
+        /// and launches (most commands) were copied at that size.
+        response: Box<Response>,
     },
     /// A job's status changed; watchers should be sent a fresh `Job` response.
     JobChanged {
@@ -131,8 +132,8 @@ pub enum Persist {
         account: AccountId,
         /// The principal who submitted it.
         owner: AccountId,
-        /// The job.
-        spec: JobSpec,
+        /// The job (boxed, as `Command::Reply`'s answer is).
+        spec: Box<JobSpec>,
         /// Admission time.
         submitted: Timestamp,
         /// Its deadline, resolved at admission.
@@ -161,8 +162,8 @@ pub enum Persist {
     },
     /// An ended job's history, kept with at most `keep_per_name` runs of its name.
     History {
-        /// What the job did.
-        record: JobHistory,
+        /// What the job did (boxed, as `Command::Reply`'s answer is).
+        record: Box<JobHistory>,
         /// Runs of the same name to keep, newest first.
         keep_per_name: usize,
     },

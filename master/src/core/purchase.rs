@@ -14,7 +14,7 @@ use slotmarket_common::protocol::{
 use slotmarket_common::spec::{JobSpec, SlotKind, format_rfc3339};
 use slotmarket_common::time::Timestamp;
 
-use super::command::{Command, Persist};
+use super::command::Persist;
 use super::quote::{AdmissionMode, Choice, Offer, Quote, QuoteError};
 use super::reactor::{self, Ctx};
 use super::{Caller, Core, RequestId};
@@ -80,7 +80,7 @@ impl Core {
         spec: JobSpec,
         choice: DeadlineChoice,
     ) {
-        let reply = |cx: &mut Ctx, response| cx.push(Command::Reply { request, response });
+        let reply = |cx: &mut Ctx, response| cx.reply(request, response);
         if self.config.admission.mode == AdmissionMode::None {
             return reply(cx, Response::error(ErrorKind::BadRequest, ADMISSION_OFF));
         }

@@ -129,7 +129,7 @@ fn split(commands: Vec<Command>) -> (Vec<Persist>, Vec<Action>) {
             }
             Command::Launch { agent, launch } => Action::Launch { agent, launch },
             Command::Kill { agent, container, reason } => Action::Kill { agent, container, reason },
-            Command::Reply { request, response } => Action::Reply { request, response },
+            Command::Reply { request, response } => Action::Reply { request, response: *response },
             Command::JobChanged { job } => Action::JobChanged { job },
             Command::DropAgent { agent, reason } => Action::DropAgent { agent, reason },
             Command::BuildCompletionModel(request) => Action::BuildModel(request),

@@ -43,7 +43,7 @@ fn stored_jobs_are_replayed_at_the_actors_clock() {
                 job: JobId(4),
                 account: AccountId("alice".into()),
                 owner: AccountId("alice".into()),
-                spec: JobSpec::from_toml(SPEC).unwrap(),
+                spec: JobSpec::from_toml(SPEC).unwrap().into(),
                 submitted: Timestamp(100),
                 deadline: None,
             },

@@ -49,7 +49,7 @@ fn stored_job(dir: &Path, running: bool) {
             job: JobId(1),
             account: AccountId("alice".into()),
             owner: AccountId("alice".into()),
-            spec: JobSpec::from_toml(SPEC).unwrap(),
+            spec: JobSpec::from_toml(SPEC).unwrap().into(),
             submitted: Timestamp(100),
             deadline: None,
         },

@@ -780,7 +780,7 @@ impl<'t> Simulation<'t> {
                 self.models.push(model);
             }
             Command::Persist(Persist::History { record, .. }) if self.config.keep_history => {
-                self.history.push(record.clone());
+                self.history.push((**record).clone());
             }
             Command::Persist(_) | Command::JobChanged { .. } | Command::DropAgent { .. } => {}
         }

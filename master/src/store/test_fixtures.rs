@@ -47,7 +47,7 @@ impl Admission {
             job: JobId(self.job),
             account: AccountId(self.owner.into()),
             owner: AccountId(self.owner.into()),
-            spec: self.spec,
+            spec: self.spec.into(),
             submitted: Timestamp(self.submitted),
             deadline: self.deadline.map(Timestamp),
         }

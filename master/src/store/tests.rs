@@ -121,7 +121,7 @@ fn history_keeps_the_newest_runs_of_each_name_across_a_reopen() {
         let mut store = Store::open(dir.path()).unwrap();
         for job in 1..=4 {
             let name = if job == 2 { "sort" } else { "wc" };
-            store.apply(&[Persist::History { record: run(job, name), keep_per_name: 2 }]).unwrap();
+            store.apply(&[Persist::History { record: run(job, name).into(), keep_per_name: 2 }]).unwrap();
         }
     }
     let history = Store::open(dir.path()).unwrap().recover_store().unwrap().history;

@@ -9,7 +9,7 @@ use slotmarket_common::protocol::{ErrorKind, LedgerEntry, Response};
 
 use super::Ctx;
 use crate::core::accounting::{AccountError, StoredAccount};
-use crate::core::command::{Command, Persist};
+use crate::core::command::Persist;
 use crate::core::state::State;
 use crate::core::{Caller, RequestId};
 
@@ -161,5 +161,5 @@ fn reply_refused(cx: &mut Ctx, request: RequestId, err: &AccountError) {
 }
 
 fn reply(cx: &mut Ctx, request: RequestId, response: Response) {
-    cx.push(Command::Reply { request, response });
+    cx.reply(request, response);
 }

@@ -16,7 +16,6 @@ use slotmarket_common::protocol::{DrainCause, ErrorKind, Response};
 
 use super::reports::lose_container;
 use super::{Ctx, health};
-use crate::core::command::Command;
 use crate::core::state::State;
 use crate::core::view::node_summary;
 use crate::core::{Caller, RequestId};
@@ -73,5 +72,5 @@ pub(super) fn on_node_drain_requested(
 }
 
 fn reply(cx: &mut Ctx, request: RequestId, response: Response) {
-    cx.push(Command::Reply { request, response });
+    cx.reply(request, response);
 }

@@ -33,7 +33,7 @@ pub(super) fn on_job_submitted(
         return reply_error(cx, request, ErrorKind::BadRequest, message);
     }
     let job = admit(state, cx, caller, account, spec, deadline);
-    cx.push(Command::Reply { request, response: Response::Submitted { job } });
+    cx.reply(request, Response::Submitted { job });
 }
 
 /// Whether `caller` may submit `spec`: their role, the spec, the account and the task
@@ -77,7 +77,7 @@ pub(crate) fn admit(
     // The store's write needs its own copy of the spec; a driver without a store does
     // not pay for one.
     if cx.persists_all() {
-        let (account, owner, spec) = (account.clone(), owner.clone(), spec.clone());
+        let (account, owner, spec) = (account.clone(), owner.clone(), Box::new(spec.clone()));
         cx.persist(Persist::JobAdmitted { job, account, owner, spec, submitted, deadline });
     }
     let mut j = Job::new(job, account, spec, submitted);
@@ -99,14 +99,14 @@ pub(super) fn on_job_cancel_requested(
 ) {
     let Some(j) = state.jobs.get(&job).filter(|j| may_see(caller, j)) else {
         let response = Response::Error(no_such_job(job));
-        return cx.push(Command::Reply { request, response });
+        return cx.reply(request, response);
     };
     if !j.state.is_terminal() {
         let message = format!("cancelled by {caller}");
         end_job(state, cx, job, JobState::Cancelled, Some(message), KillReason::Cancelled);
     }
     let now_state = state.jobs.get(&job).map_or(JobState::Cancelled, |j| j.state);
-    cx.push(Command::Reply { request, response: Response::Cancelled { job, state: now_state } });
+    cx.reply(request, Response::Cancelled { job, state: now_state });
 }
 
 /// Moves (or drops) a job's deadline: only for a job that has not ended, and only by
@@ -121,18 +121,18 @@ pub(super) fn on_deadline_set_requested(
 ) {
     let Some(j) = state.jobs.get_mut(&job).filter(|j| may_see(caller, j)) else {
         let response = Response::Error(no_such_job(job));
-        return cx.push(Command::Reply { request, response });
+        return cx.reply(request, response);
     };
     if j.state.is_terminal() {
         let message = format!("job {job} has ended ({}); its deadline can no longer change", j.state.name());
         let response =
             Response::Error(slotmarket_common::protocol::ErrorReply::new(ErrorKind::BadRequest, message));
-        return cx.push(Command::Reply { request, response });
+        return cx.reply(request, response);
     }
     j.deadline = deadline;
     cx.persist(Persist::Deadline { job, deadline });
     cx.changed(job);
-    cx.push(Command::Reply { request, response: Response::DeadlineSet { job, deadline } });
+    cx.reply(request, Response::DeadlineSet { job, deadline });
 }
 
 /// Refuses a job that would pass the master's task limits, naming the limit: its tasks
@@ -158,7 +158,7 @@ fn check_task_limits(state: &State, cx: &Ctx, account: &AccountId, spec: &JobSpe
 }
 
 fn reply_error(cx: &mut Ctx, request: RequestId, kind: ErrorKind, message: String) {
-    cx.push(Command::Reply { request, response: Response::error(kind, message) });
+    cx.reply(request, Response::error(kind, message));
 }
 
 /// Records that a task of job `j` started running (the first time only) and answers
@@ -234,7 +234,7 @@ pub(super) fn end_job(
         let record = history::record_of(j, cx.now);
         if cx.persists.history() {
             state.history.record(record.clone());
-            cx.persist(Persist::History { record, keep_per_name });
+            cx.persist(Persist::History { record: Box::new(record), keep_per_name });
         } else {
             state.history.record(record);
         }

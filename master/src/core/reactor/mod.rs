@@ -33,8 +33,10 @@ pub(crate) use reports::{ImpliedStart, on_container_reports, start_launched};
 use std::time::Duration;
 
 use slotmarket_common::ids::JobId;
+use slotmarket_common::protocol::Response;
 use slotmarket_common::time::Timestamp;
 
+use super::RequestId;
 use super::command::{Command, Persist, Persists};
 use super::event::Event;
 use super::state::State;
@@ -117,7 +119,7 @@ impl Ctx {
     /// A command buffer for one step's commands when the driver brings none.
     pub(crate) fn new_buffer() -> Vec<Command> {
         // Room for a typical step at once: a report's persist, a launch and its persist,
-        // two notices. Five commands (920 bytes) also stay under glibc's per-thread cache
+        // two notices. Five commands (720 bytes) also stay under glibc's per-thread cache
         // limit (1032 bytes); eight, or growing past four, did not, and the allocator's
         // slow path was a quarter of the simulator's profile.
         Vec::with_capacity(5)
@@ -126,6 +128,11 @@ impl Ctx {
     /// Appends a command.
     pub(crate) fn push(&mut self, command: Command) {
         self.out.push(command);
+    }
+
+    /// Answers a client request.
+    pub(crate) fn reply(&mut self, request: RequestId, response: Response) {
+        self.push(Command::Reply { request, response: Box::new(response) });
     }
 
     /// Makes room for `n` more commands at once (a launch storm after a submit would

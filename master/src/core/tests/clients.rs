@@ -21,7 +21,7 @@ fn submit_persists_the_job_before_replying() {
         .iter()
         .map(|c| match c {
             Command::Persist(Persist::JobAdmitted { .. }) => "admitted",
-            Command::Reply { response: Response::Submitted { .. }, .. } => "reply",
+            Command::Reply { response, .. } if matches!(**response, Response::Submitted { .. }) => "reply",
             Command::Persist(Persist::Container { .. }) => "container",
             Command::Launch { .. } => "launch",
             Command::JobChanged { .. } => "changed",

@@ -344,7 +344,7 @@ impl TestEnv {
     /// Takes the one reply to `request`.
     pub(super) fn take_reply(&mut self, request: RequestId) -> Response {
         let mut replies = self.take(1, "replies", |c| match c {
-            Command::Reply { request: r, response } if *r == request => Some(response.clone()),
+            Command::Reply { request: r, response } if *r == request => Some((**response).clone()),
             _ => None,
         });
         replies.remove(0)
@@ -403,7 +403,7 @@ fn round_trip_command(command: &Command) {
             round_trip(record);
             // The store keeps history as JSON.
             let json = serde_json::to_string(record).expect("encodes as JSON");
-            assert_eq!(&serde_json::from_str::<JobHistory>(&json).expect("decodes from JSON"), record);
+            assert_eq!(&serde_json::from_str::<JobHistory>(&json).expect("decodes from JSON"), &**record);
         }
         Command::Persist(Persist::Ledger(entry)) => round_trip(entry),
         Command::Persist(

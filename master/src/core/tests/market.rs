@@ -159,7 +159,7 @@ fn an_ended_job_is_recorded_with_its_task_times_and_slot_time() {
     assert_eq!(record.slot_ms, [16_000, 0]);
     assert_eq!((record.wait_ms(), record.completion_ms()), (Some(1_000), 11_000));
     let runs = env.core.view().history(&alice(), Some("wc"), 10);
-    assert_eq!(runs, vec![record.clone()]);
+    assert_eq!(runs, vec![(**record).clone()]);
     assert!(env.core.view().history(&bob(), None, 10).is_empty(), "bob sees no run of alice's");
     assert_eq!(env.core.view().history(&root(), None, 10).len(), 1);
     env.take_changed();
