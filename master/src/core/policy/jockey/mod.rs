@@ -252,10 +252,12 @@ impl Jockey {
         // smallest allocation at which C(p, a) is as late (flat beyond it in the model,
         // which the run need not be).
         let all_in_slack = self.config.all_in_slack.unwrap_or(control.slack);
-        let all_in = self.config.all_in_within_ms.is_some_and(|within| {
+        let all_in = self.all_in_within_ms(now, deadline).is_some_and(|within| {
             prediction.slowdown > self.config.all_in_slowdown
                 && control.late_even_at_most(
-                    now.0 as f64 + all_in_slack * remaining(cap),
+                    now.0 as f64
+                        + all_in_slack
+                            * prediction.remaining_ms_with_reserve(cap, self.config.all_in_reserve),
                     deadline.0 as i64,
                     within,
                 )
@@ -316,6 +318,18 @@ impl Jockey {
             ran_slot_ms: slo.used_slot_ms + slo.spare_slot_ms,
             ..*slo
         };
+    }
+
+    /// The all-in test's margin before `deadline` at `now`: `all_in_within_ms`, or with
+    /// `all_in_margin` at least that share of the time left (either alone when the
+    /// other is off); `None`: no all-in test.
+    fn all_in_within_ms(&self, now: Timestamp, deadline: Timestamp) -> Option<i64> {
+        let share = self.config.all_in_margin;
+        let margin = (share > 0.0).then(|| (share * deadline.0.saturating_sub(now.0) as f64).round() as i64);
+        match (self.config.all_in_within_ms, margin) {
+            (Some(within), Some(margin)) => Some(within.max(margin)),
+            (within, margin) => within.or(margin),
+        }
     }
 
     /// How much slower than `profile` the job's completed tasks ran (1 unless `rescale`):
@@ -517,5 +531,35 @@ impl Policy for Jockey {
 
     fn completion_model_built(&mut self, model: CompletionModel) {
         self.models.insert(model.name.clone(), model);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINUTE_MS: u64 = 60_000;
+
+    #[test]
+    fn the_all_in_margin_is_a_share_of_the_time_left_beside_the_fixed_one() {
+        let jockey = |within: Option<i64>, margin: f64| {
+            Jockey::new(JockeyConfig {
+                all_in_within_ms: within,
+                all_in_margin: margin,
+                ..Default::default()
+            })
+        };
+        let (now, deadline) = (Timestamp(10 * MINUTE_MS), Timestamp(40 * MINUTE_MS));
+        // Off: no test at all; the fixed margin alone as before.
+        assert_eq!(jockey(None, 0.0).all_in_within_ms(now, deadline), None);
+        assert_eq!(jockey(Some(180_000), 0.0).all_in_within_ms(now, deadline), Some(180_000));
+        // 30 minutes left: a fifth of them is 6 minutes, more than the fixed 3...
+        let both = jockey(Some(180_000), 0.2);
+        assert_eq!(both.all_in_within_ms(now, deadline), Some(6 * MINUTE_MS as i64));
+        assert_eq!(jockey(None, 0.2).all_in_within_ms(now, deadline), Some(6 * MINUTE_MS as i64));
+        // ...10 minutes left, 2: the fixed margin holds; at or past the deadline, 0.
+        let late = Timestamp(30 * MINUTE_MS);
+        assert_eq!(both.all_in_within_ms(late, deadline), Some(180_000));
+        assert_eq!(jockey(None, 0.2).all_in_within_ms(Timestamp(50 * MINUTE_MS), deadline), Some(0));
     }
 }
