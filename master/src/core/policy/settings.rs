@@ -275,6 +275,10 @@ pub enum PolicySettings {
         /// every step, in (0, 1] (default 1: the whole run alike).
         #[serde(default = "jockey_defaults::one")]
         pace_decay: f64,
+        /// What the observed slowdown is shrunk towards before the run's tasks have
+        /// shown their own, in [0.5, 4] (default 1: the profile's).
+        #[serde(default = "jockey_defaults::one")]
+        slowdown_prior: f64,
     },
 }
 
@@ -497,6 +501,7 @@ impl PolicySettings {
             pace_ceiling,
             pace_scales_reserves,
             pace_decay,
+            slowdown_prior,
         } = self
         else {
             return Ok(JockeyConfig::default());
@@ -535,6 +540,8 @@ impl PolicySettings {
         let q = *stage_reserve_quantile;
         within("stage_reserve_quantile", "in [0, 1]", q, (0.0..=1.0).contains(&q))?;
         within("pace_floor", "in [0, 1]", *pace_floor, (0.0..=1.0).contains(pace_floor))?;
+        let prior = *slowdown_prior;
+        within("slowdown_prior", "in [0.5, 4]", prior, (0.5..=4.0).contains(&prior))?;
         within("pace_decay", "in (0, 1]", *pace_decay, *pace_decay > 0.0 && *pace_decay <= 1.0)?;
         within("pace_ceiling", "at least 1", *pace_ceiling, *pace_ceiling >= 1.0)?;
         if let Some(tolerance) = stage_reserve_chance {
@@ -596,6 +603,7 @@ impl PolicySettings {
             pace_ceiling: *pace_ceiling,
             pace_scales_reserves: *pace_scales_reserves,
             pace_decay: *pace_decay,
+            slowdown_prior: *slowdown_prior,
         })
     }
 }
@@ -789,6 +797,10 @@ mod tests {
         assert_eq!(err.to_string(), "pace_floor: must be in [0, 1], got 1.5");
         assert_eq!(parse("pace_decay = 0.5").jockey_config().unwrap().pace_decay, 0.5);
         assert_eq!(config.pace_decay, 1.0);
+        assert_eq!(parse("slowdown_prior = 1.4").jockey_config().unwrap().slowdown_prior, 1.4);
+        assert_eq!(config.slowdown_prior, 1.0);
+        let err = parse("slowdown_prior = 5").check().unwrap_err();
+        assert_eq!(err.to_string(), "slowdown_prior: must be in [0.5, 4], got 5");
         let err = parse("pace_decay = 0").check().unwrap_err();
         assert_eq!(err.to_string(), "pace_decay: must be in (0, 1], got 0");
         let err = parse("pace_ceiling = 0.9").check().unwrap_err();

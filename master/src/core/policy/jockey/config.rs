@@ -172,6 +172,14 @@ pub struct JockeyConfig {
     /// intervals at pace 1 still weigh in). Not the paper's (nor is the pace). 1: the
     /// whole run alike.
     pub pace_decay: f64,
+    /// What the observed slowdown is shrunk towards before the run's tasks have shown
+    /// their own (its prior of [`SLOWDOWN_PRIOR_TASKS`](super::SLOWDOWN_PRIOR_TASKS)
+    /// tasks weighs this rather than 1; `shrunk_toward`): the first control steps, which
+    /// see few or no completed tasks, size the job for a run this much heavier than
+    /// profiled, so a run that is heavy is not held low while its slowdown is still
+    /// unread. Without `count_running` only. Not the paper's (nor is the rescaling): 1,
+    /// the profile's.
+    pub slowdown_prior: f64,
 }
 
 impl Default for JockeyConfig {
@@ -214,6 +222,7 @@ impl Default for JockeyConfig {
             pace_ceiling: 1.0,
             pace_scales_reserves: false,
             pace_decay: 1.0,
+            slowdown_prior: 1.0,
         }
     }
 }

@@ -343,7 +343,14 @@ impl Jockey {
         let started: Vec<u32> = job.stages().map(|s| s.completed + s.running).collect();
         let observed: Vec<u64> = job.completed_run_ms().collect();
         if !self.config.count_running {
-            return profile.observed_slowdown(&completed, &started, &observed);
+            let slowdown = profile.observed_slowdown(&completed, &started, &observed);
+            let prior = self.config.slowdown_prior;
+            if prior == 1.0 {
+                return slowdown;
+            }
+            let seen = job.stages().zip(&profile.stages).filter(|(_, p)| !p.run_ms.is_empty());
+            let seen: u32 = seen.map(|(s, _)| s.completed).sum();
+            return shrunk_toward(slowdown, seen, prior);
         }
         let mut running_ms = vec![Vec::new(); completed.len()];
         for c in view.live_unordered().filter(|c| c.task.job == job.id()) {
@@ -478,6 +485,17 @@ impl Jockey {
     }
 }
 
+/// The observed `slowdown` ([`JobProfile::observed_slowdown`], shrunk towards 1 by a
+/// prior of [`SLOWDOWN_PRIOR_TASKS`] tasks) shrunk towards `prior` instead, after `seen`
+/// completed tasks ([`JockeyConfig::slowdown_prior`]): the prior's weight is
+/// `SLOWDOWN_PRIOR_TASKS / (seen + SLOWDOWN_PRIOR_TASKS)` of the reading, so the shift is
+/// `(prior − 1)` times that; `prior` itself before any task has completed. Kept in
+/// [`SLOWDOWN_RANGE`].
+fn shrunk_toward(slowdown: f64, seen: u32, prior: f64) -> f64 {
+    let weight = SLOWDOWN_PRIOR_TASKS / (f64::from(seen) + SLOWDOWN_PRIOR_TASKS);
+    (slowdown + (prior - 1.0) * weight).clamp(SLOWDOWN_RANGE.0, SLOWDOWN_RANGE.1)
+}
+
 /// Up to `n` assignments of `kind` to `job` from `free`; how many there were.
 fn give(free: &mut FreeSlots, job: JobId, kind: SlotKind, n: u32, out: &mut Vec<Assignment>) -> u32 {
     for given in 0..n {
@@ -539,6 +557,19 @@ mod tests {
     use super::*;
 
     const MINUTE_MS: u64 = 60_000;
+
+    #[test]
+    fn the_slowdown_prior_moves_early_readings_and_fades_with_the_tasks_seen() {
+        // Nothing seen yet: the reading is 1, the prior itself.
+        assert!((shrunk_toward(1.0, 0, 1.4) - 1.4).abs() < 1e-12);
+        // Ten tasks seen, as many as the prior's: half of the prior's 0.4 is added.
+        assert!((shrunk_toward(1.3, 10, 1.4) - 1.5).abs() < 1e-12);
+        // A hundred seen: a eleventh of it.
+        assert!((shrunk_toward(1.3, 100, 1.4) - (1.3 + 0.4 / 11.0)).abs() < 1e-12);
+        // At 1 nothing moves; kept within the range.
+        assert_eq!(shrunk_toward(1.3, 0, 1.0), 1.3);
+        assert_eq!(shrunk_toward(3.9, 0, 2.0), SLOWDOWN_RANGE.1);
+    }
 
     #[test]
     fn the_all_in_margin_is_a_share_of_the_time_left_beside_the_fixed_one() {
