@@ -27,6 +27,9 @@ use super::{
 /// ```
 ///
 /// Every field but `name` is optional; a field the named policy does not take is refused.
+// Read once per policy from a config file, so its size does not matter; boxing the
+// `jockey` variant's settings would only complicate its many readers.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
 #[serde(tag = "name", rename_all = "lowercase", deny_unknown_fields)]
 pub enum PolicySettings {
@@ -229,6 +232,14 @@ pub enum PolicySettings {
         /// predicted with for that test (default unset: `slack`).
         #[serde(default)]
         all_in_slack: Option<f64>,
+        /// The all-in test's margin is at least this share of the time left to the
+        /// deadline, beside `all_in_within_s` (default 0: off).
+        #[serde(default)]
+        all_in_margin: f64,
+        /// The share of the straggler reserves the all-in test's finish at the largest
+        /// allocation keeps, in [0, 1] (default 1: all of them).
+        #[serde(default = "jockey_defaults::one")]
+        all_in_reserve: f64,
         /// The slack at progress 1: `slack` applies at progress 0 and the slack runs
         /// linearly between (default unset: `slack` throughout).
         #[serde(default)]
@@ -260,6 +271,14 @@ pub enum PolicySettings {
         /// false: the completion model's prediction only).
         #[serde(default)]
         pace_scales_reserves: bool,
+        /// With `pace_floor`: the pace's earlier intervals are multiplied by this at
+        /// every step, in (0, 1] (default 1: the whole run alike).
+        #[serde(default = "jockey_defaults::one")]
+        pace_decay: f64,
+        /// What the observed slowdown is shrunk towards before the run's tasks have
+        /// shown their own, in [0.5, 4] (default 1: the profile's).
+        #[serde(default = "jockey_defaults::one")]
+        slowdown_prior: f64,
     },
 }
 
@@ -472,6 +491,8 @@ impl PolicySettings {
             all_in_slowdown,
             all_in_keep_smoothed,
             all_in_slack,
+            all_in_margin,
+            all_in_reserve,
             slack_at_end,
             stage_reserve_below,
             stage_reserve_chance,
@@ -479,6 +500,8 @@ impl PolicySettings {
             pace_floor,
             pace_ceiling,
             pace_scales_reserves,
+            pace_decay,
+            slowdown_prior,
         } = self
         else {
             return Ok(JockeyConfig::default());
@@ -504,6 +527,8 @@ impl PolicySettings {
         if let Some(slack) = all_in_slack {
             within("all_in_slack", "at least 0.1", *slack, *slack >= 0.1)?;
         }
+        within("all_in_margin", "in [0, 1)", *all_in_margin, (0.0..1.0).contains(all_in_margin))?;
+        within("all_in_reserve", "in [0, 1]", *all_in_reserve, (0.0..=1.0).contains(all_in_reserve))?;
         if let Some(slack) = slack_at_end {
             within("slack_at_end", "at least 0.1", *slack, *slack >= 0.1)?;
         }
@@ -515,6 +540,9 @@ impl PolicySettings {
         let q = *stage_reserve_quantile;
         within("stage_reserve_quantile", "in [0, 1]", q, (0.0..=1.0).contains(&q))?;
         within("pace_floor", "in [0, 1]", *pace_floor, (0.0..=1.0).contains(pace_floor))?;
+        let prior = *slowdown_prior;
+        within("slowdown_prior", "in [0.5, 4]", prior, (0.5..=4.0).contains(&prior))?;
+        within("pace_decay", "in (0, 1]", *pace_decay, *pace_decay > 0.0 && *pace_decay <= 1.0)?;
         within("pace_ceiling", "at least 1", *pace_ceiling, *pace_ceiling >= 1.0)?;
         if let Some(tolerance) = stage_reserve_chance {
             within("stage_reserve_chance", "at least 0", *tolerance, *tolerance >= 0.0)?;
@@ -565,6 +593,8 @@ impl PolicySettings {
             all_in_slowdown: *all_in_slowdown,
             all_in_keep_smoothed: *all_in_keep_smoothed,
             all_in_slack: *all_in_slack,
+            all_in_margin: *all_in_margin,
+            all_in_reserve: *all_in_reserve,
             slack_at_end: *slack_at_end,
             stage_reserve_below: *stage_reserve_below,
             stage_reserve_chance: *stage_reserve_chance,
@@ -572,6 +602,8 @@ impl PolicySettings {
             pace_floor: *pace_floor,
             pace_ceiling: *pace_ceiling,
             pace_scales_reserves: *pace_scales_reserves,
+            pace_decay: *pace_decay,
+            slowdown_prior: *slowdown_prior,
         })
     }
 }
@@ -763,12 +795,27 @@ mod tests {
         assert_eq!(err.to_string(), "stage_reserve_chance: must be at least 0, got -0.1");
         let err = parse("pace_floor = 1.5").check().unwrap_err();
         assert_eq!(err.to_string(), "pace_floor: must be in [0, 1], got 1.5");
+        assert_eq!(parse("pace_decay = 0.5").jockey_config().unwrap().pace_decay, 0.5);
+        assert_eq!(config.pace_decay, 1.0);
+        assert_eq!(parse("slowdown_prior = 1.4").jockey_config().unwrap().slowdown_prior, 1.4);
+        assert_eq!(config.slowdown_prior, 1.0);
+        let err = parse("slowdown_prior = 5").check().unwrap_err();
+        assert_eq!(err.to_string(), "slowdown_prior: must be in [0.5, 4], got 5");
+        let err = parse("pace_decay = 0").check().unwrap_err();
+        assert_eq!(err.to_string(), "pace_decay: must be in (0, 1], got 0");
         let err = parse("pace_ceiling = 0.9").check().unwrap_err();
         assert_eq!(err.to_string(), "pace_ceiling: must be at least 1, got 0.9");
         let err = parse("slack_at_end = 0").check().unwrap_err();
         assert_eq!(err.to_string(), "slack_at_end: must be at least 0.1, got 0");
         let err = parse("all_in_slack = 0.05").check().unwrap_err();
         assert_eq!(err.to_string(), "all_in_slack: must be at least 0.1, got 0.05");
+        let all_in = parse("all_in_margin = 0.1\nall_in_reserve = 0.5").jockey_config().unwrap();
+        assert_eq!((all_in.all_in_margin, all_in.all_in_reserve), (0.1, 0.5));
+        assert_eq!((config.all_in_margin, config.all_in_reserve), (0.0, 1.0));
+        let err = parse("all_in_margin = 1").check().unwrap_err();
+        assert_eq!(err.to_string(), "all_in_margin: must be in [0, 1), got 1");
+        let err = parse("all_in_reserve = 1.5").check().unwrap_err();
+        assert_eq!(err.to_string(), "all_in_reserve: must be in [0, 1], got 1.5");
         let err = parse("all_in_slowdown = -1").check().unwrap_err();
         assert_eq!(err.to_string(), "all_in_slowdown: must be at least 0, got -1");
         let err = parse("ahead_slack = 0").check().unwrap_err();

@@ -104,6 +104,22 @@ pub struct JockeyConfig {
     /// C(p, a) already: at 1 a job is taken all in only when the model itself, not
     /// its slack on top, finds it late at the cap.
     pub all_in_slack: Option<f64>,
+    /// The all-in test's margin is at least this share of the time left to the
+    /// deadline as well as `all_in_within_ms` (either alone when the other is unset):
+    /// a job whose finish at the cap leaves less than that share is taken all in, so the
+    /// tighter a deadline is against what the job can do at most, the sooner. Not the
+    /// paper's: §4.4 raises the allocation step by step until the model finds the
+    /// deadline met; a fixed margin waits until the job is late at the cap by a few
+    /// minutes, which for a run the largest allocation only just meets is too late. 0:
+    /// off.
+    pub all_in_margin: f64,
+    /// The share of the reserves added to C(p, a) (the larger of the model's tail
+    /// reserve and the stage reserve) that the all-in test's finish at the cap keeps
+    /// (1: all, as every other reading). Not the paper's (nor are the reserves): a
+    /// straggler still to come is no shorter on more slots, and at the cap C(p, a) is
+    /// small, so a large reserve alone can find a job late there and take it all in
+    /// while its tasks run well ahead of the deadline.
+    pub all_in_reserve: f64,
     /// The slack at progress 1: the control's `slack` applies at progress 0 and the
     /// slack runs linearly between; `None`: the control's throughout, as §4.3 has it.
     /// The slack stands for what the model gets wrong, and the more of the run is done,
@@ -149,6 +165,21 @@ pub struct JockeyConfig {
     /// stage reserve) as well as C(p, a); `false`: C(p, a) only, since the pace reads
     /// how the model's run went, and a straggler still to come is no part of that.
     pub pace_scales_reserves: bool,
+    /// With `pace_floor`: at every step the run time and the model's expectation summed
+    /// so far are multiplied by this before the new interval is added, so the pace reads
+    /// the recent steps (about `1 / (1 − decay)` of them) rather than the whole run, and
+    /// a run that slows after running ahead is trimmed less soon after (the two
+    /// intervals at pace 1 still weigh in). Not the paper's (nor is the pace). 1: the
+    /// whole run alike.
+    pub pace_decay: f64,
+    /// What the observed slowdown is shrunk towards before the run's tasks have shown
+    /// their own (its prior of [`SLOWDOWN_PRIOR_TASKS`](super::SLOWDOWN_PRIOR_TASKS)
+    /// tasks weighs this rather than 1; `shrunk_toward`): the first control steps, which
+    /// see few or no completed tasks, size the job for a run this much heavier than
+    /// profiled, so a run that is heavy is not held low while its slowdown is still
+    /// unread. Without `count_running` only. Not the paper's (nor is the rescaling): 1,
+    /// the profile's.
+    pub slowdown_prior: f64,
 }
 
 impl Default for JockeyConfig {
@@ -181,6 +212,8 @@ impl Default for JockeyConfig {
             all_in_slowdown: 0.0,
             all_in_keep_smoothed: false,
             all_in_slack: None,
+            all_in_margin: 0.0,
+            all_in_reserve: 1.0,
             slack_at_end: None,
             stage_reserve_below: 0,
             stage_reserve_chance: None,
@@ -188,6 +221,8 @@ impl Default for JockeyConfig {
             pace_floor: 0.0,
             pace_ceiling: 1.0,
             pace_scales_reserves: false,
+            pace_decay: 1.0,
+            slowdown_prior: 1.0,
         }
     }
 }

@@ -252,10 +252,12 @@ impl Jockey {
         // smallest allocation at which C(p, a) is as late (flat beyond it in the model,
         // which the run need not be).
         let all_in_slack = self.config.all_in_slack.unwrap_or(control.slack);
-        let all_in = self.config.all_in_within_ms.is_some_and(|within| {
+        let all_in = self.all_in_within_ms(now, deadline).is_some_and(|within| {
             prediction.slowdown > self.config.all_in_slowdown
                 && control.late_even_at_most(
-                    now.0 as f64 + all_in_slack * remaining(cap),
+                    now.0 as f64
+                        + all_in_slack
+                            * prediction.remaining_ms_with_reserve(cap, self.config.all_in_reserve),
                     deadline.0 as i64,
                     within,
                 )
@@ -318,6 +320,18 @@ impl Jockey {
         };
     }
 
+    /// The all-in test's margin before `deadline` at `now`: `all_in_within_ms`, or with
+    /// `all_in_margin` at least that share of the time left (either alone when the
+    /// other is off); `None`: no all-in test.
+    fn all_in_within_ms(&self, now: Timestamp, deadline: Timestamp) -> Option<i64> {
+        let share = self.config.all_in_margin;
+        let margin = (share > 0.0).then(|| (share * deadline.0.saturating_sub(now.0) as f64).round() as i64);
+        match (self.config.all_in_within_ms, margin) {
+            (Some(within), Some(margin)) => Some(within.max(margin)),
+            (within, margin) => within.or(margin),
+        }
+    }
+
     /// How much slower than `profile` the job's completed tasks ran (1 unless `rescale`):
     /// the model knows the profiled run, and a run whose tasks take longer (more input, a
     /// slower cluster: Table 3) has that much more time left at the same progress.
@@ -329,7 +343,14 @@ impl Jockey {
         let started: Vec<u32> = job.stages().map(|s| s.completed + s.running).collect();
         let observed: Vec<u64> = job.completed_run_ms().collect();
         if !self.config.count_running {
-            return profile.observed_slowdown(&completed, &started, &observed);
+            let slowdown = profile.observed_slowdown(&completed, &started, &observed);
+            let prior = self.config.slowdown_prior;
+            if prior == 1.0 {
+                return slowdown;
+            }
+            let seen = job.stages().zip(&profile.stages).filter(|(_, p)| !p.run_ms.is_empty());
+            let seen: u32 = seen.map(|(s, _)| s.completed).sum();
+            return shrunk_toward(slowdown, seen, prior);
         }
         let mut running_ms = vec![Vec::new(); completed.len()];
         for c in view.live_unordered().filter(|c| c.task.job == job.id()) {
@@ -464,6 +485,17 @@ impl Jockey {
     }
 }
 
+/// The observed `slowdown` ([`JobProfile::observed_slowdown`], shrunk towards 1 by a
+/// prior of [`SLOWDOWN_PRIOR_TASKS`] tasks) shrunk towards `prior` instead, after `seen`
+/// completed tasks ([`JockeyConfig::slowdown_prior`]): the prior's weight is
+/// `SLOWDOWN_PRIOR_TASKS / (seen + SLOWDOWN_PRIOR_TASKS)` of the reading, so the shift is
+/// `(prior − 1)` times that; `prior` itself before any task has completed. Kept in
+/// [`SLOWDOWN_RANGE`].
+fn shrunk_toward(slowdown: f64, seen: u32, prior: f64) -> f64 {
+    let weight = SLOWDOWN_PRIOR_TASKS / (f64::from(seen) + SLOWDOWN_PRIOR_TASKS);
+    (slowdown + (prior - 1.0) * weight).clamp(SLOWDOWN_RANGE.0, SLOWDOWN_RANGE.1)
+}
+
 /// Up to `n` assignments of `kind` to `job` from `free`; how many there were.
 fn give(free: &mut FreeSlots, job: JobId, kind: SlotKind, n: u32, out: &mut Vec<Assignment>) -> u32 {
     for given in 0..n {
@@ -517,5 +549,48 @@ impl Policy for Jockey {
 
     fn completion_model_built(&mut self, model: CompletionModel) {
         self.models.insert(model.name.clone(), model);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINUTE_MS: u64 = 60_000;
+
+    #[test]
+    fn the_slowdown_prior_moves_early_readings_and_fades_with_the_tasks_seen() {
+        // Nothing seen yet: the reading is 1, the prior itself.
+        assert!((shrunk_toward(1.0, 0, 1.4) - 1.4).abs() < 1e-12);
+        // Ten tasks seen, as many as the prior's: half of the prior's 0.4 is added.
+        assert!((shrunk_toward(1.3, 10, 1.4) - 1.5).abs() < 1e-12);
+        // A hundred seen: a eleventh of it.
+        assert!((shrunk_toward(1.3, 100, 1.4) - (1.3 + 0.4 / 11.0)).abs() < 1e-12);
+        // At 1 nothing moves; kept within the range.
+        assert_eq!(shrunk_toward(1.3, 0, 1.0), 1.3);
+        assert_eq!(shrunk_toward(3.9, 0, 2.0), SLOWDOWN_RANGE.1);
+    }
+
+    #[test]
+    fn the_all_in_margin_is_a_share_of_the_time_left_beside_the_fixed_one() {
+        let jockey = |within: Option<i64>, margin: f64| {
+            Jockey::new(JockeyConfig {
+                all_in_within_ms: within,
+                all_in_margin: margin,
+                ..Default::default()
+            })
+        };
+        let (now, deadline) = (Timestamp(10 * MINUTE_MS), Timestamp(40 * MINUTE_MS));
+        // Off: no test at all; the fixed margin alone as before.
+        assert_eq!(jockey(None, 0.0).all_in_within_ms(now, deadline), None);
+        assert_eq!(jockey(Some(180_000), 0.0).all_in_within_ms(now, deadline), Some(180_000));
+        // 30 minutes left: a fifth of them is 6 minutes, more than the fixed 3...
+        let both = jockey(Some(180_000), 0.2);
+        assert_eq!(both.all_in_within_ms(now, deadline), Some(6 * MINUTE_MS as i64));
+        assert_eq!(jockey(None, 0.2).all_in_within_ms(now, deadline), Some(6 * MINUTE_MS as i64));
+        // ...10 minutes left, 2: the fixed margin holds; at or past the deadline, 0.
+        let late = Timestamp(30 * MINUTE_MS);
+        assert_eq!(both.all_in_within_ms(late, deadline), Some(180_000));
+        assert_eq!(jockey(None, 0.2).all_in_within_ms(Timestamp(50 * MINUTE_MS), deadline), Some(0));
     }
 }

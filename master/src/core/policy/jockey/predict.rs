@@ -49,6 +49,20 @@ impl Prediction {
         }
     }
 
+    /// Remaining milliseconds with `a` slots when only `share` of the reserves is kept
+    /// ([`JockeyConfig::all_in_reserve`](super::JockeyConfig::all_in_reserve));
+    /// [`remaining_ms`](Self::remaining_ms) at 1, and without a model.
+    pub(super) fn remaining_ms_with_reserve(&self, a: u32, share: f64) -> f64 {
+        match &self.model {
+            Some(m) if share < 1.0 => {
+                self.slowdown
+                    * (self.pace * m.remaining_between(self.progress, a)
+                        + share.max(0.0) * self.pace_reserve * self.reserve_ms(m))
+            }
+            _ => self.remaining_ms(a),
+        }
+    }
+
     /// Whether the model was built with its spread, so it can be read as a distribution.
     pub(super) fn has_spread(&self) -> bool {
         self.model.as_ref().is_some_and(|m| !m.spread_ms.is_empty())
@@ -181,6 +195,11 @@ impl Jockey {
             if elapsed > 0 {
                 let slots = ((ran as f64 / elapsed as f64).round() as u32).max(1);
                 let fall = m.remaining_between(last.progress, slots) - m.remaining_between(progress, slots);
+                // `pace_decay`: the earlier intervals fade, so the pace reads the recent run.
+                let decay = self.config.pace_decay;
+                if decay < 1.0 {
+                    (clock, expected) = (decay * clock, decay * expected);
+                }
                 clock += elapsed as f64;
                 expected += slowdown * fall.max(0.0);
             }
@@ -381,6 +400,57 @@ mod tests {
         // No earlier model-based step: nothing measured yet.
         let first = SloState { smoothed: None, ..last };
         assert_eq!(jockey(0.2).pace(ten_minutes, &first, model.as_ref(), 0.4, 1.0), (1.0, (0.0, 0.0)));
+    }
+
+    #[test]
+    fn the_all_in_test_can_keep_a_share_of_the_reserves() {
+        // 50 minutes left at progress 0.5 on 10 slots, 10 minutes of stage reserve,
+        // slowdown 1.2: 72 minutes in all, 60 + 6 with half the reserve, 60 without.
+        let job = Prediction { straggler_ms: 10.0 * MINUTE_MS, ..job_at(0.5, 1.2) };
+        assert!((job.remaining_ms(10) - 72.0 * MINUTE_MS).abs() < 1e-6);
+        assert_eq!(job.remaining_ms_with_reserve(10, 1.0), job.remaining_ms(10));
+        assert!((job.remaining_ms_with_reserve(10, 0.5) - 66.0 * MINUTE_MS).abs() < 1e-6);
+        assert!((job.remaining_ms_with_reserve(10, 0.0) - 60.0 * MINUTE_MS).abs() < 1e-6);
+        // Without a model (Amdahl's law) there is no reserve to leave out.
+        let amdahl = Prediction { model: None, ..job_at(0.5, 1.2) };
+        assert_eq!(amdahl.remaining_ms_with_reserve(10, 0.0), amdahl.remaining_ms(10));
+    }
+
+    #[test]
+    fn a_decaying_pace_reads_the_recent_intervals_more_than_the_early_ones() {
+        let jockey = |decay: f64| {
+            Jockey::new(super::super::JockeyConfig {
+                pace_floor: 0.2,
+                pace_decay: decay,
+                ..Default::default()
+            })
+        };
+        let model = job_at(0.0, 1.0).model;
+        // Earlier steps summed 30 minutes of run where the model expected 90 (well
+        // ahead); then ten minutes on 10 slots from progress 0.4 to 0.45, where the
+        // model expected a few (behind).
+        let last = SloState {
+            smoothed: Some(10.0),
+            stepped_at: Some(Timestamp(0)),
+            progress: 0.4,
+            used_slot_ms: 100 * 60_000,
+            pace_clock_ms: 30.0 * MINUTE_MS,
+            pace_model_ms: 90.0 * MINUTE_MS,
+            ..SloState::default()
+        };
+        let m = model.as_ref().unwrap();
+        let fall = m.remaining_between(0.4, 10) - m.remaining_between(0.45, 10);
+        assert!(fall > 0.0 && fall < 10.0 * MINUTE_MS, "{fall}");
+        let (ten_minutes, prior) = (Timestamp(10 * 60_000), 2.0 * MINUTE_MS);
+        // Since the start: (30 + 10 + 2) / (90 + fall + 2).
+        let (since_start, sums) = jockey(1.0).pace(ten_minutes, &last, model.as_ref(), 0.45, 1.0);
+        assert_eq!(sums, (40.0 * MINUTE_MS, 90.0 * MINUTE_MS + fall));
+        assert!((since_start - (42.0 * MINUTE_MS) / (sums.1 + prior)).abs() < 1e-12, "{since_start}");
+        // Halved at every step: (15 + 10 + 2) / (45 + fall + 2), nearer the recent pace.
+        let (recent, sums) = jockey(0.5).pace(ten_minutes, &last, model.as_ref(), 0.45, 1.0);
+        assert_eq!(sums, (25.0 * MINUTE_MS, 45.0 * MINUTE_MS + fall));
+        assert!((recent - (27.0 * MINUTE_MS) / (sums.1 + prior)).abs() < 1e-12, "{recent}");
+        assert!(recent > since_start + 0.05, "{recent} {since_start}");
     }
 
     #[test]
