@@ -29,8 +29,8 @@ pub(crate) fn apply_decisions(state: &mut State, cx: &mut Ctx, decisions: Decisi
     // Each launch is a `Persist` and a `Launch`.
     cx.reserve(2 * assignments.len());
     for assignment in assignments.drain(..) {
-        if gate.allows(assignment.job, assignment.kind) {
-            launch(state, cx, assignment, &mut gate);
+        if gate.as_ref().is_none_or(|g| g.allows(assignment.job, assignment.kind)) {
+            launch(state, cx, assignment, gate.as_mut());
         }
     }
     assignments
@@ -66,15 +66,17 @@ fn preempt(state: &mut State, cx: &mut Ctx, p: Preemption) {
 
 /// Starts the next ready task of the assignment's job and kind on its agent (or, for a
 /// retry, on another; see `placement`).
-fn launch(state: &mut State, cx: &mut Ctx, a: Assignment, gate: &mut Gate) {
+fn launch(state: &mut State, cx: &mut Ctx, a: Assignment, gate: Option<&mut Gate>) {
     let Some((task, agent)) = placement::place(state, cx, a.job, a.kind, a.agent) else { return };
     // Placement may hand the slot to another job (a retry waiting for other nodes); that
     // job must be allowed the slot too.
-    if task.job != a.job && !gate.allows(task.job, a.kind) {
-        state.requeue(task);
-        return;
+    if let Some(gate) = gate {
+        if task.job != a.job && !gate.allows(task.job, a.kind) {
+            state.requeue(task);
+            return;
+        }
+        gate.took(task.job, a.kind);
     }
-    gate.took(task.job, a.kind);
     // Only the store's write names the node (placement checked that the agent is there).
     let node = if cx.persists_all() {
         let Some(agent) = state.agents.get(&agent) else { return };

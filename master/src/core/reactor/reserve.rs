@@ -39,7 +39,7 @@ impl HeldSlots {
 }
 
 /// The running tally of one step's reservations while its assignments are carried out.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Gate {
     /// Per reservation: its kind, its set, and its slots not yet used by its set.
     held: Vec<(SlotKind, BTreeSet<JobId>, u32)>,
@@ -48,20 +48,21 @@ pub(crate) struct Gate {
 }
 
 impl Gate {
-    /// Opens the gate for `reservations` over the state before any assignment. Inlined
-    /// into every step: most policies reserve nothing, and the call alone cost more than
-    /// that case's two checks.
+    /// Opens the gate for `reservations` over the state before any assignment; `None`
+    /// when nothing is reserved, so every slot may go to any job. Inlined into every
+    /// step: most policies reserve nothing, and the call alone cost more than that case's
+    /// two checks (as did dropping an empty gate, out of line, at the step's end).
     #[inline]
-    pub(crate) fn open(state: &mut State, reservations: Vec<Reservation>) -> Gate {
+    pub(crate) fn open(state: &mut State, reservations: Vec<Reservation>) -> Option<Gate> {
         if reservations.is_empty() {
             // Most policies reserve nothing: spare them a walk over the agents per step,
             // and the write when nothing was reserved before either.
             if !state.reservations.is_empty() {
                 state.reservations.clear();
             }
-            return Gate::default();
+            return None;
         }
-        Gate::open_held(state, reservations)
+        Some(Gate::open_held(state, reservations))
     }
 
     /// [`open`](Gate::open) for a step that states reservations.
@@ -96,9 +97,6 @@ impl Gate {
     /// Whether a slot of `kind` may go to `job`: it may if the free slots left after it
     /// still cover every reservation of that kind `job` is not part of.
     pub(crate) fn allows(&self, job: JobId, kind: SlotKind) -> bool {
-        if self.held.is_empty() {
-            return true;
-        }
         let owed: u32 =
             self.held.iter().filter(|(k, set, _)| *k == kind && !set.contains(&job)).map(|h| h.2).sum();
         self.free[kind_ix(kind)] > owed
