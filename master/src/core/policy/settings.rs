@@ -387,6 +387,14 @@ pub enum PolicySettingsError {
     /// The `jockey` utility curve is not one a job spec could carry either.
     #[error("utility: {0}")]
     Utility(String),
+    /// A `jockey` setting moved from its default that does nothing without another.
+    #[error("{field}: has no effect unless {needs}; set that as well or leave {field} out")]
+    JockeyNeeds {
+        /// The setting.
+        field: &'static str,
+        /// What it acts with.
+        needs: &'static str,
+    },
 }
 
 impl PolicySettings {
@@ -550,6 +558,37 @@ impl PolicySettings {
         if let Some(tolerance) = expected_utility {
             within("expected_utility", "at least 0", *tolerance, *tolerance >= 0.0)?;
         }
+        // A setting that only refines another is refused alone: whoever sets it expects
+        // a change the policy would not make.
+        let needs = |field, needs, changed: bool, partner_on: bool| {
+            if changed && !partner_on {
+                Err(PolicySettingsError::JockeyNeeds { field, needs })
+            } else {
+                Ok(())
+            }
+        };
+        const RESERVE: &str = "stage_reserve is above 0";
+        let reserve_on = *stage_reserve > 0.0;
+        needs("stage_reserve_quantile", RESERVE, *stage_reserve_quantile != 1.0, reserve_on)?;
+        needs("stage_reserve_below", RESERVE, *stage_reserve_below > 0, reserve_on)?;
+        needs("stage_reserve_chance", RESERVE, stage_reserve_chance.is_some(), reserve_on)?;
+        needs("stage_reserve_until_started", RESERVE, *stage_reserve_until_started, reserve_on)?;
+        const PACE: &str = "pace_floor is above 0";
+        let pace_on = *pace_floor > 0.0;
+        needs("pace_ceiling", PACE, *pace_ceiling != 1.0, pace_on)?;
+        needs("pace_scales_reserves", PACE, *pace_scales_reserves, pace_on)?;
+        needs("pace_decay", PACE, *pace_decay != 1.0, pace_on)?;
+        const AHEAD: &str = "ahead_steps is above 0";
+        let ahead_on = *ahead_steps > 0;
+        needs("ahead_hysteresis", AHEAD, *ahead_hysteresis != 1.0, ahead_on)?;
+        needs("ahead_slack", AHEAD, ahead_slack.is_some(), ahead_on)?;
+        const ALL_IN: &str = "all_in_within_s or all_in_margin is set";
+        let all_in_on = all_in_within_s.is_some() || *all_in_margin > 0.0;
+        needs("all_in_slowdown", ALL_IN, *all_in_slowdown != 0.0, all_in_on)?;
+        needs("all_in_keep_smoothed", ALL_IN, *all_in_keep_smoothed, all_in_on)?;
+        needs("all_in_slack", ALL_IN, all_in_slack.is_some(), all_in_on)?;
+        needs("all_in_reserve", ALL_IN, *all_in_reserve != 1.0, all_in_on)?;
+        needs("slowdown_prior", "count_running is false", *slowdown_prior != 1.0, !*count_running)?;
         // The policy's curve applies to deadline jobs only, so it always has a deadline.
         let utility = if utility.0.is_empty() {
             Utility::default()
@@ -756,7 +795,7 @@ mod tests {
         assert_eq!(config.expected_utility, None);
         assert!(!config.carry_rounding);
         assert!(parse("carry_rounding = true").jockey_config().unwrap().carry_rounding);
-        let quantile = parse("stage_reserve_quantile = 0.95").jockey_config().unwrap();
+        let quantile = parse("stage_reserve = 1\nstage_reserve_quantile = 0.95").jockey_config().unwrap();
         assert_eq!((quantile.stage_reserve_quantile, config.stage_reserve_quantile), (0.95, 1.0));
         let ahead =
             parse("ahead_steps = 2\nahead_hysteresis = 0.8\nahead_slack = 1.0").jockey_config().unwrap();
@@ -767,35 +806,60 @@ mod tests {
         assert_eq!(parse("all_in_within_s = 180").jockey_config().unwrap().all_in_within_ms, Some(180_000));
         assert_eq!(parse("all_in_within_s = -30").jockey_config().unwrap().all_in_within_ms, Some(-30_000));
         assert_eq!(config.all_in_within_ms, None);
-        assert_eq!(parse("all_in_slowdown = 1.0").jockey_config().unwrap().all_in_slowdown, 1.0);
+        assert_eq!(
+            parse("all_in_within_s = 0\nall_in_slowdown = 1.0").jockey_config().unwrap().all_in_slowdown,
+            1.0
+        );
         assert_eq!(config.all_in_slowdown, 0.0);
-        assert!(parse("all_in_keep_smoothed = true").jockey_config().unwrap().all_in_keep_smoothed);
+        assert!(
+            parse("all_in_margin = 0.1\nall_in_keep_smoothed = true")
+                .jockey_config()
+                .unwrap()
+                .all_in_keep_smoothed
+        );
         assert!(!config.all_in_keep_smoothed);
-        assert_eq!(parse("all_in_slack = 1.0").jockey_config().unwrap().all_in_slack, Some(1.0));
+        assert_eq!(
+            parse("all_in_within_s = 0\nall_in_slack = 1.0").jockey_config().unwrap().all_in_slack,
+            Some(1.0)
+        );
         assert_eq!(config.all_in_slack, None);
         assert_eq!(parse("slack_at_end = 1.05").jockey_config().unwrap().slack_at_end, Some(1.05));
         assert_eq!(config.slack_at_end, None);
-        assert_eq!(parse("stage_reserve_below = 20").jockey_config().unwrap().stage_reserve_below, 20);
+        assert_eq!(
+            parse("stage_reserve = 1\nstage_reserve_below = 20").jockey_config().unwrap().stage_reserve_below,
+            20
+        );
         assert_eq!(config.stage_reserve_below, 0);
         assert_eq!(
-            parse("stage_reserve_chance = 0.02").jockey_config().unwrap().stage_reserve_chance,
+            parse("stage_reserve = 1\nstage_reserve_chance = 0.02")
+                .jockey_config()
+                .unwrap()
+                .stage_reserve_chance,
             Some(0.02)
         );
         assert_eq!(config.stage_reserve_chance, None);
         assert!(
-            parse("stage_reserve_until_started = true").jockey_config().unwrap().stage_reserve_until_started
+            parse("stage_reserve = 1\nstage_reserve_until_started = true")
+                .jockey_config()
+                .unwrap()
+                .stage_reserve_until_started
         );
         assert!(!config.stage_reserve_until_started);
         let pace = parse("pace_floor = 0.5\npace_ceiling = 1.2").jockey_config().unwrap();
         assert_eq!((pace.pace_floor, pace.pace_ceiling), (0.5, 1.2));
         assert_eq!((config.pace_floor, config.pace_ceiling), (0.0, 1.0));
-        assert!(parse("pace_scales_reserves = true").jockey_config().unwrap().pace_scales_reserves);
+        assert!(
+            parse("pace_floor = 0.5\npace_scales_reserves = true")
+                .jockey_config()
+                .unwrap()
+                .pace_scales_reserves
+        );
         assert!(!config.pace_scales_reserves);
         let err = parse("stage_reserve_chance = -0.1").check().unwrap_err();
         assert_eq!(err.to_string(), "stage_reserve_chance: must be at least 0, got -0.1");
         let err = parse("pace_floor = 1.5").check().unwrap_err();
         assert_eq!(err.to_string(), "pace_floor: must be in [0, 1], got 1.5");
-        assert_eq!(parse("pace_decay = 0.5").jockey_config().unwrap().pace_decay, 0.5);
+        assert_eq!(parse("pace_floor = 0.5\npace_decay = 0.5").jockey_config().unwrap().pace_decay, 0.5);
         assert_eq!(config.pace_decay, 1.0);
         assert_eq!(parse("slowdown_prior = 1.4").jockey_config().unwrap().slowdown_prior, 1.4);
         assert_eq!(config.slowdown_prior, 1.0);
@@ -833,5 +897,49 @@ mod tests {
         let three = toml::from_str::<PolicySettings>("name = \"jockey\"\nutility = [[0, 1.0, 7]]");
         assert!(three.unwrap_err().to_string().contains("pair of numbers"), "a third number is refused");
         assert!(toml::from_str::<PolicySettings>("name = \"jockey\"\npredictor = \"psychic\"").is_err());
+    }
+
+    #[test]
+    fn a_jockey_setting_that_refines_another_is_refused_without_it() {
+        let check = |text: &str| {
+            toml::from_str::<PolicySettings>(&format!("name = \"jockey\"\n{text}")).unwrap().check()
+        };
+        let refused = [
+            ("stage_reserve_quantile = 0.9", "stage_reserve is above 0"),
+            ("stage_reserve_below = 20", "stage_reserve is above 0"),
+            ("stage_reserve_chance = 0.005", "stage_reserve is above 0"),
+            ("stage_reserve_until_started = true", "stage_reserve is above 0"),
+            ("pace_ceiling = 1.2", "pace_floor is above 0"),
+            ("pace_scales_reserves = true", "pace_floor is above 0"),
+            ("pace_decay = 0.5", "pace_floor is above 0"),
+            ("ahead_hysteresis = 0.5", "ahead_steps is above 0"),
+            ("ahead_slack = 0.7", "ahead_steps is above 0"),
+            ("all_in_slowdown = 1.3", "all_in_within_s or all_in_margin is set"),
+            ("all_in_keep_smoothed = true", "all_in_within_s or all_in_margin is set"),
+            ("all_in_slack = 1.0", "all_in_within_s or all_in_margin is set"),
+            ("all_in_reserve = 0.5", "all_in_within_s or all_in_margin is set"),
+            ("count_running = true\nslowdown_prior = 1.35", "count_running is false"),
+        ];
+        for (text, needs) in refused {
+            let err = check(text).unwrap_err();
+            let field = text.lines().last().unwrap().split(' ').next().unwrap();
+            assert_eq!(
+                err.to_string(),
+                format!("{field}: has no effect unless {needs}; set that as well or leave {field} out")
+            );
+        }
+        // With their partner, and at their defaults alone, they are accepted.
+        let accepted = [
+            "stage_reserve = 0.7\nstage_reserve_quantile = 0.9\nstage_reserve_below = 20\nstage_reserve_chance = 0.005\nstage_reserve_until_started = true",
+            "pace_floor = 0.85\npace_ceiling = 1.2\npace_scales_reserves = true\npace_decay = 0.5",
+            "ahead_steps = 1\nahead_hysteresis = 0.5\nahead_slack = 0.7",
+            "all_in_within_s = 180\nall_in_slowdown = 1.3\nall_in_keep_smoothed = true\nall_in_slack = 1.0\nall_in_reserve = 0.5",
+            "all_in_margin = 0.2\nall_in_slowdown = 1.3",
+            "slowdown_prior = 1.35",
+            "stage_reserve_quantile = 1\npace_decay = 1\nahead_hysteresis = 1\nall_in_slowdown = 0\nall_in_reserve = 1\ncount_running = true\nslowdown_prior = 1",
+        ];
+        for text in accepted {
+            assert_eq!(check(text), Ok(()), "{text}");
+        }
     }
 }
