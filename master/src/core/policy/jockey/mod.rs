@@ -20,6 +20,7 @@ mod model;
 mod predict;
 mod profile;
 mod progress;
+mod settings;
 
 use std::collections::BTreeMap;
 
@@ -39,6 +40,7 @@ pub use model::{
 };
 pub use profile::{JobProfile, SLOWDOWN_PRIOR_TASKS, SLOWDOWN_RANGE, StageProfile};
 pub use progress::Indicator;
+pub use settings::{JockeySettings, JockeySettingsError};
 
 /// Points of C(p, a)'s spread a model keeps for [`JockeyConfig::expected_utility`].
 const SPREAD_POINTS: u32 = 20;
