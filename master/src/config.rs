@@ -91,9 +91,10 @@ pub enum ConfigError {
     /// does not take, a value of the wrong type).
     #[error("[policy]: {0}")]
     PolicyTable(String),
-    /// The `[policy]` table parses but a value cannot work.
+    /// The `[policy]` table parses but a value cannot work. The message carries the
+    /// setting's own, so it is not also the error's source (a report would say it twice).
     #[error("[policy] {0}")]
-    Policy(#[from] PolicySettingsError),
+    Policy(PolicySettingsError),
     /// A `KEY=VALUE` override of the `[policy]` table is malformed.
     #[error("{assignment:?}: {problem}")]
     PolicyOverride {
@@ -110,6 +111,12 @@ pub enum ConfigError {
         /// What is wrong and how to fix it.
         problem: String,
     },
+}
+
+impl From<PolicySettingsError> for ConfigError {
+    fn from(err: PolicySettingsError) -> ConfigError {
+        ConfigError::Policy(err)
+    }
 }
 
 /// Top-level keys that moved into `[policy]`, with how to write them now.
@@ -458,8 +465,11 @@ mod tests {
         assert_eq!(config.core.policy, capacity(true, &[("research", 0.6), ("prod", 0.4)]));
         let file: MasterFile =
             toml::from_str("[policy]\nname = \"capacity\"\n[policy.queues]\na = 0.7\nb = 0.7\n").unwrap();
-        let err = MasterConfig::try_from(file).unwrap_err().to_string();
-        assert!(err.starts_with("[policy] queues: shares add up to"), "{err}");
+        let err = MasterConfig::try_from(file).unwrap_err();
+        assert!(err.to_string().starts_with("[policy] queues: shares add up to"), "{err}");
+        // The message already carries the setting's own; as a source too, an error report
+        // would print it twice.
+        assert!(std::error::Error::source(&err).is_none(), "{err:?}");
     }
 
     #[test]
