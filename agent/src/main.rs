@@ -10,6 +10,7 @@ use slotmarket_agent::config::{AgentConfig, AgentFile, DataModeSetting};
 use slotmarket_agent::driver;
 use slotmarket_common::config::DaemonLayout;
 use slotmarket_common::identity::Role;
+use slotmarket_common::report::Report;
 use tracing::info;
 
 /// Runs task processes in map and reduce slots for a Slotmarket master.
@@ -167,7 +168,7 @@ async fn shutdown_signal() {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> Result<(), Report> {
     slotmarket_common::logging::init(tracing::Level::INFO);
     let config = AgentConfig::try_from(Args::parse())?;
     check_certificate(&config)?;

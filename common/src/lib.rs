@@ -14,6 +14,7 @@ pub mod ids;
 pub mod metrics;
 pub mod money;
 pub mod protocol;
+pub mod report;
 pub mod rng;
 pub mod spec;
 pub mod time;

@@ -11,6 +11,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use slotmarket_common::config::DaemonLayout;
 use slotmarket_common::pki::TlsFiles;
+use slotmarket_common::report::Report;
 use slotmarket_common::transport;
 use slotmarket_master::config::{MasterConfig, MasterFile, PolicyTable};
 use slotmarket_master::core::{Core, CoreConfig};
@@ -90,12 +91,12 @@ impl TryFrom<Args> for MasterConfig {
 }
 
 #[tokio::main]
-async fn main() -> Result<()> {
+async fn main() -> Result<(), Report> {
     slotmarket_common::logging::init(tracing::Level::INFO);
     let args = Args::parse();
     let reinitialize = args.reinitialize;
     let config = MasterConfig::try_from(args)?;
-    run(config, reinitialize).await
+    Ok(run(config, reinitialize).await?)
 }
 
 async fn run(config: MasterConfig, reinitialize: bool) -> Result<()> {

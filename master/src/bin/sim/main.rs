@@ -29,6 +29,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
+use slotmarket_common::report::Report;
 use slotmarket_common::time::Timestamp;
 use slotmarket_master::config::PolicyTable;
 use slotmarket_master::core::pricing::PriceCurve;
@@ -194,10 +195,10 @@ fn market(args: &RunArgs) -> Result<(Option<MarketConfig>, AdmissionSettings)> {
     Ok((Some(config), settings))
 }
 
-fn main() -> Result<()> {
+fn main() -> Result<(), Report> {
     slotmarket_common::logging::init(tracing::Level::WARN);
     let cli = Cli::parse();
-    match cli.command {
+    let done = match cli.command {
         Some(Command::Gen(args)) => gen_cmd::run(args),
         Some(Command::Run(args)) => run(args),
         Some(Command::Report(args)) => report_cmd::run(args),
@@ -206,7 +207,8 @@ fn main() -> Result<()> {
         Some(Command::Estimate(args)) => estimate_cmd::run(args),
         Some(Command::PlotAllocation(args)) => jockey_cmd::plot_allocation(args),
         None => run(cli.run),
-    }
+    };
+    Ok(done?)
 }
 
 impl TryFrom<&RunArgs> for SimConfig {
