@@ -58,6 +58,7 @@ mod workload;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
+use slotmarket_common::report::Report;
 
 use crate::connection::ConnectionArgs;
 
@@ -175,9 +176,10 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(err) => {
-            // `{:#}` prints the whole context chain on one line: "what we did: why it failed".
-            // The master's messages may quote names other people chose: sanitise.
-            eprintln!("error: {}", output::sanitize(&format!("{err:#}")));
+            // The whole context chain on one line, "what we did: why it failed", each cause
+            // once (many messages quote their source). The master's messages may quote
+            // names other people chose: sanitise.
+            eprintln!("error: {}", output::sanitize(&Report::from(err).to_string()));
             ExitCode::FAILURE
         }
     }

@@ -5,9 +5,28 @@
 
 use std::fmt;
 
-/// An error as `main` reports it: its message, then under "Caused by" each cause that
-/// the message before it does not already quote.
+/// An error as `main` reports it: its message, then each cause that the message before
+/// it does not already quote. `{:?}` (what a `main` returning it prints) puts the causes
+/// under "Caused by"; `{}` joins them on one line with ": ", as anyhow's `{:#}` does.
 pub struct Report(anyhow::Error);
+
+impl Report {
+    /// The messages worth printing: the error's own, then every cause not quoted by the
+    /// message before it (trailing newlines trimmed).
+    fn messages(&self) -> Vec<String> {
+        let mut kept = Vec::new();
+        let mut before = String::new();
+        for (i, err) in self.0.chain().enumerate() {
+            let text = err.to_string();
+            let trimmed = text.trim_end();
+            if i == 0 || !before.contains(trimmed) {
+                kept.push(trimmed.to_string());
+            }
+            before = text;
+        }
+        kept
+    }
+}
 
 impl<E: Into<anyhow::Error>> From<E> for Report {
     fn from(err: E) -> Report {
@@ -15,21 +34,25 @@ impl<E: Into<anyhow::Error>> From<E> for Report {
     }
 }
 
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.messages().join(": "))
+    }
+}
+
 impl fmt::Debug for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut chain = self.0.chain().map(|err| err.to_string());
-        let mut before = chain.next().unwrap_or_default();
-        write!(f, "{before}")?;
-        let mut heading = false;
-        for cause in chain {
-            if !before.contains(cause.trim_end()) {
-                f.write_str(if heading { "\n" } else { "\n\nCaused by:" })?;
-                heading = true;
-                for line in cause.trim_end().lines() {
-                    write!(f, "\n    {line}")?;
-                }
+        let messages = self.messages();
+        let Some((first, causes)) = messages.split_first() else { return Ok(()) };
+        f.write_str(first)?;
+        if !causes.is_empty() {
+            f.write_str("\n\nCaused by:")?;
+        }
+        for (i, cause) in causes.iter().enumerate() {
+            f.write_str(if i == 0 { "" } else { "\n" })?;
+            for line in cause.lines() {
+                write!(f, "\n    {line}")?;
             }
-            before = cause;
         }
         Ok(())
     }
@@ -68,12 +91,14 @@ mod tests {
             anyhow::Error::new(Quoting { path: "a.toml", source: not_found() }).context("--config"),
         );
         assert_eq!(format!("{wrapped:?}"), "--config\n\nCaused by:\n    cannot read a.toml: no such file");
+        assert_eq!(wrapped.to_string(), "--config: cannot read a.toml: no such file");
     }
 
     #[test]
     fn a_cause_the_message_does_not_quote_is_printed_under_caused_by() {
         let report = Report::from(Terse { source: not_found() });
         assert_eq!(format!("{report:?}"), "the agent stopped\n\nCaused by:\n    no such file");
+        assert_eq!(report.to_string(), "the agent stopped: no such file");
         let multi = Report::from(anyhow::anyhow!("line one\nline two\n").context("loading"));
         assert_eq!(format!("{multi:?}"), "loading\n\nCaused by:\n    line one\n    line two");
     }
