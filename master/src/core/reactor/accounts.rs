@@ -38,7 +38,7 @@ pub(super) fn on_account_add_requested(
 ) {
     if caller.role != Role::Admin {
         let message = format!("{caller} may not create accounts; an admin certificate is needed");
-        return reply(cx, request, Response::error(ErrorKind::Forbidden, message));
+        return cx.reply(request, Response::error(ErrorKind::Forbidden, message));
     }
     let created = state.accounts.create(add.account.clone(), add.members, add.budget, caller, cx.now);
     let (stored, entry) = match created {
@@ -51,7 +51,7 @@ pub(super) fn on_account_add_requested(
         cx.persist(Persist::Ledger(entry));
     }
     match state.accounts.summary(caller, &add.account) {
-        Ok(summary) => reply(cx, request, Response::AccountAdded(summary)),
+        Ok(summary) => cx.reply(request, Response::AccountAdded(summary)),
         Err(err) => reply_refused(cx, request, &err),
     }
 }
@@ -68,7 +68,7 @@ pub(super) fn on_budget_add_requested(
 ) {
     if caller.role != Role::Admin {
         let message = format!("{caller} may not grant budget; an admin certificate is needed");
-        return reply(cx, request, Response::error(ErrorKind::Forbidden, message));
+        return cx.reply(request, Response::error(ErrorKind::Forbidden, message));
     }
     let BudgetAdd { account, amount, memo } = add;
     let entry = match state.accounts.grant(&account, amount, caller, memo, cx.now) {
@@ -77,7 +77,7 @@ pub(super) fn on_budget_add_requested(
     };
     cx.persist(Persist::Ledger(entry.clone()));
     match state.accounts.summary(caller, &account) {
-        Ok(summary) => reply(cx, request, Response::BudgetAdded { entry, account: summary }),
+        Ok(summary) => cx.reply(request, Response::BudgetAdded { entry, account: summary }),
         Err(err) => reply_refused(cx, request, &err),
     }
 }
@@ -117,7 +117,7 @@ pub(super) fn on_rate_set_requested(
     match state.accounts.set_rate(&account, rate) {
         Ok(()) => {
             cx.persist(Persist::Rate { account: account.clone(), rate });
-            reply(cx, request, Response::RateSet { account, rate });
+            cx.reply(request, Response::RateSet { account, rate });
         }
         Err(err) => reply_refused(cx, request, &err),
     }
@@ -135,14 +135,14 @@ pub(super) fn on_income_set_requested(
 ) {
     if caller.role != Role::Admin {
         let message = format!("{caller} may not set income; an admin certificate is needed");
-        return reply(cx, request, Response::error(ErrorKind::Forbidden, message));
+        return cx.reply(request, Response::error(ErrorKind::Forbidden, message));
     }
     if let Err(err) = state.accounts.set_income(&account, income) {
         return reply_refused(cx, request, &err);
     }
     cx.persist(Persist::Income { account: account.clone(), income });
     match state.accounts.summary(caller, &account) {
-        Ok(summary) => reply(cx, request, Response::IncomeSet(summary)),
+        Ok(summary) => cx.reply(request, Response::IncomeSet(summary)),
         Err(err) => reply_refused(cx, request, &err),
     }
 }
@@ -157,9 +157,5 @@ fn reply_refused(cx: &mut Ctx, request: RequestId, err: &AccountError) {
         // A user's namesake account is implicit until created; say how to create it.
         message.push_str(&format!("; create it with `slotmarket account add {account}`"));
     }
-    reply(cx, request, Response::error(kind, message));
-}
-
-fn reply(cx: &mut Ctx, request: RequestId, response: Response) {
-    cx.reply(request, response);
+    cx.reply(request, Response::error(kind, message));
 }

@@ -44,17 +44,17 @@ pub(super) fn on_node_drain_requested(
     let verb = if drain { "drain" } else { "undrain" };
     if caller.role != Role::Admin {
         let message = format!("{caller} may not {verb} nodes; only admins may");
-        return reply(cx, request, Response::error(ErrorKind::Forbidden, message));
+        return cx.reply(request, Response::error(ErrorKind::Forbidden, message));
     }
     let Some(&agent) = state.nodes.get(node) else {
         let message = format!("no agent is registered as node \"{node}\"; see `slotmarket nodes`");
-        return reply(cx, request, Response::error(ErrorKind::NotFound, message));
+        return cx.reply(request, Response::error(ErrorKind::NotFound, message));
     };
     let Some(a) = state.agents.get_mut(&agent) else { return };
     match (drain, a.drain) {
         (_, Some(DrainCause::Leaving)) => {
             let message = format!("node \"{node}\" is leaving (its agent is stopping)");
-            return reply(cx, request, Response::error(ErrorKind::BadRequest, message));
+            return cx.reply(request, Response::error(ErrorKind::BadRequest, message));
         }
         (true, _) => {
             a.drain = Some(DrainCause::Admin);
@@ -68,9 +68,5 @@ pub(super) fn on_node_drain_requested(
         }
     }
     let Some(a) = state.agents.get(&agent) else { return };
-    reply(cx, request, Response::Node(node_summary(agent, a)));
-}
-
-fn reply(cx: &mut Ctx, request: RequestId, response: Response) {
-    cx.reply(request, response);
+    cx.reply(request, Response::Node(node_summary(agent, a)));
 }
