@@ -39,27 +39,20 @@ pub(super) struct Prediction {
 impl Prediction {
     /// Remaining milliseconds with `a` slots.
     pub(super) fn remaining_ms(&self, a: u32) -> f64 {
+        self.remaining_ms_with_reserve(a, 1.0)
+    }
+
+    /// Remaining milliseconds with `a` slots when only `share` of the reserves is kept
+    /// ([`JockeyConfig::all_in_reserve`](super::JockeyConfig::all_in_reserve)); without
+    /// a model there is no reserve to leave out.
+    pub(super) fn remaining_ms_with_reserve(&self, a: u32, share: f64) -> f64 {
         match &self.model {
             Some(m) => {
                 self.slowdown
                     * (self.pace * m.remaining_between(self.progress, a)
-                        + self.pace_reserve * self.reserve_ms(m))
-            }
-            None => self.pace * self.slowdown * self.amdahl.remaining(a),
-        }
-    }
-
-    /// Remaining milliseconds with `a` slots when only `share` of the reserves is kept
-    /// ([`JockeyConfig::all_in_reserve`](super::JockeyConfig::all_in_reserve));
-    /// [`remaining_ms`](Self::remaining_ms) at 1, and without a model.
-    pub(super) fn remaining_ms_with_reserve(&self, a: u32, share: f64) -> f64 {
-        match &self.model {
-            Some(m) if share < 1.0 => {
-                self.slowdown
-                    * (self.pace * m.remaining_between(self.progress, a)
                         + share.max(0.0) * self.pace_reserve * self.reserve_ms(m))
             }
-            _ => self.remaining_ms(a),
+            None => self.pace * self.slowdown * self.amdahl.remaining(a),
         }
     }
 
