@@ -7,7 +7,8 @@
 #     job, against the master with its agent and again against a second master with no
 #     agent (submission only: its jobs queue); one `slotmarket submit` carrying BATCH specs over one connection; and PARALLEL
 #     CLIs at once, each carrying SUBMITS specs;
-#   - CPU per run (with perf): `--version`, `nodes` and a one-job `submit`, each TIMES times.
+#   - CPU per run (with perf): `--version`, `nodes` and a one-job `submit`, each TIMES times,
+#     in CPU_ROUNDS rounds (default 5) that alternate the CLIs being compared; the median round.
 # Every submit is acknowledged only once the master has it on disk, so the rates include
 # the store's commits. Times come from bash's $EPOCHREALTIME (no process per reading).
 #
@@ -125,10 +126,16 @@ batch_rate() {
     awk -v n="$BATCH" -v us=$((end - start)) 'BEGIN { printf "%.0f\n", n / (us / 1e6) }'
 }
 
-# CPU of one run of "$@" in ms (perf stat task-clock, mean of TIMES runs); "-" without perf.
+# CPU of one run of "$@" in ms (perf stat task-clock, mean of $1 runs).
 cpu_ms() {
-    command -v perf >/dev/null || { echo -; return; }
-    perf stat -x, -r "$TIMES" -e task-clock "$@" 2>&1 >/dev/null | awk -F, '/task-clock/ { printf "%.2f\n", $1 }'
+    local runs=$1
+    shift
+    perf stat -x, -r "$runs" -e task-clock "$@" 2>&1 >/dev/null | awk -F, '/task-clock/ { printf "%.2f\n", $1 }'
+}
+
+# Reads numbers on stdin; prints their median.
+median() {
+    sort -n | awk '{ v[NR] = $1 } END { printf "%.2f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 echo "slotmarket CLI benchmark ($PROFILE build, $(nproc) cores): $(uptime | sed 's/.*load/load/')"
@@ -157,14 +164,36 @@ if [ -n "${BASELINE_BIN:-}" ]; then
     printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "alternating: this build" "$alt50" "$alt99"
     printf '%-34s p50 %7.1f ms  p99 %7.1f ms\n' "alternating: baseline build" "$old50" "$old99"
 fi
-for cli in "$CLI_NEW" ${BASELINE_CLI:+"$BASELINE_CLI"} ${CLI_OLD:+"$CLI_OLD"}; do
-    case $cli in
+# CPU per run: CPU_ROUNDS rounds of TIMES / CPU_ROUNDS runs per CLI and command, the CLIs
+# taking turns within each round, and the median of the rounds. The machine's speed swings
+# between minutes, so CLIs timed one after the other would differ by that alone.
+CPU_ROUNDS=${CPU_ROUNDS:-5}
+clis=("$CLI_NEW" ${BASELINE_CLI:+"$BASELINE_CLI"} ${CLI_OLD:+"$CLI_OLD"})
+if command -v perf >/dev/null; then
+    runs=$(((TIMES + CPU_ROUNDS - 1) / CPU_ROUNDS))
+    for _ in $(seq "$CPU_ROUNDS"); do
+        for i in "${!clis[@]}"; do
+            cpu_ms "$runs" "${clis[$i]}" --version >>"$WORK/cpu.$i.version"
+            cpu_ms "$runs" "${clis[$i]}" nodes >>"$WORK/cpu.$i.nodes"
+            cpu_ms "$runs" "${clis[$i]}" submit "$WORK/one.toml" >>"$WORK/cpu.$i.submit"
+        done
+    done
+fi
+for i in "${!clis[@]}"; do
+    case ${clis[$i]} in
         "$CLI_NEW") label="this build" ;;
         "${CLI_OLD:-}") label="baseline build" ;;
         *) label=baseline ;;
     esac
+    for command in version nodes submit; do
+        if [ -s "$WORK/cpu.$i.$command" ]; then
+            printf -v "cpu_$command" '%s' "$(median <"$WORK/cpu.$i.$command")"
+        else
+            printf -v "cpu_$command" '%s' - # no perf
+        fi
+    done
     printf '%-34s --version %s ms  nodes %s ms  submit %s ms\n' "CPU per run ($label)" \
-        "$(cpu_ms "$cli" --version)" "$(cpu_ms "$cli" nodes)" "$(cpu_ms "$cli" submit "$WORK/one.toml")"
+        "$cpu_version" "$cpu_nodes" "$cpu_submit"
 done
 rate=$(parallel_rate)
 printf '%-34s %7s jobs/s\n' "$PARALLEL parallel CLIs x $SUBMITS submits" "$rate"
