@@ -133,9 +133,11 @@ cpu_ms() {
     perf stat -x, -r "$runs" -e task-clock "$@" 2>&1 >/dev/null | awk -F, '/task-clock/ { printf "%.2f\n", $1 }'
 }
 
-# Reads numbers on stdin; prints their median.
-median() {
-    sort -n | awk '{ v[NR] = $1 } END { printf "%.2f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+# The median of the rounds' CPU per run of CLI number $1 for command $2; "-" without perf.
+cpu_median() {
+    local rounds="$WORK/cpu.$1.$2"
+    [ -s "$rounds" ] || { echo -; return; }
+    sort -n "$rounds" | awk '{ v[NR] = $1 } END { printf "%.2f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 echo "slotmarket CLI benchmark ($PROFILE build, $(nproc) cores): $(uptime | sed 's/.*load/load/')"
@@ -185,15 +187,8 @@ for i in "${!clis[@]}"; do
         "${CLI_OLD:-}") label="baseline build" ;;
         *) label=baseline ;;
     esac
-    for command in version nodes submit; do
-        if [ -s "$WORK/cpu.$i.$command" ]; then
-            printf -v "cpu_$command" '%s' "$(median <"$WORK/cpu.$i.$command")"
-        else
-            printf -v "cpu_$command" '%s' - # no perf
-        fi
-    done
     printf '%-34s --version %s ms  nodes %s ms  submit %s ms\n' "CPU per run ($label)" \
-        "$cpu_version" "$cpu_nodes" "$cpu_submit"
+        "$(cpu_median "$i" version)" "$(cpu_median "$i" nodes)" "$(cpu_median "$i" submit)"
 done
 rate=$(parallel_rate)
 printf '%-34s %7s jobs/s\n' "$PARALLEL parallel CLIs x $SUBMITS submits" "$rate"
