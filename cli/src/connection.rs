@@ -68,7 +68,7 @@ pub(crate) struct ConfigFile {
 impl ConfigFile {
     /// Reads and parses `path`, resolving a relative `cert_dir` against its directory.
     fn load(path: &Path) -> Result<ConfigFile> {
-        let mut file: ConfigFile = load_toml(path).context("loading config file")?;
+        let mut file: ConfigFile = load_toml(path)?;
         if let (Some(dir), Some(base)) = (&file.cert_dir, path.parent())
             && dir.is_relative()
         {
@@ -99,9 +99,8 @@ impl ClientOptions {
             default_config(|name| std::env::var_os(name).map(PathBuf::from), |path| path.is_file())
         });
         let file = match &path {
-            Some(path) => {
-                ConfigFile::load(path).with_context(|| format!("client config {}", path.display()))?
-            }
+            // The error names the file already.
+            Some(path) => ConfigFile::load(path).context("client config")?,
             None => ConfigFile::default(),
         };
         Ok(ClientOptions::merge(args, file))

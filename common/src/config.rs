@@ -106,20 +106,44 @@ pub enum ConfigFileError {
         source: std::io::Error,
     },
     /// The file is not valid TOML for what it configures; the message names the field.
-    #[error("{path}: {source}")]
+    /// One line, where TOML's own message draws the line over several: the CLI prints
+    /// errors on one line with line breaks escaped, which made that drawing unreadable.
+    #[error("{}: {}{message}", .path.display(), place(.at))]
     Parse {
         /// The file.
         path: PathBuf,
+        /// Where in the file, as 1-based line and column, when TOML says.
+        at: Option<(usize, usize)>,
         /// What is wrong, naming the field.
-        source: toml::de::Error,
+        message: String,
     },
+}
+
+impl ConfigFileError {
+    /// The error for `text`, read from `path`, that TOML refused with `err`.
+    pub fn parse(path: &Path, text: &str, err: &toml::de::Error) -> ConfigFileError {
+        let at = err.span().map(|span| line_and_column(text, span.start));
+        ConfigFileError::Parse { path: path.to_path_buf(), at, message: err.message().trim_end().to_owned() }
+    }
+}
+
+/// `line L, column C: `, or nothing where TOML named no place.
+fn place(at: &Option<(usize, usize)>) -> String {
+    at.map(|(line, column)| format!("line {line}, column {column}: ")).unwrap_or_default()
+}
+
+/// The 1-based line and column (in characters) of byte `offset` in `text`.
+fn line_and_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (before.matches('\n').count() + 1, before[line_start..].chars().count() + 1)
 }
 
 /// Reads `path` and parses it as TOML into `T`.
 pub fn load_toml<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigFileError> {
     let text = std::fs::read_to_string(path)
         .map_err(|source| ConfigFileError::Read { path: path.to_path_buf(), source })?;
-    toml::from_str(&text).map_err(|source| ConfigFileError::Parse { path: path.to_path_buf(), source })
+    toml::from_str(&text).map_err(|err| ConfigFileError::parse(path, &text, &err))
 }
 
 #[cfg(test)]
@@ -167,5 +191,19 @@ mod tests {
         std::fs::write(&path, "mastr = \"m:1\"\n").unwrap();
         let err = load_toml::<Sample>(&path).unwrap_err().to_string();
         assert!(err.contains("x.toml") && err.contains("mastr"), "{err}");
+    }
+
+    #[test]
+    fn a_parse_error_is_one_line_naming_where_in_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.toml");
+        std::fs::write(&path, "# a comment\nmaster = 5\n").unwrap();
+        let err = load_toml::<Sample>(&path).unwrap_err().to_string();
+        let shown = path.display();
+        assert_eq!(err, format!("{shown}: line 2, column 10: invalid type: integer `5`, expected a string"));
+        // Columns count characters, not bytes.
+        std::fs::write(&path, "master = \"üü\" x\n").unwrap();
+        let err = load_toml::<Sample>(&path).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("{shown}: line 1, column 15: ")) && !err.contains('\n'), "{err}");
     }
 }

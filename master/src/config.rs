@@ -132,9 +132,9 @@ impl MasterFile {
     pub fn load(path: &Path) -> Result<MasterFile, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ConfigFileError::Read { path: path.to_path_buf(), source })?;
-        toml::from_str(&text).map_err(|source| match moved_to_policy(&text) {
+        toml::from_str(&text).map_err(|err| match moved_to_policy(&text) {
             Some((key, hint)) => ConfigError::MovedToPolicy { path: path.to_path_buf(), key, hint },
-            None => ConfigError::File(ConfigFileError::Parse { path: path.to_path_buf(), source }),
+            None => ConfigError::File(ConfigFileError::parse(path, &text, &err)),
         })
     }
 }
