@@ -1,7 +1,9 @@
 //! Client sessions: one bidirectional stream per request. Decodes the request, checks
 //! its protocol version, hands it to the actor and writes the answer back. A malformed
 //! or oversized frame is answered with an error on that stream only; the connection
-//! and every other stream keep working.
+//! and every other stream keep working. Requests reach the actor in the order the client
+//! opened their streams, whatever order their bytes arrive in: `submit A.toml B.toml`
+//! pipelines its specs, and A must get the lower id and be admitted first.
 
 use slotmarket_common::identity::Identity;
 use slotmarket_common::protocol::frame::decode_payload;
@@ -27,6 +29,7 @@ pub(super) async fn serve(
 ) {
     let span = info_span!("client", peer = %caller, remote = %conn.remote_address());
     async move {
+        let mut previous = InOrder::first();
         loop {
             let (send, recv) = match conn.accept_bi().await {
                 Ok(streams) => streams,
@@ -36,11 +39,47 @@ pub(super) async fn serve(
                 }
             };
             let (caller, inbox) = (caller.clone(), inbox.clone());
-            tokio::spawn(serve_stream(send, recv, caller, inbox, max_frame).in_current_span());
+            let turn = previous.next();
+            tokio::spawn(serve_stream(send, recv, caller, inbox, max_frame, turn).in_current_span());
         }
     }
     .instrument(span)
     .await
+}
+
+/// One request stream's place in its connection's order: it hands its request to the
+/// actor once the stream opened before it has handed over its own or given up
+/// (`handed_over` dropped), and then lets the next one go. quinn accepts a connection's
+/// streams in the order the client opened them.
+struct InOrder {
+    after: oneshot::Receiver<()>,
+    /// Dropped, never sent on: the next stream's `after` then completes.
+    _handed_over: oneshot::Sender<()>,
+}
+
+/// What the next stream accepted waits for.
+struct Previous(oneshot::Receiver<()>);
+
+impl InOrder {
+    /// The connection's first stream waits for nothing.
+    fn first() -> Previous {
+        let (done, after) = oneshot::channel();
+        drop(done);
+        Previous(after)
+    }
+
+    /// Waits for the stream before this one to hand over its request (or give up).
+    async fn wait_turn(&mut self) {
+        let _ = (&mut self.after).await;
+    }
+}
+
+impl Previous {
+    /// The place of the stream accepted now, after the one before it.
+    fn next(&mut self) -> InOrder {
+        let (handed_over, after) = oneshot::channel();
+        InOrder { after: std::mem::replace(&mut self.0, after), _handed_over: handed_over }
+    }
 }
 
 async fn serve_stream(
@@ -49,6 +88,7 @@ async fn serve_stream(
     caller: Identity,
     inbox: mpsc::UnboundedSender<Input>,
     max_frame: usize,
+    mut turn: InOrder,
 ) {
     let read = tokio::time::timeout(REQUEST_TIMEOUT, read_payload(&mut recv, max_frame)).await;
     let Ok(read) = read else {
@@ -77,15 +117,19 @@ async fn serve_stream(
         Ok(request) => request,
         Err(error) => return reject_frame(send, &mut recv, error, max_frame).await,
     };
+    // Every early return above drops `turn`, which lets the next stream go.
+    turn.wait_turn().await;
     let request = match request.body {
-        Request::Watch { job } => return stream_watch(send, caller, job, inbox, max_frame).await,
+        Request::Watch { job } => return stream_watch(send, caller, job, inbox, max_frame, turn).await,
         Request::SubmitWatch { spec } => {
-            return stream_submit_watch(send, caller, spec, inbox, max_frame).await;
+            return stream_submit_watch(send, caller, spec, inbox, max_frame, turn).await;
         }
         request => request,
     };
     let (reply, answer) = oneshot::channel();
-    let response = match inbox.send(Input::Request { caller, request, reply }) {
+    let handed = inbox.send(Input::Request { caller, request, reply });
+    drop(turn);
+    let response = match handed {
         Ok(()) => answer.await.unwrap_or_else(|_| shutting_down()),
         Err(_) => shutting_down(),
     };
@@ -98,9 +142,12 @@ async fn stream_watch(
     job: slotmarket_common::ids::JobId,
     inbox: mpsc::UnboundedSender<Input>,
     max_frame: usize,
+    turn: InOrder,
 ) {
     let (updates, updates_rx) = watch::channel(None);
-    if inbox.send(Input::Watch { caller, job, updates }).is_err() {
+    let handed = inbox.send(Input::Watch { caller, job, updates });
+    drop(turn);
+    if handed.is_err() {
         return finish(send, &shutting_down(), max_frame).await;
     }
     forward_updates(send, updates_rx, max_frame).await;
@@ -116,10 +163,13 @@ async fn stream_submit_watch(
     spec: slotmarket_common::spec::JobSpec,
     inbox: mpsc::UnboundedSender<Input>,
     max_frame: usize,
+    turn: InOrder,
 ) {
     let (reply, answer) = oneshot::channel();
     let (updates, updates_rx) = watch::channel(None);
-    if inbox.send(Input::SubmitWatch { caller, spec, reply, updates }).is_err() {
+    let handed = inbox.send(Input::SubmitWatch { caller, spec, reply, updates });
+    drop(turn);
+    if handed.is_err() {
         return finish(send, &shutting_down(), max_frame).await;
     }
     // A client that goes away while its job is admitted is noticed at once.

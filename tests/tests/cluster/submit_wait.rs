@@ -1,8 +1,9 @@
 //! `submit --wait` against a real cluster, now one request that submits and follows: it
 //! prints the id, then the end, exactly as before (plain and `--json`, one spec and
-//! several); a long job's id still comes out while the job runs; and a CLI killed while
-//! it waits leaves the master serving and the job running to its end. (A master
-//! restarted under a waiting CLI: `cli_habits::run_wait_follows_its_job_across_a_master_restart`.)
+//! several); several specs get their ids in the order of the files; a long job's id still
+//! comes out while the job runs; and a CLI killed while it waits leaves the master
+//! serving and the job running to its end. (A master restarted under a waiting CLI:
+//! `cli_habits::run_wait_follows_its_job_across_a_master_restart`.)
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -103,12 +104,35 @@ async fn submit_wait_prints_the_id_then_the_end_plain_and_json_for_one_spec_and_
     let out = run(&cluster, false, &["submit", "--wait", &ok, &bad, &ok], 1).await;
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 6, "{out:?}");
-    // (The specs go out concurrently, so the ids need not ascend.)
     let ids: Vec<JobId> = lines[..3].iter().map(|l| job_id(l)).collect();
-    assert!(ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2], "{ids:?}");
+    assert!(ids[0] < ids[1] && ids[1] < ids[2], "{ids:?}");
     let ends: Vec<(JobId, String)> = lines[3..].iter().map(|l| end_line(l)).collect();
     let expected = [(ids[0], "completed"), (ids[1], "failed"), (ids[2], "completed")];
     assert_eq!(ends, expected.map(|(job, state)| (job, state.to_string())));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_specs_get_their_ids_in_the_order_of_the_files() {
+    // No agent: the jobs wait, and only the order of admission is looked at. The specs
+    // go out pipelined, one stream each, so their bytes may reach the master out of order.
+    let cluster = TestCluster::start(&[]).await;
+    let files: Vec<String> = (0..40).map(|i| spec(&cluster, &format!("f{i:02}"), "true")).collect();
+    let mut args = vec!["submit"];
+    args.extend(files.iter().map(String::as_str));
+    let out = run(&cluster, false, &args, 0).await;
+    let ids: Vec<JobId> = out.lines().map(job_id).collect();
+    assert_eq!(ids.len(), 40, "{out:?}");
+    assert!(ids.windows(2).all(|pair| pair[1].0 == pair[0].0 + 1), "{ids:?}");
+    let listed: Value =
+        serde_json::from_str(&run(&cluster, true, &["jobs", "--limit", "40"], 0).await).unwrap();
+    let name_of = |id: JobId| {
+        let job =
+            listed["jobs"].as_array().unwrap().iter().find(|j| j["id"] == id.to_string()).expect("listed");
+        job["name"].as_str().unwrap().to_string()
+    };
+    for (i, &id) in ids.iter().enumerate() {
+        assert_eq!(name_of(id), format!("f{i:02}"), "{ids:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
