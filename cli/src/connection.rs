@@ -224,7 +224,7 @@ async fn connect_as(master: &str, server_name: &str, files: &TlsFiles, identity:
             timeout.as_secs()
         ),
         // The handshake error repeats its cause and says nothing of the likely mistake.
-        Err(err) if format!("{err}").contains("UnknownIssuer") => bail!(
+        Err(err) if caused_by(&err, "UnknownIssuer") => bail!(
             "the master at {target} presented a certificate from another cluster's CA (TLS: UnknownIssuer): \
              {} is not the CA of the cluster that master belongs to; use that cluster's ca.pem \
              (--cert-dir / SLOTMARKET_CERT_DIR)",
@@ -247,9 +247,23 @@ pub(crate) async fn bounded<T>(call: impl Future<Output = Result<T, ClientError>
         Ok(Ok(answer)) => Ok(answer),
         // The master's refusal already reads as a sentence; more context would only repeat it.
         Ok(Err(err @ ClientError::Server(_))) => Err(err.into()),
+        // TLS 1.3 lets the client finish its handshake before the master has checked the
+        // client's certificate, so a refused one surfaces at the first request, as the
+        // master's alert repeated through every layer of the connection error.
+        Ok(Err(err)) if caused_by(&err, "UnknownIssuer") => bail!(
+            "the master refused this client's certificate: it was not issued by the CA that master trusts \
+             (TLS: UnknownIssuer); use an identity issued by that cluster's CA (`slotmarket pki issue`; \
+             --cert-dir / SLOTMARKET_CERT_DIR, --identity / SLOTMARKET_IDENTITY)"
+        ),
         Ok(Err(err)) => Err(anyhow!(err).context("request to master failed")),
         Err(_) => bail!("the master did not answer within {}s", CALL_TIMEOUT.as_secs()),
     }
+}
+
+/// Whether `err` or one of its causes says `what`.
+fn caused_by(err: &ClientError, what: &str) -> bool {
+    let err: &(dyn std::error::Error + 'static) = err;
+    std::iter::successors(Some(err), |e| e.source()).any(|e| e.to_string().contains(what))
 }
 
 /// Sends one untyped request with [`bounded`]'s wait.
@@ -331,6 +345,23 @@ mod tests {
         let err = format!("{:#}", options.connect().await.unwrap_err());
         assert!(err.contains("from another cluster's CA") && err.contains("ca.pem"), "{err}");
         assert_eq!(err.matches("UnknownIssuer").count(), 1, "the cause once: {err}");
+    }
+
+    #[tokio::test]
+    async fn a_client_certificate_of_another_cluster_is_named_as_such() {
+        let fake = FakeMaster::start(|_| vec![]);
+        let other = tempfile::tempdir().unwrap();
+        pki::init(other.path(), &[]).unwrap();
+        // This cluster's CA (so the master is trusted), another cluster's admin.
+        std::fs::copy(fake.certs.path().join("ca.pem"), other.path().join("ca.pem")).unwrap();
+        let options = ClientOptions { cert_dir: other.path().to_path_buf(), ..fake.options("admin") };
+        let err = match options.connect().await {
+            Ok(client) => format!("{:#}", bounded(client.status(JobId(1))).await.unwrap_err()),
+            Err(err) => format!("{err:#}"),
+        };
+        assert!(err.contains("refused this client's certificate") && err.contains("pki issue"), "{err}");
+        assert_eq!(err.matches("UnknownIssuer").count(), 1, "the cause once: {err}");
+        assert!(fake.requests().is_empty());
     }
 
     #[test]
