@@ -117,7 +117,11 @@ pub(super) fn log_target(
     };
     let index = query.task.unwrap_or(0);
     if index >= stage.tasks {
-        let message = format!("stage {:?} of job {} has tasks 0..{}", stage.name, query.job, stage.tasks);
+        let message = match stage.tasks {
+            0 => format!("stage {:?} of job {} has no tasks", stage.name, query.job),
+            1 => format!("stage {:?} of job {} has one task, 0", stage.name, query.job),
+            n => format!("stage {:?} of job {} has tasks 0 to {}", stage.name, query.job, n - 1),
+        };
         return Ok(Err(not_found(message)));
     }
     let latest = store.latest_attempts(query.job)?;
