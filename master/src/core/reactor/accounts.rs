@@ -112,6 +112,11 @@ pub(super) fn on_rate_set_requested(
         Role::Agent | Role::Master => false,
     };
     if !allowed {
+        if caller.role == Role::User && state.accounts.may_read(caller, &account) {
+            // A member sees the account, so "no account" would be false.
+            let message = format!("users set only their own account's rate; an admin sets {account}'s");
+            return cx.reply(request, Response::error(ErrorKind::Forbidden, message));
+        }
         return reply_refused(cx, request, &AccountError::NotFound { account });
     }
     match state.accounts.set_rate(&account, rate) {

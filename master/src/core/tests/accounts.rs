@@ -187,6 +187,25 @@ fn users_read_only_accounts_they_belong_to() {
 }
 
 #[test]
+fn a_member_is_told_an_admin_sets_a_shared_accounts_rate_and_others_hear_of_no_account() {
+    let mut env = TestEnv::new();
+    add_account(&mut env, root(), "lab", Some("7"), &["alice"]);
+    let mut set_lab_rate = |who: Identity| {
+        let request = env.request();
+        env.handle(Event::RateSetRequested { request, caller: who, account: Some(id("lab")), rate: cr("3") });
+        error(env.take_reply(request))
+    };
+    let member = set_lab_rate(alice());
+    assert_eq!(member.kind, ErrorKind::Forbidden);
+    assert_eq!(member.message, "users set only their own account's rate; an admin sets lab's");
+    let outsider = set_lab_rate(bob());
+    assert_eq!(outsider.kind, ErrorKind::NotFound);
+    assert!(outsider.message.starts_with("no account lab"), "{}", outsider.message);
+    env.take_persists();
+    env.assert_no_commands();
+}
+
+#[test]
 fn recovered_accounts_keep_their_balances_and_the_sequence_continues() {
     let mut env = TestEnv::new();
     add_account(&mut env, root(), "lab", Some("10"), &["alice"]);
