@@ -19,6 +19,7 @@ pub struct EstimateEvalQuery {
 
 /// An estimation method that is evaluated.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum EvalMethod {
     /// Least squares of phase work on the task count and input size.
     Ols,
@@ -56,7 +57,8 @@ pub struct EvalRow {
     /// Share of predicted phases whose actual work was at most the PI's upper end, in
     /// percent; `None` without predictions.
     pub coverage_pct: Option<f64>,
-    /// Mean distance from the prediction to the PI's upper end, in slot-milliseconds.
+    /// Mean distance from the prediction to the PI's upper end, in slot-milliseconds; 0
+    /// without predictions.
     pub mean_pi_width_ms: f64,
 }
 
@@ -93,16 +95,50 @@ impl EstimateEvalReport {
         let cell = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
         for row in &self.rows {
             out.push_str(&format!(
-                "{:<7} {:<7} {:>9} {:>12} {:>7} {:>10} {:>23.1}\n",
+                "{:<7} {:<7} {:>9} {:>12} {:>7} {:>10} {:>23}\n",
                 row.method.name(),
                 row.slot.name(),
                 row.predicted,
                 row.unpredicted,
                 cell(row.r2, 3),
                 cell(row.coverage_pct, 1),
-                row.mean_pi_width_ms / 1000.0
+                cell((row.predicted > 0).then_some(row.mean_pi_width_ms / 1000.0), 1)
             ));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(method: EvalMethod, predicted: u32, mean_pi_width_ms: f64) -> EvalRow {
+        let some = (predicted > 0).then_some(50.0);
+        EvalRow {
+            method,
+            slot: SlotKind::Map,
+            predicted,
+            unpredicted: 2,
+            r2: some,
+            coverage_pct: some,
+            mean_pi_width_ms,
+        }
+    }
+
+    #[test]
+    fn a_method_without_predictions_shows_dashes() {
+        let report = EstimateEvalReport {
+            pi_level: 0.9,
+            holdout_pct: 20,
+            names: 1,
+            train_runs: 4,
+            test_runs: 1,
+            rows: vec![row(EvalMethod::Ols, 0, 0.0), row(EvalMethod::Bins, 3, 1500.0)],
+        };
+        let table = report.table();
+        let lines: Vec<Vec<&str>> = table.lines().skip(2).map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(lines[0], ["ols", "map", "0", "2", "-", "-", "-"], "{table}");
+        assert_eq!(lines[1], ["bins", "map", "3", "2", "50.000", "50.0", "1.5"], "{table}");
     }
 }

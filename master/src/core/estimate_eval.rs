@@ -43,7 +43,8 @@ impl Tally {
             unpredicted: self.unpredicted,
             r2: (n >= 2 && ss_tot > 0.0).then(|| 1.0 - ss_res / ss_tot),
             coverage_pct: (n > 0).then(|| 100.0 * inside as f64 / n as f64),
-            mean_pi_width_ms: self.points.iter().map(|p| p.2 - p.1).sum::<f64>() / n.max(1) as f64,
+            // Folded from +0: an empty float sum is -0, which printed as "-0.0".
+            mean_pi_width_ms: self.points.iter().fold(0.0, |sum, p| sum + (p.2 - p.1)) / n.max(1) as f64,
         }
     }
 }
@@ -213,6 +214,11 @@ mod tests {
         let report = evaluate(&refs, None, &SETTINGS).unwrap();
         assert_eq!((report.names, report.test_runs), (0, 0));
         assert!(report.rows.iter().all(|r| r.predicted == 0 && r.r2.is_none()));
+        // No prediction, no width: +0 (not the -0 of an empty float sum), and JSON
+        // names the method as the table does.
+        assert!(report.rows.iter().all(|r| r.mean_pi_width_ms.to_bits() == 0.0f64.to_bits()));
+        let json = serde_json::to_value(&report.rows[0]).unwrap();
+        assert_eq!(json["method"], report.rows[0].method.name());
         assert!(evaluate(&refs, None, &EvalSettings { pi_level: 1.5, ..SETTINGS }).is_err());
     }
 
