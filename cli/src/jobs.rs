@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
+use slotmarket_common::client::Client;
 use slotmarket_common::ids::AccountId;
 use slotmarket_common::protocol::{DemandClass, JobState, JobSummary, JobsQuery};
 use slotmarket_common::time::Timestamp;
@@ -42,20 +43,9 @@ struct List {
 /// Runs `jobs`.
 pub(crate) async fn run(conn: &ConnectionArgs, args: JobsArgs, json: bool) -> Result<ExitCode> {
     let client = connection::connect_from_args(conn).await?;
-    let query = JobsQuery {
-        newest_first: !args.all,
-        after: None,
-        limit: args.limit,
-        states: args.state,
-        account: args.account.map(AccountId),
-    };
-    let jobs = if args.all {
-        connection::bounded(client.all_jobs(query)).await.context("listing jobs")?
-    } else {
-        let page = connection::bounded(client.jobs_page(query)).await.context("listing jobs")?;
-        page.jobs.into_iter().rev().collect()
-    };
+    let listed = list(&client, args).await;
     connection::close(client).await;
+    let jobs = listed.context("listing jobs")?;
     if json {
         output::print_json(&List { jobs: jobs.iter().map(JobJson::from).collect() })?;
     } else if jobs.is_empty() {
@@ -64,6 +54,23 @@ pub(crate) async fn run(conn: &ConnectionArgs, args: JobsArgs, json: bool) -> Re
         print!("{}", table(&jobs).render());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The jobs `args` select, oldest first: every one with `--all`, else the newest
+/// `--limit` (over as many pages as the master needs to send them).
+async fn list(client: &Client, args: JobsArgs) -> Result<Vec<JobSummary>> {
+    let query = JobsQuery {
+        newest_first: !args.all,
+        after: None,
+        limit: args.limit,
+        states: args.state,
+        account: args.account.map(AccountId),
+    };
+    if args.all {
+        return connection::bounded(client.all_jobs(query)).await;
+    }
+    let newest = connection::bounded(client.first_jobs(query)).await?;
+    Ok(newest.into_iter().rev().collect())
 }
 
 /// A state's name as written in tables.
@@ -154,8 +161,50 @@ pub(crate) fn deadline_at(deadline: Option<Timestamp>) -> String {
 
 #[cfg(test)]
 mod tests {
+    use slotmarket_common::ids::JobId;
+    use slotmarket_common::protocol::{JobsPage, Request, Response};
+
     use super::*;
+    use crate::fake_master::FakeMaster;
     use crate::output::tests::summary;
+
+    /// A fake master holding jobs 1..=`n`, answering newest first in pages of at most 2
+    /// (as the real one cuts a page of long names short of the limit asked).
+    fn paging_master(n: u64) -> FakeMaster {
+        FakeMaster::start(move |request| {
+            let Request::Jobs(query) = request else { return vec![] };
+            let below = query.after.map_or(n + 1, |after| after.0);
+            let ids: Vec<u64> = (1..below).rev().take(query.limit.clamp(1, 2) as usize).collect();
+            let next = ids.last().filter(|&&last| last > 1).map(|&last| JobId(last));
+            let jobs = ids.into_iter().map(|id| summary(id, JobState::Completed)).collect();
+            vec![Response::Jobs(JobsPage { jobs, next })]
+        })
+    }
+
+    fn newest(limit: u32) -> JobsArgs {
+        JobsArgs { limit, all: false, state: vec![], account: None }
+    }
+
+    #[tokio::test]
+    async fn a_limit_follows_short_pages_until_it_has_that_many_jobs() {
+        let fake = paging_master(5);
+        let client = fake.options("alice").connect().await.unwrap();
+        let ids = |jobs: Vec<JobSummary>| jobs.iter().map(|j| j.id.0).collect::<Vec<_>>();
+        assert_eq!(ids(list(&client, newest(3)).await.unwrap()), [3, 4, 5]);
+        // Asking for more than there are stops at the last page.
+        assert_eq!(ids(list(&client, newest(10)).await.unwrap()), [1, 2, 3, 4, 5]);
+        client.close().await;
+        let asked: Vec<(Option<JobId>, u32)> = fake
+            .requests()
+            .into_iter()
+            .filter_map(|r| match r {
+                Request::Jobs(query) => Some((query.after, query.limit)),
+                _ => None,
+            })
+            .collect();
+        let after = |id| Some(JobId(id));
+        assert_eq!(asked, [(None, 3), (after(4), 1), (None, 10), (after(4), 8), (after(2), 6)]);
+    }
 
     #[test]
     fn jobs_table_has_one_row_per_job() {

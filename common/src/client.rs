@@ -220,13 +220,38 @@ impl Client {
     /// Every job `query` selects, oldest first, fetched page by page from its start.
     pub async fn all_jobs(&self, mut query: JobsQuery) -> Result<Vec<JobSummary>, ClientError> {
         query.newest_first = false;
+        self.walk_jobs(query, None).await
+    }
+
+    /// The first `query.limit` jobs `query` selects, in its order: the master may cut a
+    /// page short to fit a frame, so this follows its pages until there are that many or
+    /// no more.
+    pub async fn first_jobs(&self, query: JobsQuery) -> Result<Vec<JobSummary>, ClientError> {
+        let wanted = query.limit as usize;
+        self.walk_jobs(query, Some(wanted)).await
+    }
+
+    /// The jobs `query` selects, page by page from its start, until `wanted` of them (each
+    /// page asks for the rest) or, without `wanted`, the last page (pages of `query.limit`).
+    async fn walk_jobs(
+        &self,
+        mut query: JobsQuery,
+        wanted: Option<usize>,
+    ) -> Result<Vec<JobSummary>, ClientError> {
         let mut jobs = Vec::new();
         loop {
+            if let Some(wanted) = wanted {
+                query.limit = u32::try_from(wanted - jobs.len()).unwrap_or(u32::MAX);
+            }
             let page = self.jobs_page(query.clone()).await?;
             jobs.extend(page.jobs);
             match page.next {
-                Some(next) => query.after = Some(next),
-                None => return Ok(jobs),
+                Some(next) if wanted.is_none_or(|w| jobs.len() < w) => query.after = Some(next),
+                _ => {
+                    // A master answering more than asked must not make the list longer.
+                    jobs.truncate(wanted.unwrap_or(usize::MAX));
+                    return Ok(jobs);
+                }
             }
         }
     }
