@@ -19,7 +19,7 @@ pub(crate) struct HistoryArgs {
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
     /// Most runs to show.
-    #[arg(long, default_value_t = 50, value_name = "N")]
+    #[arg(long, default_value_t = 50, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     limit: u32,
 }
 

@@ -20,7 +20,13 @@ use crate::output::{self, Align, JobJson, Table};
 #[derive(Debug, Args)]
 pub(crate) struct JobsArgs {
     /// How many of the newest jobs to list.
-    #[arg(long, default_value_t = JobsQuery::DEFAULT_LIMIT, value_name = "N", conflicts_with = "all")]
+    #[arg(
+        long,
+        default_value_t = JobsQuery::DEFAULT_LIMIT,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..),
+        conflicts_with = "all"
+    )]
     limit: u32,
     /// List every job, oldest first (fetched page by page).
     #[arg(long)]

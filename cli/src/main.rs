@@ -357,6 +357,16 @@ mod tests {
     }
 
     #[test]
+    fn every_limit_refuses_zero_alike() {
+        for command in ["jobs", "history", "ledger"] {
+            let err = Cli::try_parse_from(["slotmarket", command, "--limit", "0"]).unwrap_err();
+            assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{command}");
+            assert!(err.to_string().contains("0 is not in 1.."), "{command}: {err}");
+            assert!(Cli::try_parse_from(["slotmarket", command, "--limit", "1"]).is_ok(), "{command}");
+        }
+    }
+
+    #[test]
     fn node_drain_and_undrain_take_a_name() {
         let cli = Cli::try_parse_from(["slotmarket", "node", "drain", "node-2"]).unwrap();
         assert!(
