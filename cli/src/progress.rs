@@ -129,7 +129,8 @@ fn cut(line: String, width: usize) -> String {
 pub(crate) enum Display {
     /// One line on stderr per change (stdout or stderr is not a terminal).
     Plain {
-        /// The last line printed, so an unchanged status prints nothing.
+        /// The last line printed, without its clock (see [`plain_change`]), so an
+        /// unchanged status prints nothing.
         last: String,
     },
     /// A block on stderr redrawn in place.
@@ -158,10 +159,8 @@ impl Display {
         let now = output::now();
         match self {
             Display::Plain { last } => {
-                let line = submit::progress_line(status, now);
-                if line != *last {
+                if let Some(line) = plain_change(last, status, now) {
                     eprintln!("{line}");
-                    *last = line;
                 }
             }
             Display::Live { drawn, last } => {
@@ -186,6 +185,20 @@ impl Display {
             last.clear();
         }
     }
+}
+
+/// The plain line to print for `status` at `now`, or `None` if the job has not changed
+/// since `last` (which it updates).
+fn plain_change(last: &mut String, status: &JobStatus, now: Timestamp) -> Option<String> {
+    // The time since submit moves on every status probe, so it is left out of the
+    // comparison: rendered at the submit time, a running job's line reads +0.0s whenever
+    // it is drawn, and an ended job's shows its fixed length.
+    let unclocked = submit::progress_line(status, status.summary.submitted);
+    if unclocked == *last {
+        return None;
+    }
+    *last = unclocked;
+    Some(submit::progress_line(status, now))
 }
 
 /// The bytes that erase the `drawn` lines above the cursor and draw `lines`.
@@ -303,6 +316,25 @@ mod tests {
         let lines = render_live(&job, Timestamp(1_000), 30);
         assert!(lines.iter().all(|line| line.chars().count() <= 30), "{lines:?}");
         assert!(lines[0].starts_with("j7 evil\\x1b[2Jname"), "{}", lines[0]);
+    }
+
+    #[test]
+    fn a_plain_line_is_printed_only_when_the_job_changed() {
+        let mut last = String::new();
+        let running = status(JobId(7), "wc", JobState::Running);
+        let first = plain_change(&mut last, &running, Timestamp(2_000));
+        assert_eq!(first.as_deref(), Some("j7 running: 0/2 tasks done, 1 running (+1.0s after submit)"));
+        // Probes every 5 s find the job as it was: only the clock moved.
+        assert_eq!(plain_change(&mut last, &running, Timestamp(7_000)), None);
+        assert_eq!(plain_change(&mut last, &running, Timestamp(12_000)), None);
+        let mut progressed = running.clone();
+        progressed.summary.tasks_completed = 1;
+        let next = plain_change(&mut last, &progressed, Timestamp(13_000));
+        assert_eq!(next.as_deref(), Some("j7 running: 1/2 tasks done, 1 running (+12.0s after submit)"));
+        let ended = status(JobId(7), "wc", JobState::Completed);
+        let end = plain_change(&mut last, &ended, Timestamp(14_000));
+        assert_eq!(end.as_deref(), Some("j7 completed: 2/2 tasks done, 0 running (+3.0s after submit)"));
+        assert_eq!(plain_change(&mut last, &ended, Timestamp(19_000)), None);
     }
 
     #[test]
