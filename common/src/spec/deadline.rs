@@ -67,9 +67,11 @@ impl fmt::Display for DeadlineSpec {
     }
 }
 
-/// `1h30m`, `45s`, `2d`, `1500ms`: one or more number–unit pairs, largest first or not.
+/// `1h30m`, `45s`, `2d`, `1500ms`: one or more number–unit pairs, largest first or not,
+/// each unit at most once (`20m20m` is more likely a slip than a way to write `40m`).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let mut total = Duration::ZERO;
+    let mut units_seen: Vec<&str> = Vec::new();
     let mut rest = text;
     if rest.is_empty() {
         return Err("no duration after '+'".into());
@@ -91,6 +93,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "" => return Err(format!("{number} has no unit (ms, s, m, h or d)")),
             other => return Err(format!("unknown unit \"{other}\" (ms, s, m, h or d)")),
         };
+        let unit = &rest[..unit_len];
+        if units_seen.contains(&unit) {
+            return Err(format!("the unit \"{unit}\" is given twice; give each unit once, as in 1h30m"));
+        }
+        units_seen.push(unit);
         let millis = number.checked_mul(millis_per).ok_or("the duration is too long")?;
         total = total.checked_add(Duration::from_millis(millis)).ok_or("the duration is too long")?;
         rest = &rest[unit_len..];
@@ -157,6 +164,9 @@ fn parse_rfc3339(text: &str) -> Result<Timestamp, String> {
         "Z" | "z" => 0,
         _ if rest.len() == 6 && (rest.starts_with('+') || rest.starts_with('-')) && &rest[3..4] == ":" => {
             let (h, m) = (num_of(&rest[1..3])?, num_of(&rest[4..6])?);
+            if h > 23 || m > 59 {
+                return Err(format!("no such zone offset {rest}: offsets run from -23:59 to +23:59"));
+            }
             let secs = (h * 3600 + m * 60) as i64;
             if rest.starts_with('-') { -secs } else { secs }
         }
@@ -232,7 +242,7 @@ mod tests {
         assert_eq!("+1h30m".parse(), Ok(DeadlineSpec::In(Duration::from_secs(5400))));
         assert_eq!("+90s".parse(), Ok(DeadlineSpec::In(Duration::from_secs(90))));
         assert_eq!("+2d1500ms".parse(), Ok(DeadlineSpec::In(Duration::from_millis(172_801_500))));
-        for bad in ["+", "+30", "+m", "+3x", "+1h-5m", "+99999999999999999999d"] {
+        for bad in ["+", "+30", "+m", "+3x", "+1h-5m", "+99999999999999999999d", "+20m20m", "+1s1h1s"] {
             let err = bad.parse::<DeadlineSpec>().unwrap_err();
             assert!(err.contains(&format!("\"{bad}\"")) && err.contains("+30m"), "{bad}: {err}");
         }
@@ -255,9 +265,15 @@ mod tests {
             "2026-11-22T24:00:00Z",
             "tomorrow",
             "1969-12-31T23:59:59Z",
+            "2030-01-01T00:00:00+25:00",
+            "2030-01-01T00:00:00-24:00",
+            "2030-01-01T00:00:00+01:60",
         ] {
-            assert!(bad.parse::<DeadlineSpec>().is_err(), "{bad}");
+            let err = bad.parse::<DeadlineSpec>().unwrap_err();
+            assert!(err.contains("2026-11-22T18:00:00Z"), "{bad}: {err}");
         }
+        assert_eq!(at("2030-01-01T23:59:00+23:59"), at("2030-01-01T00:00:00Z"));
+        assert_eq!(at("2030-01-01T00:00:00-23:59"), at("2030-01-01T23:59:00Z"));
     }
 
     #[test]
@@ -267,6 +283,14 @@ mod tests {
             assert_eq!(deadline.to_string(), text);
         }
         assert_eq!(format_duration(Duration::ZERO), "0s");
+    }
+
+    #[test]
+    fn a_repeated_unit_or_an_impossible_offset_says_what_is_wrong() {
+        let repeated = "+20m20m".parse::<DeadlineSpec>().unwrap_err();
+        assert!(repeated.contains("\"m\" is given twice"), "{repeated}");
+        let offset = "2030-01-01T00:00:00+25:00".parse::<DeadlineSpec>().unwrap_err();
+        assert!(offset.contains("-23:59 to +23:59"), "{offset}");
     }
 
     #[test]
