@@ -183,6 +183,11 @@ fn check_text(value: &str) -> Result<(), String> {
     if value.len() > MAX_TEXT_LEN {
         return Err(format!("longer than {MAX_TEXT_LEN} bytes"));
     }
+    // A C string (argv, a path, an environment variable) ends at NUL, so the task could
+    // never be started; refusing here saves every attempt failing the same way.
+    if value.contains('\0') {
+        return Err("contains a NUL character (\\0), which a command or name cannot hold; remove it".to_string());
+    }
     Ok(())
 }
 
@@ -273,6 +278,16 @@ mod tests {
             "{ONE_STAGE}tasks = 1\n[[stage]]\nname = \"b\"\nslot = \"map\"\ntasks = 1\ncommand = \"true\"\nafter = [{after}]"
         );
         assert_eq!(refused(&spec), "stage[1].after: at most 64 entries, got 65");
+    }
+
+    #[test]
+    fn a_nul_in_a_command_or_name_is_refused() {
+        let command = refused("name = \"j\"\n[[stage]]\nname = \"a\"\nslot = \"map\"\ntasks = 1\ncommand = \"echo a\\u0000b\"");
+        assert!(command.starts_with("stage[0].command: contains a NUL character"), "{command}");
+        let stage = refused("name = \"j\"\n[[stage]]\nname = \"a\\u0000\"\nslot = \"map\"\ntasks = 1\ncommand = \"true\"");
+        assert!(stage.starts_with("stage[0].name: contains a NUL character"), "{stage}");
+        let job = refused(&format!("{}tasks = 1", ONE_STAGE.replacen("\"j\"", "\"j\\u0000\"", 1)));
+        assert!(job.starts_with("name: contains a NUL character"), "{job}");
     }
 
     #[test]
