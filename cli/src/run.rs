@@ -63,12 +63,27 @@ fn parse_slot(text: &str) -> Result<SlotKind, String> {
 
 /// Runs `run`.
 pub(crate) async fn run(conn: &ConnectionArgs, args: RunArgs, json: bool) -> Result<ExitCode> {
+    if let Err(problem) = check_program(&args.command) {
+        eprintln!("error: {problem}");
+        return Ok(ExitCode::from(EXIT_INVALID_SPEC));
+    }
     let spec = job_spec(&args);
     if let Err(err) = validate(&spec) {
         eprintln!("error: the job `run` built is not valid: {err}");
         return Ok(ExitCode::from(EXIT_INVALID_SPEC));
     }
     submit::submit_spec(conn, spec, None, args.wait, json).await
+}
+
+/// Refuses an empty program (`-- ''`): the quoted empty word is a valid command line to
+/// the spec, but the shell cannot run it, so every attempt would fail.
+fn check_program(command: &[String]) -> Result<(), String> {
+    match command.first() {
+        Some(program) if !program.trim().is_empty() => Ok(()),
+        _ => Err("the program after `--` is empty; name the program to run, as in \
+                  `slotmarket run -- ./simulate --seed {task}`"
+            .into()),
+    }
 }
 
 /// The one-stage job `args` describe.
@@ -231,6 +246,16 @@ mod tests {
         assert_eq!((spec.after.len(), spec.time_limit.map(|l| l.millis())), (2, Some(90_000)));
         // The repeat is refused by the same validation a spec file gets.
         assert!(validate(&spec).unwrap_err().to_string().contains("j3 is listed twice"));
+    }
+
+    #[tokio::test]
+    async fn an_empty_program_is_refused_before_connecting() {
+        let conn = ConnectionArgs { master: Some("127.0.0.1:1".into()), ..ConnectionArgs::default() };
+        for program in ["", "  "] {
+            let exit = run(&conn, args(&[program, "x"]), false).await.unwrap();
+            assert_eq!(exit, ExitCode::from(EXIT_INVALID_SPEC), "{program:?}");
+        }
+        assert!(check_program(&["true".into(), "".into()]).is_ok());
     }
 
     #[test]
