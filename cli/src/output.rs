@@ -121,10 +121,12 @@ pub(crate) fn secs(duration: std::time::Duration) -> String {
     format!("{:.1}", duration.as_secs_f64())
 }
 
-/// `later` as seconds after `earlier` (`+3.2s`), or `-` when it has not happened.
+/// `later` as seconds after `earlier` (`+3.2s`), or before it (`-180.0s`: a deadline
+/// set in the past must not read as met on time), or `-` when it has not happened.
 pub(crate) fn relative(later: Option<Timestamp>, earlier: Timestamp) -> String {
     match later {
-        Some(t) => format!("+{}s", secs(t.saturating_since(earlier))),
+        Some(t) if t >= earlier => format!("+{}s", secs(t.saturating_since(earlier))),
+        Some(t) => format!("-{}s", secs(earlier.saturating_since(t))),
         None => "-".into(),
     }
 }
@@ -385,6 +387,8 @@ pub(crate) mod tests {
     fn times_format_relative_and_as_clock() {
         assert_eq!(relative(Some(Timestamp(13_250)), Timestamp(10_000)), "+3.2s");
         assert_eq!(relative(None, Timestamp(10_000)), "-");
+        assert_eq!(relative(Some(Timestamp(10_000)), Timestamp(190_000)), "-180.0s");
+        assert_eq!(relative(Some(Timestamp(10_000)), Timestamp(10_000)), "+0.0s");
         assert_eq!(secs_between(Timestamp(1_000), Timestamp(3_500)), -2.5);
         assert_eq!(hms(3 * 3600 + 4 * 60 + 5), "03:04:05");
         let shown = clock(Timestamp::from_secs(86_400 * 365));
