@@ -41,6 +41,7 @@ mod purchase;
 mod queue;
 pub mod quote;
 mod reactor;
+mod refusals;
 mod sorted_set;
 mod state;
 mod view;
@@ -66,6 +67,7 @@ pub use policy::{PolicyName, PolicySettings};
 pub use purchase::{credits_slot_ms, price_credits};
 pub use quote::{AdmissionMode, AdmissionSettings, Choice, Offer, Quote, QuoteError};
 pub use reactor::NodeHealth;
+pub use refusals::{check_deadline_ahead, deadline_of_ended_job};
 pub use view::{CoreView, no_such_job};
 
 use policy::{Policy, SchedView, Trigger};

@@ -4,12 +4,13 @@
 use slotmarket_common::identity::Role;
 use slotmarket_common::ids::{AccountId, ContainerId, JobId, StageId, TaskId};
 use slotmarket_common::protocol::{ErrorKind, JobState, Response};
-use slotmarket_common::spec::{JobSpec, format_rfc3339, validate};
+use slotmarket_common::spec::{JobSpec, validate};
 use slotmarket_common::time::Timestamp;
 
 use super::{Ctx, waits};
 use crate::core::command::{Command, KillReason, Persist};
 use crate::core::history;
+use crate::core::refusals::{check_deadline_ahead, deadline_of_ended_job};
 use crate::core::state::{Holder, Job, State, TaskPhase};
 use crate::core::view::no_such_job;
 use crate::core::{Caller, RequestId};
@@ -28,9 +29,8 @@ pub(super) fn on_job_submitted(
         Err((kind, message)) => return reply_error(cx, request, kind, message),
     };
     let deadline = spec.deadline.map(|d| d.resolve(cx.now));
-    if let Some(at) = deadline.filter(|&at| at <= cx.now) {
-        let message = format!("deadline: {} has already passed", format_rfc3339(at));
-        return reply_error(cx, request, ErrorKind::BadRequest, message);
+    if let Some(Err(refusal)) = deadline.map(|at| check_deadline_ahead(at, cx.now)) {
+        return cx.reply(request, Response::Error(refusal));
     }
     let job = admit(state, cx, caller, account, spec, deadline);
     cx.reply(request, Response::Submitted { job });
@@ -124,10 +124,7 @@ pub(super) fn on_deadline_set_requested(
         return cx.reply(request, response);
     };
     if j.state.is_terminal() {
-        let message = format!("job {job} has ended ({}); its deadline can no longer change", j.state.name());
-        let response =
-            Response::Error(slotmarket_common::protocol::ErrorReply::new(ErrorKind::BadRequest, message));
-        return cx.reply(request, response);
+        return cx.reply(request, Response::Error(deadline_of_ended_job(job, j.state)));
     }
     j.deadline = deadline;
     cx.persist(Persist::Deadline { job, deadline });
