@@ -593,3 +593,7 @@ mod durability_tests;
 #[cfg(test)]
 #[path = "actor_pipeline_tests.rs"]
 mod pipeline_tests;
+
+#[cfg(test)]
+#[path = "actor_ended_tests.rs"]
+mod ended_tests;

@@ -16,7 +16,7 @@ use tracing::{error, warn};
 
 use super::durable::Ack;
 use super::{Actor, WatchSender, Watcher};
-use crate::core::{AdmissionMode, Command, Event, RequestId};
+use crate::core::{AdmissionMode, Command, Event, RequestId, check_deadline_ahead};
 use crate::server::reads;
 use crate::server::task_reads::{self, PendingLogRead};
 use crate::store::StoreError;
@@ -171,6 +171,9 @@ impl Actor {
                 return answer(reply, Response::error(ErrorKind::BadRequest, message));
             }
             Request::Submit { spec } => Event::JobSubmitted { request: id, caller, spec },
+            Request::Cancel { job } if !view.has_job(job) => {
+                return answer(reply, stored_read(reads::cancel_of_stored(&self.store, &caller, job)));
+            }
             Request::Cancel { job } => Event::JobCancelRequested { request: id, caller, job },
             Request::Account { account } => {
                 let accounts = view.accounts(&caller, account.as_ref());
@@ -202,6 +205,14 @@ impl Actor {
                 return answer(reply, Response::error(ErrorKind::BadRequest, message));
             }
             Request::SetDeadline { job, deadline } => {
+                // Checked here rather than in the core: the simulator replays a trace's
+                // deadline moves, some into the past, and must keep doing so.
+                if let Some(Err(refusal)) = deadline.map(|at| check_deadline_ahead(at, now)) {
+                    return answer(reply, Response::Error(refusal));
+                }
+                if !view.has_job(job) {
+                    return answer(reply, stored_read(reads::deadline_of_stored(&self.store, &caller, job)));
+                }
                 Event::DeadlineSetRequested { request: id, caller, job, deadline }
             }
             Request::IncomeSet { account, income } => {

@@ -1,6 +1,6 @@
 //! Read requests that span the core and the store: the core answers for the jobs it holds
 //! (every active job and recently ended ones), the store for ended jobs the core has
-//! dropped. Listings merge both in id order and stop at a page that fits a frame, so no
+//! dropped (also for cancelling them or moving their deadline, which change nothing). Listings merge both in id order and stop at a page that fits a frame, so no
 //! answer can exceed the frame limit however many jobs there are or however long their
 //! names.
 
@@ -9,11 +9,11 @@ use std::ops::ControlFlow;
 use slotmarket_common::identity::{Identity, Role};
 use slotmarket_common::ids::JobId;
 use slotmarket_common::protocol::{
-    ErrorReply, HistoryQuery, JobStatus, JobSummary, JobsPage, JobsQuery, Response,
+    ErrorReply, HistoryQuery, JobState, JobStatus, JobSummary, JobsPage, JobsQuery, Response,
 };
 
 use crate::core::CoreView;
-use crate::core::no_such_job;
+use crate::core::{deadline_of_ended_job, no_such_job};
 use crate::store::{Store, StoreError};
 
 /// Most jobs or history runs in one answer.
@@ -36,6 +36,36 @@ pub(super) fn job_status(
     }
     let stored = store.ended_job_status(job)?.filter(|s| caller.may_act_for(&s.summary.owner));
     Ok(stored.ok_or_else(|| no_such_job(job)))
+}
+
+/// The answer to cancelling `job` when the core no longer holds it (ended and dropped
+/// after its retention, or not reloaded after a restart): the state it ended in, as the
+/// core answers for an ended job it still holds.
+pub(super) fn cancel_of_stored(store: &Store, caller: &Identity, job: JobId) -> Result<Response, StoreError> {
+    let ended = stored_ended_state(store, caller, job)?;
+    Ok(ended.map_or_else(Response::Error, |state| Response::Cancelled { job, state }))
+}
+
+/// The answer to moving the deadline of `job` when the core no longer holds it: the
+/// refusal the core gives for an ended job it still holds.
+pub(super) fn deadline_of_stored(
+    store: &Store,
+    caller: &Identity,
+    job: JobId,
+) -> Result<Response, StoreError> {
+    let ended = stored_ended_state(store, caller, job)?;
+    Ok(Response::Error(ended.map_or_else(|no_job| no_job, |state| deadline_of_ended_job(job, state))))
+}
+
+/// The state an ended job in the store ended in; a job the caller may not see answers
+/// exactly as an unknown one does.
+fn stored_ended_state(
+    store: &Store,
+    caller: &Identity,
+    job: JobId,
+) -> Result<Result<JobState, ErrorReply>, StoreError> {
+    let stored = store.ended_job_status(job)?.map(|s| s.summary).filter(|s| caller.may_act_for(&s.owner));
+    Ok(stored.map(|s| s.state).filter(|state| state.is_terminal()).ok_or_else(|| no_such_job(job)))
 }
 
 /// One page of the jobs `query` selects: the core's summaries for the jobs it holds,
