@@ -186,7 +186,9 @@ fn check_text(value: &str) -> Result<(), String> {
     // A C string (argv, a path, an environment variable) ends at NUL, so the task could
     // never be started; refusing here saves every attempt failing the same way.
     if value.contains('\0') {
-        return Err("contains a NUL character (\\0), which a command or name cannot hold; remove it".to_string());
+        return Err(
+            "contains a NUL character (\\0), which a command or name cannot hold; remove it".to_string()
+        );
     }
     Ok(())
 }
@@ -282,9 +284,13 @@ mod tests {
 
     #[test]
     fn a_nul_in_a_command_or_name_is_refused() {
-        let command = refused("name = \"j\"\n[[stage]]\nname = \"a\"\nslot = \"map\"\ntasks = 1\ncommand = \"echo a\\u0000b\"");
+        let command = refused(
+            "name = \"j\"\n[[stage]]\nname = \"a\"\nslot = \"map\"\ntasks = 1\ncommand = \"echo a\\u0000b\"",
+        );
         assert!(command.starts_with("stage[0].command: contains a NUL character"), "{command}");
-        let stage = refused("name = \"j\"\n[[stage]]\nname = \"a\\u0000\"\nslot = \"map\"\ntasks = 1\ncommand = \"true\"");
+        let stage = refused(
+            "name = \"j\"\n[[stage]]\nname = \"a\\u0000\"\nslot = \"map\"\ntasks = 1\ncommand = \"true\"",
+        );
         assert!(stage.starts_with("stage[0].name: contains a NUL character"), "{stage}");
         let job = refused(&format!("{}tasks = 1", ONE_STAGE.replacen("\"j\"", "\"j\\u0000\"", 1)));
         assert!(job.starts_with("name: contains a NUL character"), "{job}");
