@@ -1,8 +1,8 @@
 //! Read requests that span the core and the store: the core answers for the jobs it holds
 //! (every active job and recently ended ones), the store for ended jobs the core has
-//! dropped (also for cancelling them or moving their deadline, which change nothing). Listings merge both in id order and stop at a page that fits a frame, so no
-//! answer can exceed the frame limit however many jobs there are or however long their
-//! names.
+//! dropped (also when they are cancelled or their deadline moved, which changes nothing).
+//! Listings merge both in id order and stop at a page that fits a frame, so no answer can
+//! exceed the frame limit however many jobs there are or however long their names.
 
 use std::ops::ControlFlow;
 
