@@ -112,6 +112,8 @@ pub fn validate(spec: &JobSpec) -> Result<(), SpecError> {
                 ),
             ));
         }
+        // `{input}` puts it into the command line.
+        check_no_nul(input).map_err(|p| field_error("input", p))?;
     }
     if let Some(estimate) = &spec.estimate {
         check_estimate(estimate)?;
@@ -183,11 +185,16 @@ fn check_text(value: &str) -> Result<(), String> {
     if value.len() > MAX_TEXT_LEN {
         return Err(format!("longer than {MAX_TEXT_LEN} bytes"));
     }
-    // A C string (argv, a path, an environment variable) ends at NUL, so the task could
-    // never be started; refusing here saves every attempt failing the same way.
+    check_no_nul(value)
+}
+
+/// Refuses a NUL character. A C string (argv, a path, an environment variable) ends at
+/// NUL, so the task could never be started; refusing here saves every attempt failing
+/// the same way.
+fn check_no_nul(value: &str) -> Result<(), String> {
     if value.contains('\0') {
         return Err(
-            "contains a NUL character (\\0), which a command or name cannot hold; remove it".to_string()
+            "contains a NUL character (\\0), which no command line or name can hold; remove it".to_string()
         );
     }
     Ok(())
@@ -294,6 +301,8 @@ mod tests {
         assert!(stage.starts_with("stage[0].name: contains a NUL character"), "{stage}");
         let job = refused(&format!("{}tasks = 1", ONE_STAGE.replacen("\"j\"", "\"j\\u0000\"", 1)));
         assert!(job.starts_with("name: contains a NUL character"), "{job}");
+        let input = refused(&format!("input = \"a\\u0000\"\n{ONE_STAGE}tasks = 1"));
+        assert!(input.starts_with("input: contains a NUL character"), "{input}");
     }
 
     #[test]
