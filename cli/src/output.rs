@@ -47,7 +47,7 @@ impl Table {
     pub(crate) fn render(&self) -> String {
         let widths: Vec<usize> = (0..self.headers.len())
             .map(|col| {
-                let cells = self.rows.iter().filter_map(|row| row.get(col)).map(|c| c.chars().count());
+                let cells = self.rows.iter().filter_map(|row| row.get(col)).map(|c| columns(c));
                 cells.chain([self.headers[col].0.len()]).max().unwrap_or(0)
             })
             .collect();
@@ -57,11 +57,12 @@ impl Table {
             let mut line = String::new();
             for (col, (_, align)) in self.headers.iter().enumerate() {
                 let cell = cells.get(col).map(String::as_str).unwrap_or("");
-                let width = widths[col];
-                // `{:<w$}` pads by chars, which is what a terminal shows for our ASCII-ish cells.
+                // Padded by the columns a terminal gives the cell, not by its chars: `{:<w$}`
+                // would count a CJK character or an emoji as one column where it takes two.
+                let pad = " ".repeat(widths[col] - columns(cell));
                 let _ = match align {
-                    Align::Left => write!(line, "{cell:<width$}  "),
-                    Align::Right => write!(line, "{cell:>width$}  "),
+                    Align::Left => write!(line, "{cell}{pad}  "),
+                    Align::Right => write!(line, "{pad}{cell}  "),
                 };
             }
             out.push_str(line.trim_end());
@@ -69,6 +70,12 @@ impl Table {
         }
         out
     }
+}
+
+/// The terminal columns `text` takes: two for a wide character (CJK, most emoji), none
+/// for a combining mark. `text` is expected [`sanitize`]d (no control characters).
+pub(crate) fn columns(text: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(text)
 }
 
 /// `text` fit for a terminal: every control character (C0 including newline and ESC, DEL,
@@ -374,6 +381,18 @@ pub(crate) mod tests {
         let text = table.render();
         assert_eq!(text, "job  name\nj1   evil\\x1b[31m\\nj2  fake\n");
         assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
+    }
+
+    #[test]
+    fn columns_line_up_under_wide_characters() {
+        let mut table = Table::new(&[("job", Align::Left), ("name", Align::Left), ("tasks", Align::Right)]);
+        table.row(vec!["j1".into(), "日本語ジョブ🚀".into(), "3".into()]);
+        table.row(vec!["j2".into(), "wc".into(), "10".into()]);
+        let text = table.render();
+        let ends: Vec<usize> = text.lines().map(columns).collect();
+        // 3 + 2, then the name's 14 columns (six CJK characters and an emoji) + 2, then 5.
+        assert_eq!(ends, [26, 26, 26], "{text}");
+        assert_eq!(text.lines().nth(2), Some(format!("j2   wc{}10", " ".repeat(17)).as_str()), "{text}");
     }
 
     #[test]

@@ -82,7 +82,7 @@ pub(crate) fn render_live(status: &JobStatus, now: Timestamp, width: usize) -> V
             let _ = write!(header, " (deadline {})", output::relative(Some(deadline), job.submitted));
         }
     }
-    let name_width = status.stages.iter().map(|stage| output::sanitize(&stage.name).chars().count()).max();
+    let name_width = status.stages.iter().map(|stage| output::columns(&output::sanitize(&stage.name))).max();
     let mut lines = vec![header];
     lines.extend(status.stages.iter().map(|stage| stage_line(stage, name_width.unwrap_or(0))));
     lines.into_iter().map(|line| cut(line, width)).collect()
@@ -102,13 +102,11 @@ fn stage_line(stage: &StageStatus, name_width: usize) -> String {
         .chain(std::iter::repeat('.'))
         .take(BAR_WIDTH)
         .collect();
+    let name = output::sanitize(&stage.name);
+    let pad = " ".repeat(name_width.saturating_sub(output::columns(&name)));
     let mut line = format!(
-        "  {:name_width$}  [{bar}]  done {}/{}  running {}  pending {}",
-        output::sanitize(&stage.name),
-        stage.completed,
-        stage.tasks,
-        stage.running,
-        stage.pending
+        "  {name}{pad}  [{bar}]  done {}/{}  running {}  pending {}",
+        stage.completed, stage.tasks, stage.running, stage.pending
     );
     if stage.failed_attempts > 0 {
         let _ = write!(line, "  failed attempts {}", stage.failed_attempts);
@@ -116,12 +114,17 @@ fn stage_line(stage: &StageStatus, name_width: usize) -> String {
     line
 }
 
-/// `line` cut to `width` characters (a wrapped line would break the redraw).
+/// `line` cut to `width` terminal columns (a wrapped line would break the redraw); a wide
+/// character that would straddle the edge is left out.
 fn cut(line: String, width: usize) -> String {
-    match line.char_indices().nth(width.max(1)) {
-        Some((at, _)) => line[..at].to_string(),
-        None => line,
+    let mut used = 0;
+    for (at, c) in line.char_indices() {
+        used += unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        if used > width.max(1) {
+            return line[..at].to_string();
+        }
     }
+    line
 }
 
 /// How progress is shown, chosen once per command.
@@ -316,6 +319,21 @@ mod tests {
         let lines = render_live(&job, Timestamp(1_000), 30);
         assert!(lines.iter().all(|line| line.chars().count() <= 30), "{lines:?}");
         assert!(lines[0].starts_with("j7 evil\\x1b[2Jname"), "{}", lines[0]);
+    }
+
+    #[test]
+    fn wide_characters_count_as_the_two_columns_they_take() {
+        let mut job = map_reduce(JobState::Running, (8, 0, 0), (2, 0, 0));
+        job.summary.name = "漢".repeat(70);
+        job.stages[0].name = "段段段".into();
+        let lines = render_live(&job, Timestamp(1_000), 30);
+        assert!(lines.iter().all(|line| output::columns(line) <= 30), "{lines:?}");
+        // "j7 " and 13 of the 70 (26 columns); a 14th would end past column 30.
+        assert_eq!(lines[0], format!("j7 {}", "漢".repeat(13)));
+        // The bars line up: six columns of name either way.
+        let wide = render_live(&job, Timestamp(1_000), 120);
+        let bar_at = |line: &str| output::columns(&line[..line.find('[').unwrap()]);
+        assert_eq!(bar_at(&wide[1]), bar_at(&wide[2]), "{wide:?}");
     }
 
     #[test]
