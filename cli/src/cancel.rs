@@ -19,14 +19,24 @@ use crate::{jobs, output};
 #[derive(Debug, Args)]
 pub(crate) struct CancelArgs {
     /// The jobs: `j7` or `7`, one or more.
-    #[arg(value_name = "JOB", value_parser = connection::parse_job_id, required_unless_present = "all", conflicts_with = "all")]
+    #[arg(value_name = "JOB", value_parser = connection::parse_job_id, required_unless_present_any = ["all", "state"], conflicts_with = "all")]
     pub(crate) jobs: Vec<JobId>,
     /// Cancel every job of yours that has not ended (or, with --state, those in a state).
     #[arg(long)]
     pub(crate) all: bool,
     /// With --all: only jobs in this state (`pending` or `running`); repeatable.
-    #[arg(long, value_parser = jobs::parse_state)]
+    #[arg(long, value_parser = parse_live_state, requires = "all")]
     pub(crate) state: Vec<JobState>,
+}
+
+/// A `--state` for `cancel --all`: only a job that has not ended can be cancelled.
+fn parse_live_state(text: &str) -> Result<JobState, String> {
+    match jobs::parse_state(text)? {
+        state @ (JobState::Pending | JobState::Running) => Ok(state),
+        state => {
+            Err(format!("{} jobs have ended and cannot be cancelled; use pending or running", state.name()))
+        }
+    }
 }
 
 /// The `--json` answer for one job named alone (the original shape).

@@ -256,6 +256,7 @@ fn init_tracing() {
 mod tests {
     use clap::CommandFactory;
     use slotmarket_common::money::Credits;
+    use slotmarket_common::protocol::JobState;
 
     use super::*;
 
@@ -375,6 +376,22 @@ mod tests {
         let cli = Cli::try_parse_from(["slotmarket", "node", "undrain", "node-2"]).unwrap();
         assert!(matches!(cli.command, Command::Node(node::NodeCommand::Undrain { .. })));
         assert!(Cli::try_parse_from(["slotmarket", "node", "drain"]).is_err());
+    }
+
+    #[test]
+    fn cancel_state_takes_only_live_states_and_only_with_all() {
+        let parse = |args: &[&str]| Cli::try_parse_from([&["slotmarket", "cancel"][..], args].concat());
+        let Command::Cancel(args) =
+            parse(&["--all", "--state", "pending", "--state", "running"]).unwrap().command
+        else {
+            panic!("not cancel")
+        };
+        assert_eq!(args.state, [JobState::Pending, JobState::Running]);
+        let ended = parse(&["--all", "--state", "completed"]).unwrap_err();
+        assert!(ended.to_string().contains("completed jobs have ended"), "{ended}");
+        let alone = parse(&["--state", "pending"]).unwrap_err();
+        assert_eq!(alone.kind(), clap::error::ErrorKind::MissingRequiredArgument, "{alone}");
+        assert!(alone.to_string().contains("--all"), "{alone}");
     }
 
     #[test]
