@@ -140,7 +140,13 @@ impl Core {
                 return Err(Box::new(self.refusal(now, spec, reason, balance)));
             }
             Err(QuoteError::Unaffordable { max_ms, floor_ms }) => {
-                let (max, floor) = (price_credits(max_ms), price_credits(floor_ms));
+                // The most the buyer allowed as they wrote it: priced back from slot-ms it
+                // would round up (a maximum of 0 read as 0.000001).
+                let max = match choice {
+                    DeadlineChoice::MaxPrice(max) => max.min(balance),
+                    _ => price_credits(max_ms),
+                };
+                let floor = price_credits(floor_ms);
                 let reason = format!(
                     "no deadline costs at most {max} (the maximum asked or account {account}'s balance of \
                      {balance}); the cheapest costs {floor}"

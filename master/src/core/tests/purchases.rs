@@ -122,8 +122,15 @@ fn an_unaffordable_choice_names_the_deadline_the_balance_buys() {
     let at = |s: u64| start + Duration::from_secs(s);
     let spend = buy(&mut env, exact("a", 4, 10), DeadlineChoice::MaxPrice(Credits(6_000)));
     let Response::ChoiceRefused(refusal) = spend else { panic!("A's 0.022 price was sold for 0.006") };
-    assert!(refusal.reason.contains("no deadline costs at most"), "{}", refusal.reason);
+    assert!(refusal.reason.contains("no deadline costs at most 0.006 "), "{}", refusal.reason);
     assert_eq!(refusal.affordable, None, "A's floor (40 000 slot-ms) is over the balance");
+    // A maximum of nothing is named as asked, not as the smallest price it rounds to.
+    let Response::ChoiceRefused(nothing) =
+        buy(&mut env, exact("a", 4, 10), DeadlineChoice::MaxPrice(Credits(0)))
+    else {
+        panic!("a deadline was sold for 0")
+    };
+    assert!(nothing.reason.contains("no deadline costs at most 0.00 ("), "{}", nothing.reason);
 
     let Response::ChoiceRefused(refusal) = buy(&mut env, exact("b", 2, 10), DeadlineChoice::Earliest) else {
         panic!("the earliest deadline was sold over the balance")
