@@ -8,6 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use slotmarket_common::dir_lock;
 use slotmarket_common::ids::ContainerId;
 use slotmarket_common::protocol::{ContainerReport, DataMode};
 use slotmarket_common::time::Timestamp;
@@ -40,6 +41,9 @@ pub enum DriverError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// Another agent uses the work directory, or its lock file cannot be made.
+    #[error(transparent)]
+    WorkDirLock(#[from] dir_lock::DirLockError),
     /// Task containment (cgroups) could not be set up.
     #[error(transparent)]
     Containment(#[from] crate::containment::ContainmentError),
@@ -124,6 +128,10 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
     tokio::fs::create_dir_all(&containers)
         .await
         .map_err(|source| DriverError::WorkDir { path: containers, source })?;
+    // Before the sweep below: a second agent on this work directory would take the first
+    // one's running tasks for a crashed predecessor's and kill them, and the two would
+    // replace each other at the master.
+    let _lock = dir_lock::lock_dir(&config.work_dir, "agent.lock", "agent")?;
     info!(
         node = %config.name,
         master = %config.master,

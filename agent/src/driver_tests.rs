@@ -186,6 +186,32 @@ async fn tasks_keep_running_across_a_reconnect_and_are_re_registered() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_agent_on_the_same_work_dir_is_refused_and_kills_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = FakeMaster::start(dir.path());
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let first = tokio::spawn(run(config(dir.path(), &master), async {
+        let _ = stop_rx.await;
+    }));
+    let mut link = master.accept().await;
+    link.accept_registration(1, 200).await;
+    link.send(MasterToAgent::Launch(vec![launch(1, SlotKind::Map, "sleep 1")])).await;
+    assert_eq!(by_container(&link.reports(2).await)[&1], [Acquired, Running]);
+
+    // A double start (the same name and work directory) stops before it touches anything.
+    let second = tokio::time::timeout(WAIT, run(config(dir.path(), &master), std::future::pending()))
+        .await
+        .expect("the second agent gives up at once");
+    let err = second.unwrap_err().to_string();
+    assert!(err.starts_with("another agent is using ") && err.contains("agent.lock"), "{err}");
+    // The first agent's task was not taken for a leftover: it runs to its end.
+    let done = link.reports(1).await;
+    assert_eq!((done[0].container, done[0].state), (ContainerId(1), Completed));
+    stop_tx.send(()).unwrap();
+    tokio::time::timeout(WAIT, first).await.expect("the first agent stops").unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_mode_agent_registers_its_shuffle_address_and_fetches_for_its_tasks() {
     use slotmarket_common::protocol::{
         DataMode, FetchPart, InputHolder, LocalFetch, LocalFetchReply, Locate, Located, StageOutputs,

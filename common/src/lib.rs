@@ -21,10 +21,12 @@ pub mod time;
 pub mod workload_mix;
 
 // I/O: certificates (and `der`, the reader of their fields), QUIC endpoints and streams, the request client, config files,
-// process groups, the log output.
+// directory locks, process groups, the log output.
 pub mod client;
 pub mod config;
 pub mod der;
+#[cfg(unix)]
+pub mod dir_lock;
 pub mod logging;
 pub mod pki;
 #[cfg(unix)]

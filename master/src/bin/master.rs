@@ -1,15 +1,14 @@
 //! `slotmarket-master`: parses flags and `master.toml`, opens the store and serves agents
 //! and clients (after the server replays the stored jobs) until Ctrl-C or SIGTERM.
 
-use std::fs::File;
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use slotmarket_common::config::DaemonLayout;
+use slotmarket_common::dir_lock;
 use slotmarket_common::pki::TlsFiles;
 use slotmarket_common::report::Report;
 use slotmarket_common::transport;
@@ -102,7 +101,8 @@ async fn main() -> Result<(), Report> {
 async fn run(config: MasterConfig, reinitialize: bool) -> Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data directory {}", config.data_dir.display()))?;
-    let _lock = lock_data_dir(&config.data_dir)?;
+    // Two masters never share a database.
+    let _lock = dir_lock::lock_dir(&config.data_dir, "master.lock", "master")?;
     check_previous_life(&config.data_dir, reinitialize)?;
     let store = Store::open(&config.data_dir)
         .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
@@ -173,18 +173,6 @@ fn container_epoch() -> Result<u64> {
         .duration_since(std::time::UNIX_EPOCH)
         .context("the system clock is before 1970")?;
     u64::try_from(since_epoch.as_millis()).context("the system clock is out of range")
-}
-
-/// Holds an exclusive lock on the data directory so two masters never share a database.
-fn lock_data_dir(data_dir: &Path) -> Result<File> {
-    let path = data_dir.join("master.lock");
-    let file = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-    // SAFETY: flock on a file descriptor we own; the lock lives as long as `file`.
-    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-    if !locked {
-        bail!("another master is using {} (lock {} is held)", data_dir.display(), path.display());
-    }
-    Ok(file)
 }
 
 /// The secret that lets this master reset its predecessor's connections after a restart
