@@ -175,6 +175,8 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
+        // What was interrupted said so itself.
+        Err(err) if err.is::<wait::Interrupted>() => ExitCode::from(130),
         Err(err) => {
             // The whole context chain on one line, "what we did: why it failed", each cause
             // once (many messages quote their source). The master's messages may quote

@@ -116,19 +116,45 @@ pub(crate) async fn follow_from(
     mut opened: Option<Watch>,
 ) -> Result<JobStatus> {
     let mut progress = Display::for_this_terminal();
-    loop {
-        match watch(client, job, opened.take(), times, &mut progress).await? {
-            WatchEnd::Ended(status) => return Ok(*status),
-            WatchEnd::Lost(why) => {
-                progress.detach();
-                eprintln!("{job}: lost the master ({why}); reconnecting");
-                *client = reconnect(options, times.reconnect_for).await?;
-                eprintln!("{job}: reconnected; following again");
-                progress.detach();
+    let followed = {
+        let following = async {
+            loop {
+                match watch(client, job, opened.take(), times, &mut progress).await? {
+                    WatchEnd::Ended(status) => return Ok(*status),
+                    WatchEnd::Lost(why) => {
+                        progress.detach();
+                        eprintln!("{job}: lost the master ({why}); reconnecting");
+                        *client = reconnect(options, times.reconnect_for).await?;
+                        eprintln!("{job}: reconnected; following again");
+                        progress.detach();
+                    }
+                }
             }
+        };
+        tokio::select! {
+            followed = following => Some(followed),
+            // Ctrl-C ends only the following, never the job: say so, and how to go on.
+            _ = tokio::signal::ctrl_c() => None,
         }
+    };
+    followed.unwrap_or_else(|| {
+        progress.detach();
+        eprintln!("\n{job} keeps running: `slotmarket wait {job}` follows it again, `slotmarket cancel {job}` stops it");
+        Err(Interrupted.into())
+    })
+}
+
+/// Following was interrupted (Ctrl-C); `main` exits 130, as the shell's SIGINT would.
+#[derive(Debug)]
+pub(crate) struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted")
     }
 }
+
+impl std::error::Error for Interrupted {}
 
 /// Watches `job` over `client` (on `opened` if given, else on a new watch) until it ends
 /// or the master is lost. Errors only for a refusal (no such job, not yours), which

@@ -158,3 +158,27 @@ async fn a_long_jobs_id_comes_out_while_it_runs_and_a_killed_waiter_leaves_it_ru
     assert_eq!(wait_finished(&client, job).await.summary.state, JobState::Completed);
     client.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_while_waiting_says_the_job_runs_on_and_how_to_follow_or_stop_it() {
+    let cluster = TestCluster::start(&[agent("node-1", 1, 0)]).await;
+    let long = spec(&cluster, "long", "sleep 4");
+    let mut waiting =
+        command(&cluster, false, &["submit", "--wait", &long]).spawn().expect("spawn submit --wait");
+    let mut lines = BufReader::new(waiting.stdout.take().expect("piped stdout")).lines();
+    let first =
+        tokio::time::timeout(WAIT, lines.next_line()).await.expect("the id").expect("read").expect("a line");
+    let job = job_id(&first);
+    let pid = i32::try_from(waiting.id().expect("running")).unwrap();
+    // SAFETY: signals a child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let out = tokio::time::timeout(WAIT, waiting.wait_with_output()).await.expect("the CLI ends").unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains(&format!("{job} keeps running: `slotmarket wait {job}`")), "{stderr}");
+    assert!(!stderr.contains("error"), "{stderr}");
+    let client = cluster.client("alice").await;
+    assert!(!client.status(job).await.unwrap().summary.state.is_terminal());
+    assert_eq!(wait_finished(&client, job).await.summary.state, JobState::Completed);
+    client.close().await;
+}
