@@ -29,7 +29,7 @@ pub(super) async fn serve(
 ) {
     let span = info_span!("client", peer = %caller, remote = %conn.remote_address());
     async move {
-        let mut previous = InOrder::first();
+        let mut turns = Turns::new();
         loop {
             let (send, recv) = match conn.accept_bi().await {
                 Ok(streams) => streams,
@@ -39,7 +39,7 @@ pub(super) async fn serve(
                 }
             };
             let (caller, inbox) = (caller.clone(), inbox.clone());
-            let turn = previous.next();
+            let turn = turns.next();
             tokio::spawn(serve_stream(send, recv, caller, inbox, max_frame, turn).in_current_span());
         }
     }
@@ -57,24 +57,24 @@ struct InOrder {
     _handed_over: oneshot::Sender<()>,
 }
 
-/// What the next stream accepted waits for.
-struct Previous(oneshot::Receiver<()>);
-
 impl InOrder {
-    /// The connection's first stream waits for nothing.
-    fn first() -> Previous {
-        let (done, after) = oneshot::channel();
-        drop(done);
-        Previous(after)
-    }
-
     /// Waits for the stream before this one to hand over its request (or give up).
     async fn wait_turn(&mut self) {
         let _ = (&mut self.after).await;
     }
 }
 
-impl Previous {
+/// A connection's streams in the order accepted: what the next one waits for.
+struct Turns(oneshot::Receiver<()>);
+
+impl Turns {
+    /// For a new connection: its first stream waits for nothing.
+    fn new() -> Turns {
+        let (done, after) = oneshot::channel();
+        drop(done);
+        Turns(after)
+    }
+
     /// The place of the stream accepted now, after the one before it.
     fn next(&mut self) -> InOrder {
         let (handed_over, after) = oneshot::channel();
