@@ -59,7 +59,7 @@ impl Table {
                 let cell = cells.get(col).map(String::as_str).unwrap_or("");
                 // Padded by the columns a terminal gives the cell, not by its chars: `{:<w$}`
                 // would count a CJK character or an emoji as one column where it takes two.
-                let pad = " ".repeat(widths[col] - columns(cell));
+                let pad = padding(cell, widths[col]);
                 let _ = match align {
                     Align::Left => write!(line, "{cell}{pad}  "),
                     Align::Right => write!(line, "{pad}{cell}  "),
@@ -76,6 +76,11 @@ impl Table {
 /// for a combining mark. `text` is expected [`sanitize`]d (no control characters).
 pub(crate) fn columns(text: &str) -> usize {
     unicode_width::UnicodeWidthStr::width(text)
+}
+
+/// The spaces that fill `text` out to `width` terminal columns.
+pub(crate) fn padding(text: &str, width: usize) -> String {
+    " ".repeat(width.saturating_sub(columns(text)))
 }
 
 /// `text` fit for a terminal: every control character (C0 including newline and ESC, DEL,

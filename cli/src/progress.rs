@@ -103,7 +103,7 @@ fn stage_line(stage: &StageStatus, name_width: usize) -> String {
         .take(BAR_WIDTH)
         .collect();
     let name = output::sanitize(&stage.name);
-    let pad = " ".repeat(name_width.saturating_sub(output::columns(&name)));
+    let pad = output::padding(&name, name_width);
     let mut line = format!(
         "  {name}{pad}  [{bar}]  done {}/{}  running {}  pending {}",
         stage.completed, stage.tasks, stage.running, stage.pending
