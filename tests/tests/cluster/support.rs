@@ -476,6 +476,21 @@ pub(crate) async fn wait_running(client: &Client, job: JobId, n: u64) {
     wait_until(|| async { status(client, job).await.summary.tasks_running == n }, &what).await;
 }
 
+/// Waits until agents have reported `n` of the job's tasks running. A task counts in
+/// `tasks_running` from its launch, before its agent has it: a master killed then can
+/// lose the launch, and its recovery rightly re-runs the task.
+pub(crate) async fn wait_reported_running(client: &Client, job: JobId, n: usize) {
+    let what = format!("{n} tasks of {job} reported running");
+    wait_until(
+        || async {
+            let tasks = client.tasks(job).await.expect("tasks");
+            tasks.tasks.iter().filter(|t| t.state == "running").count() == n
+        },
+        &what,
+    )
+    .await;
+}
+
 /// Waits until the job has ended and returns its final status.
 pub(crate) async fn wait_finished(client: &Client, job: JobId) -> JobStatus {
     let deadline = Instant::now() + WAIT;
