@@ -11,13 +11,9 @@
 -- turnaround is on the agent's clock alone: a node's k-th completion is paired with the
 -- (k + slots)-th task started there (slots: the most containers live at once on it), so
 -- its mean is exact and single gaps are right unless two slots freed together swap.
-WITH s AS (SELECT c.id, c.node,
-    MAX(CASE WHEN t.state = 'allocated' THEN t.at_ms END) AS alloc,
-    MAX(CASE WHEN t.state = 'acquired' THEN t.at_ms END) AS acq,
-    MAX(CASE WHEN t.state = 'running' THEN t.at_ms END) AS run,
-    MAX(CASE WHEN t.state = 'completed' THEN t.at_ms END) AS done
-  FROM containers c JOIN transitions t ON t.container = c.id
-  WHERE c.job = (SELECT MAX(id) FROM jobs) GROUP BY c.id),
+WITH s AS (SELECT id, node, allocated_ms AS alloc, acquired_ms AS acq, running_ms AS run,
+    CASE WHEN state = 'completed' THEN ended_ms END AS done
+  FROM containers WHERE job = (SELECT MAX(id) FROM jobs)),
 g AS (SELECT s.alloc - (SELECT MAX(p.done) FROM s p WHERE p.node = s.node AND p.done <= s.alloc) AS gap
   FROM s),
 live AS (SELECT node, SUM(delta) OVER (PARTITION BY node ORDER BY at, delta ROWS UNBOUNDED PRECEDING) AS n

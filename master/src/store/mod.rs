@@ -41,6 +41,7 @@
 //! another job.
 
 mod cleanup;
+mod containers;
 mod ended;
 mod ledger;
 mod recover;
@@ -55,6 +56,7 @@ use rusqlite::{Connection, Transaction, params};
 use slotmarket_common::protocol::JobState;
 use thiserror::Error;
 
+use containers::ContainerWrites;
 pub use ledger::AccountSettings;
 pub use wal::WalSync;
 
@@ -133,9 +135,11 @@ impl Store {
             return Ok(());
         }
         let tx = self.conn.transaction()?;
+        let mut containers = ContainerWrites::new(&tx);
         for op in ops {
-            apply_one(&tx, op)?;
+            apply_one(&tx, &mut containers, op)?;
         }
+        drop(containers);
         tx.commit()?;
         Ok(())
     }
@@ -170,7 +174,11 @@ impl Store {
 
 /// Executes one write. The statements are prepared once per connection and reused: a
 /// batch of reports runs the same few statements many times.
-fn apply_one(tx: &Transaction<'_>, op: &Persist) -> Result<(), StoreError> {
+fn apply_one(
+    tx: &Transaction<'_>,
+    containers: &mut ContainerWrites<'_>,
+    op: &Persist,
+) -> Result<(), StoreError> {
     match op {
         Persist::JobAdmitted { job, account, owner, spec, submitted, deadline } => {
             let spec_json = serde_json::to_string(spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -231,29 +239,7 @@ fn apply_one(tx: &Transaction<'_>, op: &Persist) -> Result<(), StoreError> {
                 rusqlite::params![to_i64(job.0), deadline.map(|d| to_i64(d.0))],
             )?;
         }
-        Persist::Container { node, report } => {
-            let r = report;
-            tx.prepare_cached(
-                "INSERT INTO containers (id, job, stage, task, attempt, node, state, at_ms, exit_code, message)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-                 ON CONFLICT(id) DO UPDATE SET node = ?6, state = ?7, at_ms = ?8,
-                     exit_code = COALESCE(?9, exit_code), message = COALESCE(?10, message)",
-            )?
-            .execute(params![
-                to_i64(r.container.0),
-                to_i64(r.task.job.0),
-                r.task.stage.0,
-                r.task.index,
-                r.attempt.0,
-                node,
-                r.state.name(),
-                to_i64(r.at.0),
-                r.exit_code,
-                r.message,
-            ])?;
-            tx.prepare_cached("INSERT INTO transitions (container, state, at_ms) VALUES (?1, ?2, ?3)")?
-                .execute(params![to_i64(r.container.0), r.state.name(), to_i64(r.at.0)])?;
-        }
+        Persist::Container { node, report } => containers.record(node, report)?,
         Persist::OutputsLost { job, stage, tasks, node, at, .. } => {
             // The completed containers of these tasks no longer count: recovery re-runs
             // the tasks rather than finding them done. Their exit code (0) stays, which
@@ -314,6 +300,9 @@ fn to_i64(v: u64) -> i64 {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod containers_tests;
 
 #[cfg(test)]
 mod outputs_tests;

@@ -32,7 +32,7 @@ pub struct StoredAttempt {
     pub message: Option<String>,
 }
 
-/// One `containers` row with its first `running` transition, as read.
+/// One `containers` row, as read.
 type Row = (i64, i64, i64, String, String, i64, Option<i32>, Option<String>, Option<i64>);
 
 impl Store {
@@ -41,7 +41,7 @@ impl Store {
     pub fn latest_attempts(&self, job: JobId) -> Result<BTreeMap<(u32, u32), StoredAttempt>, StoreError> {
         let mut statement = self.conn.prepare_cached(
             "SELECT c.stage, c.task, c.id, c.node, c.state, c.at_ms, c.exit_code, c.message,
-                    (SELECT MIN(t.at_ms) FROM transitions t WHERE t.container = c.id AND t.state = 'running')
+                    c.running_ms
              FROM containers c WHERE c.job = ?1 ORDER BY c.stage, c.task, c.id",
         )?;
         let rows = statement.query_map(params![to_i64(job.0)], |row| {
