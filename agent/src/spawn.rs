@@ -17,13 +17,14 @@
 //! `CLONE_INTO_CGROUP`, both older, exist); where a seccomp filter refuses `clone3`
 //! (`ENOSYS`), [`spawn`] says so and the caller falls back to `tokio::process`.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use tokio::io::Interest;
@@ -55,6 +56,9 @@ struct CloneArgs {
 pub struct TaskCommand {
     program: CString,
     argv: Vec<CString>,
+    /// The agent's environment entries the task inherits (those `env` does not set).
+    inherited: Vec<&'static CStr>,
+    /// The task's own entries.
     envp: Vec<CString>,
     cwd: CString,
     stdout: std::fs::File,
@@ -62,6 +66,31 @@ pub struct TaskCommand {
     /// The container's cgroup directory.
     cgroup: OwnedFd,
     user: Option<UnixUser>,
+}
+
+/// The agent's environment as `KEY=value` entries, read once: it does not change while
+/// the agent runs, and reading and converting it for every task was most of the
+/// allocations of a launch.
+fn agent_env() -> &'static [(OsString, CString)] {
+    static ENV: OnceLock<Vec<(OsString, CString)>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        std::env::vars_os()
+            // Neither part can hold a NUL (they came from C strings).
+            .filter_map(|(key, value)| {
+                Some((key.clone(), c_string(&[key.as_bytes(), b"=", value.as_bytes()].concat()).ok()?))
+            })
+            .collect()
+    })
+}
+
+/// `/dev/null`, the stdin of every task, opened once.
+fn dev_null() -> io::Result<RawFd> {
+    static DEV_NULL: OnceLock<std::fs::File> = OnceLock::new();
+    if let Some(file) = DEV_NULL.get() {
+        return Ok(file.as_raw_fd());
+    }
+    let file = std::fs::File::open("/dev/null")?;
+    Ok(DEV_NULL.get_or_init(|| file).as_raw_fd())
 }
 
 /// A NUL byte inside a string handed to `exec`.
@@ -85,11 +114,15 @@ impl TaskCommand {
         cgroup: OwnedFd,
         user: Option<UnixUser>,
     ) -> io::Result<TaskCommand> {
-        let mut vars: std::collections::BTreeMap<OsString, OsString> = std::env::vars_os().collect();
-        vars.extend(env.iter().cloned());
-        let envp = vars
+        let set = |key: &OsStr| env.iter().any(|(set, _)| set == key);
+        let inherited =
+            agent_env().iter().filter(|(key, _)| !set(key)).map(|(_, entry)| entry.as_c_str()).collect();
+        // Of the task's own entries, the last for each variable.
+        let envp = env
             .iter()
-            .map(|(key, value)| c_string(&[key.as_bytes(), b"=", value.as_bytes()].concat()))
+            .enumerate()
+            .filter(|&(i, (key, _))| !env[i + 1..].iter().any(|(later, _)| later == key))
+            .map(|(_, (key, value))| c_string(&[key.as_bytes(), b"=", value.as_bytes()].concat()))
             .collect::<io::Result<_>>()?;
         let mut argv = vec![c_string(program.as_bytes())?];
         for arg in args {
@@ -98,6 +131,7 @@ impl TaskCommand {
         Ok(TaskCommand {
             program: c_string(program.as_bytes())?,
             argv,
+            inherited,
             envp,
             cwd: c_string(cwd.as_os_str().as_bytes())?,
             stdout,
@@ -129,16 +163,18 @@ pub enum SpawnFailure {
 /// as long as the agent (the parent-death signal follows the thread that forked).
 pub fn spawn(command: &TaskCommand) -> Result<TaskProcess, SpawnFailure> {
     let failed = |err| SpawnFailure::Failed(err);
-    let devnull = std::fs::File::open("/dev/null").map_err(failed)?;
+    let devnull = dev_null().map_err(failed)?;
     let mut argv: Vec<*const libc::c_char> = command.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
-    let mut envp: Vec<*const libc::c_char> = command.envp.iter().map(|e| e.as_ptr()).collect();
+    let inherited = command.inherited.iter().map(|e| e.as_ptr());
+    let mut envp: Vec<*const libc::c_char> =
+        inherited.chain(command.envp.iter().map(|e| e.as_ptr())).collect();
     envp.push(std::ptr::null());
     let context = ChildContext {
         command,
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
-        devnull: devnull.as_raw_fd(),
+        devnull,
         agent: std::process::id(),
         error: AtomicI32::new(0),
         error_pipe: -1,

@@ -48,7 +48,12 @@ fn task(
         std::fs::File::create(dir.join("stdout")).unwrap(),
         std::fs::File::create(dir.join("stderr")).unwrap(),
     );
-    let env = [(OsString::from("SPAWN_TEST"), OsString::from("seen"))];
+    // HOME set twice: the later entry wins, over the agent's own too.
+    let env = [
+        (OsString::from("SPAWN_TEST"), OsString::from("seen")),
+        (OsString::from("HOME"), OsString::from("/first")),
+        (OsString::from("HOME"), OsString::from("/second")),
+    ];
     let args = [OsStr::new("-c"), OsStr::new(script)];
     TaskCommand::new(OsStr::new("/bin/sh"), &args, &env, cwd, outputs, cgroup, user).unwrap()
 }
@@ -61,7 +66,8 @@ fn cgroups(dir: &Path) -> Option<Containment> {
 async fn a_task_is_born_in_its_cgroup_with_its_environment_and_directory() {
     let dir = tempfile::tempdir().unwrap();
     let Some(containment) = cgroups(&dir.path().join("work")) else { return };
-    let script = "grep ^0:: /proc/self/cgroup; echo \"$SPAWN_TEST\"; pwd; echo err >&2; exit 3";
+    let script = "grep ^0:: /proc/self/cgroup; echo \"$SPAWN_TEST\"; pwd; echo \"$HOME\"; env | grep -c ^HOME=; \
+                  echo \"$PATH\"; echo err >&2; exit 3";
     let mut process = start(&containment, ContainerId(21), dir.path(), script);
     let status = tokio::time::timeout(WAIT, process.wait()).await.unwrap().unwrap();
     assert_eq!(status.code(), Some(3));
@@ -72,6 +78,9 @@ async fn a_task_is_born_in_its_cgroup_with_its_environment_and_directory() {
     assert!(lines[0].starts_with("0::/") && lines[0].ends_with(&format!("/{name}")), "{out}");
     assert_eq!(lines[1], "seen");
     assert_eq!(Path::new(lines[2]).canonicalize().unwrap(), dir.path().canonicalize().unwrap());
+    assert_eq!(lines[3..5], ["/second", "1"]);
+    // The agent's own variables are inherited.
+    assert_eq!(lines[5], std::env::var("PATH").unwrap());
     assert_eq!(std::fs::read_to_string(dir.path().join("stderr")).unwrap(), "err\n");
     containment.kill_container(ContainerId(21));
     containment.release();
