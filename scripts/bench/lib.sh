@@ -14,6 +14,22 @@ PIDS=()
 bench_workdir() { # name
     WORK=$(mktemp -d "${TMPDIR:-/tmp}/slotmarket-$1.XXXXXX")
     trap bench_cleanup EXIT INT TERM
+    bench_fs_note "$WORK"
+}
+
+# Warns when DIR is on ext4 without a journal. There every new inode (a task's directory
+# and logs) first skips the free inodes deleted in the last 1-6 minutes (the kernel's
+# `recently_deleted`), so each earlier run's removed files make the agents slower:
+# 0.37, 0.63 then 1.56 s of agent CPU for the same 1,000 tasks in three runs back to back
+# (docs/benchmarks.md, launch path, tenth round).
+bench_fs_note() { # dir
+    local dev fstype
+    read -r dev fstype < <(findmnt -no SOURCE,FSTYPE -T "$1" 2>/dev/null) || return 0
+    local options=/proc/fs/ext4/${dev#/dev/}/options
+    if [ "$fstype" = ext4 ] && [ -r "$options" ] && ! grep -q '^data=' "$options"; then
+        echo "note: $1 is on ext4 without a journal ($dev): files deleted in the last minutes slow" \
+            "every new one; for steady figures set TMPDIR to another file system" >&2
+    fi
 }
 
 bench_cleanup() {
