@@ -4,8 +4,9 @@
 //! and mode reset) and moved to a pool, `{work_dir}/ready/recycled/`, from which
 //! [`ReadyDirs`](crate::ready::ReadyDirs) lends it to a later container, instead of
 //! being unlinked and a new one made. On ext4 without a journal every inode allocation
-//! scans past the inodes freed in the last 30 s (`recently_deleted`), so an agent that
-//! makes and removes four inodes per job at hundreds of jobs a second pays for it twice.
+//! scans past the inodes freed in the last minute, six while their inode table block is
+//! unwritten (`recently_deleted`), so an agent that makes and removes four inodes per
+//! job at hundreds of jobs a second pays for it twice.
 //!
 //! A directory is recycled only if (else it is removed, as before):
 //! - the pool exists: the agent makes it only when its tasks run in cgroups, where a
