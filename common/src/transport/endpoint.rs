@@ -30,6 +30,11 @@ pub const CLIENT_KEEP_ALIVE: Duration = Duration::from_secs(5);
 /// How often the server pings an otherwise idle connection.
 pub const SERVER_KEEP_ALIVE: Duration = Duration::from_secs(10);
 
+/// Ack-eliciting packets a peer may receive before it must acknowledge (QUIC's ACK
+/// frequency extension; the default, 1, acknowledges every second one). An agent's
+/// reports and the master's launches are many small packets each way.
+const ACKS_AFTER: u32 = 8;
+
 /// Why an endpoint could not be built, a connection made, or a peer identified.
 #[derive(Debug, Error)]
 pub enum TransportError {
@@ -358,6 +363,9 @@ fn transport_config(alpn: &[u8], keep_alive: Duration) -> Arc<TransportConfig> {
         // about a third of the datagrams such a connection sent. The shuffle service,
         // which streams map outputs, keeps them.
         config.mtu_discovery_config(None);
+        let mut acks = quinn::AckFrequencyConfig::default();
+        acks.ack_eliciting_threshold(VarInt::from_u32(ACKS_AFTER));
+        config.ack_frequency_config(Some(acks));
     }
     Arc::new(config)
 }
