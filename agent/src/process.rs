@@ -242,7 +242,7 @@ async fn supervise(
     debug!(%container, pid, ?exit, "task exited");
     let tail = match exit {
         TaskExit::Code(0) => None,
-        _ => stderr_tail::read(&config.container_dir(container).join("stderr")).await,
+        _ => stderr_tail::of_failed(&config.container_dir(container)).await,
     };
     on_event(ProcessEvent::Exited(exit, tail));
     if empty {

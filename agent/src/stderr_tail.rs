@@ -5,6 +5,10 @@
 //! The text is the task's (untrusted) output: control characters are replaced so it is
 //! safe to print on a terminal, and lines are joined with " | " so it stays one line in
 //! tables.
+//!
+//! A task whose directory's file system is full usually fails with nothing on stderr
+//! (its writes there failed too), so the tail then says, in parentheses, that the file
+//! system is full.
 
 use std::io::SeekFrom;
 use std::path::Path;
@@ -34,6 +38,46 @@ pub async fn read(path: &Path) -> Option<String> {
     clean(whole)
 }
 
+/// What a failed task's report carries: the tail of the stderr in `dir`, and a note if
+/// `dir`'s file system is full.
+pub async fn of_failed(dir: &Path) -> Option<String> {
+    let tail = read(&dir.join("stderr")).await;
+    match (tail, file_system_full(dir)) {
+        (Some(tail), Some(full)) => Some(format!("{tail} | ({full})")),
+        (None, Some(full)) => Some(format!("(empty; {full})")),
+        (tail, None) => tail,
+    }
+}
+
+/// "file system full" if no block or no inode is left on `dir`'s file system for an
+/// unprivileged writer; `None` if there is room or it cannot be told.
+fn file_system_full(dir: &Path) -> Option<String> {
+    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: a NUL-terminated path and a buffer the size of `statvfs`.
+    if unsafe { libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: statvfs succeeded, so it filled the buffer.
+    let stat = unsafe { stat.assume_init() };
+    // The counts are u32 on some targets.
+    #[allow(clippy::unnecessary_cast)]
+    full_message(stat.f_bavail as u64, stat.f_files as u64, stat.f_favail as u64)
+}
+
+/// The note for a file system with `blocks_free` blocks and `inodes_free` of `inodes`
+/// inodes free to unprivileged writers (file systems without a fixed inode table report 0
+/// inodes).
+fn full_message(blocks_free: u64, inodes: u64, inodes_free: u64) -> Option<String> {
+    if blocks_free == 0 {
+        Some("the file system of the task's directory is full: no space left".into())
+    } else if inodes > 0 && inodes_free == 0 {
+        Some("the file system of the task's directory is full: no inode left".into())
+    } else {
+        None
+    }
+}
+
 /// The last [`TAIL_LINES`] non-empty lines of `bytes`, lossily decoded, with control
 /// characters replaced by `?`, joined with " | ".
 pub fn clean(bytes: &[u8]) -> Option<String> {
@@ -59,6 +103,22 @@ mod tests {
         assert_eq!(clean(b"\x1b[31mred\x1b[0m\r\n\n  \n").unwrap(), "?[31mred?[0m");
         assert_eq!(clean(b" \n\n"), None);
         assert_eq!(clean(b"\xffbad\n").unwrap(), "\u{fffd}bad");
+    }
+
+    #[test]
+    fn a_file_system_without_a_free_block_or_inode_is_named_full() {
+        assert_eq!(full_message(10, 100, 5), None);
+        assert_eq!(full_message(10, 0, 0), None, "no inode table: only blocks count");
+        assert!(full_message(0, 100, 5).unwrap().contains("no space left"));
+        assert!(full_message(10, 100, 0).unwrap().contains("no inode left"));
+    }
+
+    #[tokio::test]
+    async fn a_failed_tasks_report_is_its_stderr_tail_while_there_is_room() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(of_failed(dir.path()).await, None);
+        std::fs::write(dir.path().join("stderr"), "boom\n").unwrap();
+        assert_eq!(of_failed(dir.path()).await.as_deref(), Some("boom"));
     }
 
     #[tokio::test]
