@@ -130,12 +130,9 @@ fn cut(line: String, width: usize) -> String {
 /// How progress is shown, chosen once per command.
 #[derive(Debug)]
 pub(crate) enum Display {
-    /// One line on stderr per change (stdout or stderr is not a terminal).
-    Plain {
-        /// The last line printed, without its clock (see [`plain_change`]), so an
-        /// unchanged status prints nothing.
-        last: String,
-    },
+    /// One line on stderr per change, progress at most every [`PLAIN_EVERY_MS`]
+    /// (stdout or stderr is not a terminal).
+    Plain(PlainLines),
     /// A block on stderr redrawn in place.
     Live {
         /// Lines of the block drawn last (erased before the next draw).
@@ -153,7 +150,7 @@ impl Display {
         if std::io::stdout().is_terminal() && std::io::stderr().is_terminal() && !dumb {
             Display::Live { drawn: 0, last: Vec::new() }
         } else {
-            Display::Plain { last: String::new() }
+            Display::Plain(PlainLines::default())
         }
     }
 
@@ -161,8 +158,8 @@ impl Display {
     pub(crate) fn show(&mut self, status: &JobStatus) {
         let now = output::now();
         match self {
-            Display::Plain { last } => {
-                if let Some(line) = plain_change(last, status, now) {
+            Display::Plain(plain) => {
+                if let Some(line) = plain.change(status, now) {
                     eprintln!("{line}");
                 }
             }
@@ -190,18 +187,41 @@ impl Display {
     }
 }
 
-/// The plain line to print for `status` at `now`, or `None` if the job has not changed
-/// since `last` (which it updates).
-fn plain_change(last: &mut String, status: &JobStatus, now: Timestamp) -> Option<String> {
-    // The time since submit moves on every status probe, so it is left out of the
-    // comparison: rendered at the submit time, a running job's line reads +0.0s whenever
-    // it is drawn, and an ended job's shows its fixed length.
-    let unclocked = submit::progress_line(status, status.summary.submitted);
-    if unclocked == *last {
-        return None;
+/// Least time between two plain lines of a job in the same state: a job of thousands of
+/// short tasks changes hundreds of times a second, and a log wants its progress, not
+/// every step of it.
+const PLAIN_EVERY_MS: u64 = 1_000;
+
+/// What the plain display printed last.
+#[derive(Debug, Default)]
+pub(crate) struct PlainLines {
+    /// The last line printed, without its clock, so an unchanged status prints nothing.
+    last: String,
+    /// The job's state then, so a change of state prints at once.
+    state: Option<JobState>,
+    /// When it was printed.
+    at: Timestamp,
+}
+
+impl PlainLines {
+    /// The plain line to print for `status` at `now`, or `None` if the job has not
+    /// changed since the last line, or only made progress less than [`PLAIN_EVERY_MS`]
+    /// after it. The progress held back shows with the next change or status probe.
+    fn change(&mut self, status: &JobStatus, now: Timestamp) -> Option<String> {
+        // The time since submit moves on every status probe, so it is left out of the
+        // comparison: rendered at the submit time, a running job's line reads +0.0s
+        // whenever it is drawn, and an ended job's shows its fixed length.
+        let unclocked = submit::progress_line(status, status.summary.submitted);
+        if unclocked == self.last {
+            return None;
+        }
+        let state = status.summary.state;
+        if self.state == Some(state) && now.0 < self.at.0.saturating_add(PLAIN_EVERY_MS) {
+            return None;
+        }
+        *self = PlainLines { last: unclocked, state: Some(state), at: now };
+        Some(submit::progress_line(status, now))
     }
-    *last = unclocked;
-    Some(submit::progress_line(status, now))
 }
 
 /// The bytes that erase the `drawn` lines above the cursor and draw `lines`.
@@ -338,21 +358,44 @@ mod tests {
 
     #[test]
     fn a_plain_line_is_printed_only_when_the_job_changed() {
-        let mut last = String::new();
+        let mut plain = PlainLines::default();
         let running = status(JobId(7), "wc", JobState::Running);
-        let first = plain_change(&mut last, &running, Timestamp(2_000));
+        let first = plain.change(&running, Timestamp(2_000));
         assert_eq!(first.as_deref(), Some("j7 running: 0/2 tasks done, 1 running (+1.0s after submit)"));
         // Probes every 5 s find the job as it was: only the clock moved.
-        assert_eq!(plain_change(&mut last, &running, Timestamp(7_000)), None);
-        assert_eq!(plain_change(&mut last, &running, Timestamp(12_000)), None);
+        assert_eq!(plain.change(&running, Timestamp(7_000)), None);
+        assert_eq!(plain.change(&running, Timestamp(12_000)), None);
         let mut progressed = running.clone();
         progressed.summary.tasks_completed = 1;
-        let next = plain_change(&mut last, &progressed, Timestamp(13_000));
+        let next = plain.change(&progressed, Timestamp(13_000));
         assert_eq!(next.as_deref(), Some("j7 running: 1/2 tasks done, 1 running (+12.0s after submit)"));
         let ended = status(JobId(7), "wc", JobState::Completed);
-        let end = plain_change(&mut last, &ended, Timestamp(14_000));
+        let end = plain.change(&ended, Timestamp(14_000));
         assert_eq!(end.as_deref(), Some("j7 completed: 2/2 tasks done, 0 running (+3.0s after submit)"));
-        assert_eq!(plain_change(&mut last, &ended, Timestamp(19_000)), None);
+        assert_eq!(plain.change(&ended, Timestamp(19_000)), None);
+    }
+
+    #[test]
+    fn plain_progress_prints_at_most_once_a_second_but_a_new_state_at_once() {
+        let mut plain = PlainLines::default();
+        let mut job = status(JobId(7), "wc", JobState::Running);
+        job.summary.tasks_total = 1_000;
+        let done = |job: &JobStatus, n: u64| {
+            let mut job = job.clone();
+            job.summary.tasks_completed = n;
+            job
+        };
+        assert!(plain.change(&done(&job, 1), Timestamp(2_000)).is_some());
+        // Hundreds of tasks end within the second: none of it is printed yet.
+        for n in 2..=400 {
+            assert_eq!(plain.change(&done(&job, n), Timestamp(2_000 + n)), None, "task {n}");
+        }
+        // The next change (or the next probe) a second on shows where the job is.
+        let later = plain.change(&done(&job, 401), Timestamp(3_000));
+        assert!(later.unwrap().contains("401/1000 tasks done"));
+        // The end is printed at once, however soon.
+        job.summary.state = JobState::Completed;
+        assert!(plain.change(&done(&job, 1_000), Timestamp(3_010)).unwrap().contains("completed"));
     }
 
     #[test]
