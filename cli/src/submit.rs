@@ -139,10 +139,11 @@ pub(crate) async fn submit_spec(
         }
         return Ok(ExitCode::SUCCESS);
     }
+    let mut ctrl_c = wait::CtrlC::listen()?;
     if !json {
         println!("{}", bought_line(job, purchase.as_ref()));
     }
-    let status = wait::follow(&options, &mut client, job, wait::FollowTimes::default()).await?;
+    let status = wait::follow(&options, &mut client, job, wait::FollowTimes::default(), &mut ctrl_c).await?;
     connection::close(client).await;
     report_end(&status, purchase, json)?;
     Ok(if status.summary.state == JobState::Completed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
@@ -161,11 +162,12 @@ async fn submit_and_follow(
     let (job, watch) = connection::bounded(client.submit_watch(spec))
         .await
         .with_context(|| format!("submitting job \"{name}\""))?;
+    let mut ctrl_c = wait::CtrlC::listen()?;
     if !json {
         println!("{job}");
     }
     let times = wait::FollowTimes::default();
-    let status = wait::follow_from(options, &mut client, job, times, Some(watch)).await?;
+    let status = wait::follow_from(options, &mut client, job, times, Some(watch), &mut ctrl_c).await?;
     connection::close(client).await;
     report_end(&status, None, json)?;
     Ok(if status.summary.state == JobState::Completed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
@@ -345,6 +347,7 @@ async fn submit_many(
             }
         }
     }
+    let mut ctrl_c = if wait { Some(wait::CtrlC::listen()?) } else { None };
     let mut answers = Vec::with_capacity(jobs.len());
     for &job in &jobs {
         if !json {
@@ -352,9 +355,9 @@ async fn submit_many(
         }
         answers.push(SubmitJson { job: job.to_string(), purchase: None, status: None });
     }
-    if wait {
+    if let Some(ctrl_c) = &mut ctrl_c {
         for (answer, &job) in answers.iter_mut().zip(&jobs) {
-            let status = wait::follow(options, client, job, wait::FollowTimes::default()).await?;
+            let status = wait::follow(options, client, job, wait::FollowTimes::default(), ctrl_c).await?;
             all_ok &= status.summary.state == JobState::Completed;
             if !json {
                 report_end(&status, None, false)?;
@@ -471,7 +474,10 @@ mod tests {
         let spec = JobSpec::from_toml(SPEC).unwrap();
         let job = submit(&client, spec.clone()).await.unwrap();
         assert_eq!(job, JobId(5));
-        let end = wait::follow(&options, &mut client, job, wait::FollowTimes::default()).await.unwrap();
+        let mut ctrl_c = wait::CtrlC::listen().unwrap();
+        let end = wait::follow(&options, &mut client, job, wait::FollowTimes::default(), &mut ctrl_c)
+            .await
+            .unwrap();
         assert_eq!(end.summary.state, JobState::Completed);
         connection::close(client).await;
         assert_eq!(fake.requests(), vec![Request::Submit { spec }, Request::Watch { job }]);

@@ -70,9 +70,10 @@ pub(crate) async fn run(conn: &ConnectionArgs, args: WaitArgs, json: bool) -> Re
     let times =
         FollowTimes { reconnect_for: Duration::from_secs(args.reconnect_for), ..FollowTimes::default() };
     let mut client = options.connect().await?;
+    let mut ctrl_c = CtrlC::listen()?;
     let mut ended = Vec::new();
     for &job in &args.jobs {
-        let status = follow(&options, &mut client, job, times).await?;
+        let status = follow(&options, &mut client, job, times, &mut ctrl_c).await?;
         if !json {
             submit::report_end(&status, None, false)?;
         }
@@ -102,8 +103,9 @@ pub(crate) async fn follow(
     client: &mut Client,
     job: JobId,
     times: FollowTimes,
+    ctrl_c: &mut CtrlC,
 ) -> Result<JobStatus> {
-    follow_from(options, client, job, times, None).await
+    follow_from(options, client, job, times, None, ctrl_c).await
 }
 
 /// [`follow`], reading the first watch from `opened` (a stream the caller already has,
@@ -114,6 +116,7 @@ pub(crate) async fn follow_from(
     job: JobId,
     times: FollowTimes,
     mut opened: Option<Watch>,
+    ctrl_c: &mut CtrlC,
 ) -> Result<JobStatus> {
     let mut progress = Display::for_this_terminal();
     let followed = {
@@ -134,7 +137,7 @@ pub(crate) async fn follow_from(
         tokio::select! {
             followed = following => Some(followed),
             // Ctrl-C ends only the following, never the job: say so, and how to go on.
-            _ = tokio::signal::ctrl_c() => None,
+            _ = ctrl_c.0.recv() => None,
         }
     };
     followed.unwrap_or_else(|| {
@@ -142,6 +145,18 @@ pub(crate) async fn follow_from(
         eprintln!("\n{job} keeps running: `slotmarket wait {job}` follows it again, `slotmarket cancel {job}` stops it");
         Err(Interrupted.into())
     })
+}
+
+/// Ctrl-C, listened for from the moment this is made. Make it before a job's id is
+/// printed: a Ctrl-C right after the id (a quick user, a script that read it) then ends
+/// the following with its message, instead of the CLI by the signal's default action.
+pub(crate) struct CtrlC(tokio::signal::unix::Signal);
+
+impl CtrlC {
+    pub(crate) fn listen() -> Result<CtrlC> {
+        let interrupt = tokio::signal::unix::SignalKind::interrupt();
+        Ok(CtrlC(tokio::signal::unix::signal(interrupt).context("listening for Ctrl-C")?))
+    }
 }
 
 /// Following was interrupted (Ctrl-C); `main` exits 130, as the shell's SIGINT would.
@@ -285,7 +300,8 @@ mod tests {
         });
         let options = fake.options("alice");
         let mut client = options.connect().await.unwrap();
-        let end = follow(&options, &mut client, JobId(5), QUICK).await.unwrap();
+        let end =
+            follow(&options, &mut client, JobId(5), QUICK, &mut CtrlC::listen().unwrap()).await.unwrap();
         assert_eq!(end.summary.state, JobState::Completed);
         assert_eq!(fake.requests(), vec![Request::Watch { job: JobId(5) }]);
     }
@@ -310,7 +326,8 @@ mod tests {
         });
         let options = fake.options("alice");
         let mut client = options.connect().await.unwrap();
-        let end = follow(&options, &mut client, JobId(2), QUICK).await.unwrap();
+        let end =
+            follow(&options, &mut client, JobId(2), QUICK, &mut CtrlC::listen().unwrap()).await.unwrap();
         assert_eq!(end.summary.state, JobState::Failed);
         assert_eq!(watches.load(Ordering::SeqCst), 2);
     }
@@ -322,7 +339,10 @@ mod tests {
         });
         let options = fake.options("alice");
         let mut client = options.connect().await.unwrap();
-        let err = format!("{:#}", follow(&options, &mut client, JobId(9), QUICK).await.unwrap_err());
+        let err = format!(
+            "{:#}",
+            follow(&options, &mut client, JobId(9), QUICK, &mut CtrlC::listen().unwrap()).await.unwrap_err()
+        );
         assert!(err.contains("watching j9") && err.contains("no job j9"), "{err}");
     }
 
