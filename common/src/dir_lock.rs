@@ -27,6 +27,15 @@ pub enum DirLockError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The file system refused the lock (no lock support, as on some network file
+    /// systems).
+    #[error("cannot lock {path}: {source}")]
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// Another process holds the lock.
     #[error(
         "another {holder} is using {dir} (lock {path} is held); stop it first, or give this one its own directory"
@@ -47,9 +56,13 @@ pub fn lock_dir(dir: &Path, name: &str, holder: &'static str) -> Result<DirLock,
     let path = dir.join(name);
     let file = File::create(&path).map_err(|source| DirLockError::Create { path: path.clone(), source })?;
     // SAFETY: flock on a descriptor this function owns; the lock lives as long as `file`.
-    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-    if !locked {
-        return Err(DirLockError::Held { holder, dir: dir.to_path_buf(), path });
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let source = std::io::Error::last_os_error();
+        return Err(if source.kind() == std::io::ErrorKind::WouldBlock {
+            DirLockError::Held { holder, dir: dir.to_path_buf(), path }
+        } else {
+            DirLockError::Lock { path, source }
+        });
     }
     Ok(DirLock { _file: file })
 }
