@@ -6,6 +6,7 @@
 //!   events with explicit timestamps and answers with actions.
 //! - [`slots`]: map/reduce slot accounting used by the core.
 //! - [`process`]: spawning a task and the kill sequence on its process group.
+//! - [`plain_command`]: which command lines start without a shell.
 //! - [`containment`]: keeping all of a task's processes in its container (cgroup v2 or a
 //!   process scan), and sweeping what a killed agent left.
 //! - [`ready`]: what the next task of a slot needs from the file systems (a cgroup, a
@@ -30,6 +31,7 @@ pub mod core;
 pub mod data_dir;
 pub mod driver;
 pub mod job_outputs;
+pub mod plain_command;
 pub mod process;
 pub mod ready;
 mod recycle;

@@ -31,6 +31,7 @@ use tracing::{debug, info, warn};
 
 use crate::containment::{Containment, ContainmentError, join_cgroup_in_child};
 use crate::core::TaskExit;
+use crate::plain_command::{PlainCommand, plain_command};
 use crate::ready::ReadyDirs;
 use crate::run_as::{RunAs, RunAsError, UnixUser};
 use crate::set_up::SetUpSite;
@@ -281,6 +282,8 @@ async fn kill_container(config: &Arc<ProcessConfig>, container: ContainerId) {
 struct PreparedTask {
     container: ContainerId,
     rendered: String,
+    /// The program `rendered` starts where it needs no shell ([`crate::plain_command`]).
+    plain: Option<PlainCommand>,
     dir: PathBuf,
     stdout: std::fs::File,
     stderr: std::fs::File,
@@ -305,6 +308,7 @@ impl PreparedTask {
         let PreparedTask {
             container,
             rendered,
+            plain,
             dir,
             mut stdout,
             mut stderr,
@@ -313,17 +317,15 @@ impl PreparedTask {
             cgroup_dir,
             user,
         } = self;
+        let (program, argv) = match &plain {
+            Some(plain) => (plain.program.as_os_str(), plain.argv.iter().map(OsString::as_os_str).collect()),
+            None => {
+                (OsStr::new("/bin/sh"), vec![OsStr::new("/bin/sh"), OsStr::new("-c"), OsStr::new(&rendered)])
+            }
+        };
         if let Some(cgroup) = cgroup_dir.filter(|_| !CLONE3_REFUSED.load(Ordering::Relaxed)) {
-            let args = [OsStr::new("-c"), OsStr::new(&rendered)];
-            let command = TaskCommand::new(
-                OsStr::new("/bin/sh"),
-                &args,
-                &env,
-                &dir,
-                (stdout, stderr),
-                cgroup,
-                user.clone(),
-            )?;
+            let command =
+                TaskCommand::new(program, &argv, &env, &dir, (stdout, stderr), cgroup, user.clone())?;
             match spawn::spawn(&command) {
                 Ok(process) => return Ok(TaskChild::Born(process)),
                 Err(SpawnFailure::Failed(err)) => return Err(err),
@@ -336,10 +338,10 @@ impl PreparedTask {
                 }
             }
         }
-        let mut command = Command::new("/bin/sh");
+        let mut command = Command::new(program);
         command
-            .arg("-c")
-            .arg(&rendered)
+            .arg0(argv[0])
+            .args(&argv[1..])
             .current_dir(&dir)
             .stdin(Stdio::null())
             .stdout(stdout)
@@ -445,6 +447,9 @@ fn prepare_blocking(
     }
     // Inherited by everything the task starts, even across `setsid`: how the sweep finds it.
     env.extend(config.containment.markers(launch.container).map(|(key, value)| (key.into(), value)));
+    // What the shell sets (dash keeps a `PWD` that names its working directory): the same
+    // for a task started without one.
+    env.push(("PWD".into(), dir.clone().into_os_string()));
     if let Some(user) = &user {
         env.push(("USER".into(), user.name.clone().into()));
         env.push(("LOGNAME".into(), user.name.clone().into()));
@@ -461,10 +466,20 @@ fn prepare_blocking(
         }
         None => None,
     };
-    debug!(container = %launch.container, command = %rendered, dir = %dir.display(), "prepared");
+    // A task run as another user goes to the shell: whether it may exec the program is
+    // that user's question, not the agent's.
+    let plain = match &user {
+        None => {
+            let path = config.task_path.clone().or_else(|| std::env::var_os("PATH"));
+            plain_command(&rendered, path.as_deref(), &dir)
+        }
+        Some(_) => None,
+    };
+    debug!(container = %launch.container, command = %rendered, dir = %dir.display(), shell = plain.is_none(), "prepared");
     let prepared = PreparedTask {
         container: launch.container,
         rendered,
+        plain,
         dir,
         stdout,
         stderr,

@@ -220,6 +220,43 @@ async fn output_environment_and_directories_are_set_up() {
     assert_eq!(std::fs::read_to_string(dir.join("stderr")).unwrap(), "oops\n");
 }
 
+/// The pid in the first field of `/proc/self/stat` that container `container` printed.
+fn printed_pid(fx: &Fixture, container: u64) -> i32 {
+    let stat =
+        std::fs::read_to_string(fx.config.container_dir(ContainerId(container)).join("stdout")).unwrap();
+    stat.split(' ').next().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_plain_command_is_the_task_process_itself_where_sh_is_dash() {
+    let fx = Fixture::new(Duration::from_secs(3));
+    let (_handle, mut events) = fx.start(8, "cat /proc/self/stat");
+    let pid = started(&mut events).await;
+    assert_eq!(exited(&mut events).await, TaskExit::Code(0));
+    let dash = std::fs::canonicalize("/bin/sh").unwrap().ends_with("dash");
+    assert_eq!(printed_pid(&fx, 8) == pid, dash, "started {pid}; dash: {dash}");
+
+    // With shell syntax the shell starts `cat` as its child.
+    let (_handle, mut events) = fx.start(9, "cat /proc/self/stat; exit 0");
+    let pid = started(&mut events).await;
+    assert_eq!(exited(&mut events).await, TaskExit::Code(0));
+    assert_ne!(printed_pid(&fx, 9), pid);
+}
+
+#[tokio::test]
+async fn a_task_with_or_without_a_shell_sees_its_directory_as_pwd() {
+    let fx = Fixture::new(Duration::from_secs(3));
+    for (container, command) in [(10, "env"), (11, "echo PWD=$PWD")] {
+        let (_handle, mut events) = fx.start(container, command);
+        started(&mut events).await;
+        assert_eq!(exited(&mut events).await, TaskExit::Code(0));
+        let dir = fx.config.container_dir(ContainerId(container));
+        let stdout = std::fs::read_to_string(dir.join("stdout")).unwrap();
+        let pwd = format!("PWD={}", dir.display());
+        assert!(stdout.lines().any(|line| line == pwd), "{command}: no {pwd} in {stdout}");
+    }
+}
+
 #[tokio::test]
 async fn a_killed_task_leaves_no_process_in_its_group() {
     let fx = Fixture::new(Duration::from_secs(3));

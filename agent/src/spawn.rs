@@ -103,11 +103,12 @@ fn c_string(bytes: &[u8]) -> io::Result<CString> {
 }
 
 impl TaskCommand {
-    /// `program args...` in `cwd` with the agent's environment plus `env` (later entries
-    /// win), output to the two files, born in the cgroup `cgroup` (a directory fd).
+    /// `program` with the argument vector `argv` (`argv[0]` included) in `cwd` with the
+    /// agent's environment plus `env` (later entries win), output to the two files, born
+    /// in the cgroup `cgroup` (a directory fd).
     pub fn new(
         program: &OsStr,
-        args: &[&OsStr],
+        argv: &[&OsStr],
         env: &[(OsString, OsString)],
         cwd: &std::path::Path,
         (stdout, stderr): (std::fs::File, std::fs::File),
@@ -124,13 +125,9 @@ impl TaskCommand {
             .filter(|&(i, (key, _))| !env[i + 1..].iter().any(|(later, _)| later == key))
             .map(|(_, (key, value))| c_string(&[key.as_bytes(), b"=", value.as_bytes()].concat()))
             .collect::<io::Result<_>>()?;
-        let mut argv = vec![c_string(program.as_bytes())?];
-        for arg in args {
-            argv.push(c_string(arg.as_bytes())?);
-        }
         Ok(TaskCommand {
             program: c_string(program.as_bytes())?,
-            argv,
+            argv: argv.iter().map(|arg| c_string(arg.as_bytes())).collect::<io::Result<_>>()?,
             inherited,
             envp,
             cwd: c_string(cwd.as_os_str().as_bytes())?,

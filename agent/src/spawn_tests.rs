@@ -54,8 +54,8 @@ fn task(
         (OsString::from("HOME"), OsString::from("/first")),
         (OsString::from("HOME"), OsString::from("/second")),
     ];
-    let args = [OsStr::new("-c"), OsStr::new(script)];
-    TaskCommand::new(OsStr::new("/bin/sh"), &args, &env, cwd, outputs, cgroup, user).unwrap()
+    let argv = [OsStr::new("sh"), OsStr::new("-c"), OsStr::new(script)];
+    TaskCommand::new(OsStr::new("/bin/sh"), &argv, &env, cwd, outputs, cgroup, user).unwrap()
 }
 
 fn cgroups(dir: &Path) -> Option<Containment> {
@@ -103,7 +103,9 @@ async fn a_killed_task_reports_the_signal_and_a_bad_program_fails_the_spawn() {
     let cgroup = containment.cgroup_dir(ContainerId(23)).unwrap().unwrap();
     let outputs = (tempfile::tempfile().unwrap(), tempfile::tempfile().unwrap());
     let missing = dir.path().join("no-such-program");
-    let command = TaskCommand::new(missing.as_os_str(), &[], &[], dir.path(), outputs, cgroup, None).unwrap();
+    let command =
+        TaskCommand::new(missing.as_os_str(), &[missing.as_os_str()], &[], dir.path(), outputs, cgroup, None)
+            .unwrap();
     match spawn(&command) {
         Err(SpawnFailure::Failed(err)) => assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}"),
         Err(SpawnFailure::Unsupported) => {}

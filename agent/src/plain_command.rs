@@ -1,0 +1,124 @@
+//! A task whose command line is one plain command starts without a shell.
+//!
+//! A job spec's command is a `sh -c` line. Where `/bin/sh` is dash (Debian, Ubuntu), the
+//! shell does not exec a lone external command: it forks it and waits, so such a task paid
+//! for a shell's start, a second process and its reaping, about 2.4 ms of wall time on the
+//! development machine (`docs/benchmarks.md`, launch path, "Eleventh round"). GNU make
+//! starts recipe lines without shell syntax directly for the same reason. Where `/bin/sh`
+//! is another shell (bash execs a lone command itself), every line still goes to it.
+//!
+//! A line is plain only where the shell would do nothing but split it at blanks and look
+//! its first word up: only letters, digits, blanks and `-_./=:,+@%` (no quoting,
+//! expansion, redirection, globbing, comment or separator); a first word that is neither
+//! an assignment, nor a builtin or reserved word of dash, found in an absolute `PATH`
+//! entry (or given as a path) as a regular file the agent may execute that starts with
+//! `#!` or an ELF header. Anything else, including a program not found, goes to the
+//! shell, which then says what it always said (`not found`, exit code 127). The task's
+//! environment is the shell's: the caller sets `PWD`, the one variable dash adds. One
+//! difference shows: a program killed by a signal is reported so, where the shell exited
+//! with 128 + the signal's number.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// dash's builtins (`type NAME` in dash 0.5.12) and reserved words: a line starting with
+/// one means what the shell makes of it, not a program.
+const SHELL_WORDS: &[&str] = &[
+    ".", ":", "[", "alias", "bg", "break", "cd", "chdir", "command", "continue", "echo", "eval", "exec",
+    "exit", "export", "false", "fg", "getopts", "hash", "jobs", "kill", "local", "printf", "pwd", "read",
+    "readonly", "return", "set", "shift", "test", "times", "trap", "true", "type", "ulimit", "umask",
+    "unalias", "unset", "wait", "case", "do", "done", "elif", "else", "esac", "fi", "for", "if", "in",
+    "then", "until", "while",
+];
+
+/// A program to exec directly and its whole argument vector (`argv[0]` as written, as
+/// the shell passes it).
+#[derive(Debug, PartialEq, Eq)]
+pub struct PlainCommand {
+    /// The file to exec.
+    pub program: PathBuf,
+    /// The words of the line, `argv[0]` first.
+    pub argv: Vec<OsString>,
+}
+
+/// `line` as a program and its arguments, if it is one plain command (see the module's
+/// documentation). `path` is the task's `PATH`; `cwd` its working directory, against
+/// which a program given as a relative path is found.
+pub fn plain_command(line: &str, path: Option<&OsStr>, cwd: &Path) -> Option<PlainCommand> {
+    if !shell_is_dash() {
+        return None;
+    }
+    parse(line, path, cwd)
+}
+
+/// [`plain_command`] for a dash `/bin/sh`.
+fn parse(line: &str, path: Option<&OsStr>, cwd: &Path) -> Option<PlainCommand> {
+    if !line.bytes().all(plain_byte) {
+        return None;
+    }
+    let mut words = line.split([' ', '\t']).filter(|word| !word.is_empty());
+    let first = words.next()?;
+    if first.contains('=') || SHELL_WORDS.contains(&first) {
+        return None;
+    }
+    let program = if first.contains('/') { cwd.join(first) } else { search_path(first, path?)? };
+    if !startable(&program) {
+        return None;
+    }
+    let argv = std::iter::once(first).chain(words).map(OsString::from).collect();
+    Some(PlainCommand { program, argv })
+}
+
+/// Whether `/bin/sh` is dash, the shell whose behaviour this module reproduces.
+fn shell_is_dash() -> bool {
+    static DASH: OnceLock<bool> = OnceLock::new();
+    *DASH.get_or_init(|| {
+        std::fs::canonicalize("/bin/sh")
+            .is_ok_and(|shell| shell.file_name().is_some_and(|name| name.as_bytes().starts_with(b"dash")))
+    })
+}
+
+/// Bytes the shell passes through a word unchanged (blanks separate words).
+fn plain_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || b"-_./=:,+@% \t".contains(&byte)
+}
+
+/// The first entry of `path` holding `name`, as dash's search would find it; `None`
+/// where dash's search could differ from this one (a relative entry or one with dash's
+/// `%` suffix before it) or where nothing is found.
+fn search_path(name: &str, path: &OsStr) -> Option<PathBuf> {
+    for entry in path.as_bytes().split(|&byte| byte == b':') {
+        if !entry.starts_with(b"/") || entry.contains(&b'%') {
+            return None;
+        }
+        let candidate = Path::new(OsStr::from_bytes(entry)).join(name);
+        if std::fs::symlink_metadata(&candidate).is_ok() {
+            return Some(candidate);
+        }
+    }
+    None
+}
+
+/// Whether `exec` would start `program` the way the shell would: a regular file the
+/// agent may execute that begins with `#!` or an ELF header (a file with neither, dash
+/// runs as a script of its own).
+fn startable(program: &Path) -> bool {
+    let Ok(c_path) = CString::new(program.as_os_str().as_bytes()) else { return false };
+    // SAFETY: a valid NUL-terminated path; `access` only reads it.
+    if unsafe { libc::access(c_path.as_ptr(), libc::X_OK) } != 0 {
+        return false;
+    }
+    let Ok(mut file) = std::fs::File::open(program) else { return false };
+    if !file.metadata().is_ok_and(|metadata| metadata.is_file()) {
+        return false;
+    }
+    let mut magic = [0u8; 4];
+    file.read_exact(&mut magic).is_ok() && (magic.starts_with(b"#!") || magic == *b"\x7fELF")
+}
+
+#[cfg(test)]
+#[path = "plain_command_tests.rs"]
+mod tests;
