@@ -2,7 +2,8 @@
 # One slot's task-to-task gap (issue 14's `sleep 0.5` goal, without the other slots'
 # work interleaving): a master and one agent with one map slot run one job of
 # TASKS x `sleep 0.5` (default 40); prints the time per task beyond 0.5 s, and the
-# same for `sh -c 'sleep 0.5'` run one after another (the floor of the task itself).
+# same for `sh -c 'sleep 0.5'` and for `sleep 0.5` run one after another (the floor of
+# the task itself, with and without the shell).
 # With BASELINE_BIN (a directory holding an older build's slotmarket, slotmarket-master
 # and slotmarket-agent) both builds run, alternating, ROUNDS times (default 3), each on
 # a cluster of its own.
@@ -35,11 +36,16 @@ gap_run() { # bin_dir label
     calc "($end - $start - $TASKS * 0.5) / $TASKS * 1000"
 }
 
-# The same tasks through `sh -c`, one after another.
+# The same tasks one after another, through `sh -c` or (`direct`) started as the agent
+# starts a plain command where /bin/sh is dash.
 serial_run() {
     local start end
     start=$(now)
-    for _ in $(seq "$TASKS"); do sh -c 'sleep 0.5'; done
+    if [ "${1:-}" = direct ]; then
+        for _ in $(seq "$TASKS"); do sleep 0.5; done
+    else
+        for _ in $(seq "$TASKS"); do sh -c 'sleep 0.5'; done
+    fi
     end=$(now)
     calc "($end - $start - $TASKS * 0.5) / $TASKS * 1000"
 }
@@ -51,5 +57,6 @@ for round in $(seq "${ROUNDS:-3}"); do
     fi
     printf 'round %d  this     %6.2f ms\n' "$round" "$(gap_run "$BIN" this)"
     printf 'round %d  sh -c    %6.2f ms\n' "$round" "$(serial_run)"
+    printf 'round %d  sleep    %6.2f ms\n' "$round" "$(serial_run direct)"
 done
 echo "load after: $(uptime | sed 's/.*load/load/')"
