@@ -468,12 +468,10 @@ fn prepare_blocking(
     };
     // A task run as another user goes to the shell: whether it may exec the program is
     // that user's question, not the agent's.
-    let plain = match &user {
-        None => {
-            let path = config.task_path.clone().or_else(|| std::env::var_os("PATH"));
-            plain_command(&rendered, path.as_deref(), &dir)
-        }
-        Some(_) => None,
+    let plain = match (&user, &config.task_path) {
+        (None, Some(path)) => plain_command(&rendered, Some(path), &dir),
+        (None, None) => plain_command(&rendered, std::env::var_os("PATH").as_deref(), &dir),
+        (Some(_), _) => None,
     };
     debug!(container = %launch.container, command = %rendered, dir = %dir.display(), shell = plain.is_none(), "prepared");
     let prepared = PreparedTask {
