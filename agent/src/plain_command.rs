@@ -7,16 +7,20 @@
 //! starts recipe lines without shell syntax directly for the same reason. Where `/bin/sh`
 //! is another shell (bash execs a lone command itself), every line still goes to it.
 //!
-//! A line is plain only where the shell would do nothing but split it at blanks and look
-//! its first word up: only letters, digits, blanks and `-_./=:,+@%` (no quoting,
-//! expansion, redirection, globbing, comment or separator); a first word that is neither
-//! an assignment, nor a builtin or reserved word of dash, found in an absolute `PATH`
-//! entry (or given as a path) as a regular file the agent may execute that starts with
-//! `#!` or an ELF header. Anything else, including a program not found, goes to the
-//! shell, which then says what it always said (`not found`, exit code 127). The task's
-//! environment is the shell's: the caller sets `PWD`, the one variable dash adds. One
-//! difference shows: a program killed by a signal is reported so, where the shell exited
-//! with 128 + the signal's number.
+//! A line is plain only where the shell would do nothing but split it at blanks, remove
+//! quotes and look its first word up:
+//! - outside quotes only letters, digits, blanks and `-_./=:,+@%`; inside `'...'` and
+//!   `"..."` printable ASCII and blanks, but no `$`, backquote or backslash inside `"..."`
+//!   (so no expansion, escape, redirection, globbing, comment or separator anywhere; the
+//!   quoting the command templates put around paths, `"{job_dir}/input"`, stays plain);
+//! - the first word neither an assignment nor a builtin or reserved word of dash, and
+//!   found in an absolute `PATH` entry (or given as a path) as a regular file the agent
+//!   may execute that starts with `#!` or an ELF header.
+//!
+//! Anything else, a program not found included, goes to the shell, which then says what
+//! it always said (`not found`, exit code 127). The task's environment is the shell's:
+//! the caller sets `PWD`, the one variable dash adds. One difference shows: a program
+//! killed by a signal is reported so, where the shell exited with 128 + its number.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io::Read;
@@ -56,20 +60,56 @@ pub fn plain_command(line: &str, path: Option<&OsStr>, cwd: &Path) -> Option<Pla
 
 /// [`plain_command`] for a dash `/bin/sh`.
 fn parse(line: &str, path: Option<&OsStr>, cwd: &Path) -> Option<PlainCommand> {
-    if !line.bytes().all(plain_byte) {
-        return None;
-    }
-    let mut words = line.split([' ', '\t']).filter(|word| !word.is_empty());
-    let first = words.next()?;
-    if first.contains('=') || SHELL_WORDS.contains(&first) {
+    let words = words(line)?;
+    let first = words.first()?.as_str();
+    if first.is_empty() || first.contains('=') || SHELL_WORDS.contains(&first) {
         return None;
     }
     let program = if first.contains('/') { cwd.join(first) } else { search_path(first, path?)? };
     if !startable(&program) {
         return None;
     }
-    let argv = std::iter::once(first).chain(words).map(OsString::from).collect();
-    Some(PlainCommand { program, argv })
+    Some(PlainCommand { program, argv: words.into_iter().map(OsString::from).collect() })
+}
+
+/// The words the shell makes of `line`, if it only splits it at blanks and removes quotes
+/// (see the module's documentation). A quoted part makes a word even where it is empty
+/// (`''` is an empty argument). `None` for anything else, an unclosed quote included.
+fn words(line: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    // The word being read; `Some` from its first character or quote on.
+    let mut word: Option<String> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' => words.extend(word.take()),
+            '\'' => {
+                let word = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next()? {
+                        '\'' => break,
+                        c if quotable(c) => word.push(c),
+                        _ => return None,
+                    }
+                }
+            }
+            '"' => {
+                let word = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next()? {
+                        '"' => break,
+                        '$' | '`' | '\\' => return None,
+                        c if quotable(c) => word.push(c),
+                        _ => return None,
+                    }
+                }
+            }
+            c if c.is_ascii() && plain_byte(c as u8) => word.get_or_insert_with(String::new).push(c),
+            _ => return None,
+        }
+    }
+    words.extend(word);
+    Some(words)
 }
 
 /// Whether `/bin/sh` is dash, the shell whose behaviour this module reproduces.
@@ -81,9 +121,14 @@ fn shell_is_dash() -> bool {
     })
 }
 
-/// Bytes the shell passes through a word unchanged (blanks separate words).
+/// Characters taken inside quotes (the shell would take any; the rest are left to it).
+fn quotable(c: char) -> bool {
+    c == ' ' || c == '\t' || c.is_ascii_graphic()
+}
+
+/// Bytes the shell passes through an unquoted word unchanged.
 fn plain_byte(byte: u8) -> bool {
-    byte.is_ascii_alphanumeric() || b"-_./=:,+@% \t".contains(&byte)
+    byte.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&byte)
 }
 
 /// The first entry of `path` holding `name`, as dash's search would find it; `None`

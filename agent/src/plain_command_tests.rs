@@ -60,14 +60,75 @@ fn a_program_given_as_a_path_is_found_from_the_working_directory() {
 }
 
 #[test]
+fn quotes_are_removed_and_keep_blanks_and_empty_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = script(dir.path(), "work");
+    let path = Some(dir.path().as_os_str());
+    let line = r#"work --dir "/data/jobs/j7" '{a b}; $x' "" a"b c"'d'e "*?[]~#;&|<>(){}!'""#;
+    let parsed = parse(line, path, Path::new("/")).unwrap();
+    assert_eq!(parsed.program, program);
+    let expected = ["work", "--dir", "/data/jobs/j7", "{a b}; $x", "", "ab cde", "*?[]~#;&|<>(){}!'"];
+    assert_eq!(parsed.argv, argv(&expected));
+    assert_eq!(parse("'work' x", path, Path::new("/")).unwrap().argv, argv(&["work", "x"]));
+}
+
+/// The arguments `/bin/sh` makes of `args` (its `printf` prints each, NUL-terminated).
+fn shell_words(args: &str) -> Vec<OsString> {
+    let output = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("printf '%s\\0' {args}"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{args}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    text.split_terminator('\0').map(OsString::from).collect()
+}
+
+#[test]
+fn the_arguments_are_the_ones_the_shell_makes() {
+    let dir = tempfile::tempdir().unwrap();
+    script(dir.path(), "work");
+    let path = Some(dir.path().as_os_str());
+    for args in [
+        "a  b\tc",
+        r#"--dir "/data/jobs/j7" '{a b}; $x' a"b c"'d'e"#,
+        r#""*?[]~#;&|<>(){}!'" 'say "hi"'"#,
+        "x=1 -n 3 @%+,:./",
+        "a '' \"\" b",
+    ] {
+        let parsed = parse(&format!("work {args}"), path, Path::new("/")).unwrap();
+        assert_eq!(parsed.argv[1..], shell_words(args), "{args}");
+    }
+}
+
+#[test]
+fn quotes_the_shell_would_expand_in_or_leave_open_go_to_the_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    script(dir.path(), "work");
+    let path = Some(dir.path().as_os_str());
+    for line in [
+        r#"work "$HOME""#,
+        r#"work "`id`""#,
+        r#"work "a\"b""#,
+        r#"work "a\\b""#,
+        "work 'open",
+        "work \"open",
+        "work 'a\nb'",
+        "work 'é'",
+        "\"\" x",
+        "'true' x",
+    ] {
+        assert_eq!(parse(line, path, Path::new("/")), None, "{line:?}");
+    }
+}
+
+#[test]
 fn shell_syntax_goes_to_the_shell() {
     let dir = tempfile::tempdir().unwrap();
     script(dir.path(), "work");
     let path = Some(dir.path().as_os_str());
     for line in [
         "work $HOME",
-        "work 'a b'",
-        "work \"a\"",
         "work a\\ b",
         "work `x`",
         "work *",
