@@ -101,12 +101,18 @@ fn the_arguments_are_the_ones_the_shell_makes() {
     }
 }
 
-#[test]
-fn quotes_the_shell_would_expand_in_or_leave_open_go_to_the_shell() {
+/// Asserts that each of `lines` is left to the shell, where `work` is a program on `PATH`.
+fn assert_left_to_the_shell(lines: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     script(dir.path(), "work");
-    let path = Some(dir.path().as_os_str());
-    for line in [
+    for line in lines {
+        assert_eq!(parse(line, Some(dir.path().as_os_str()), Path::new("/")), None, "{line:?}");
+    }
+}
+
+#[test]
+fn quotes_the_shell_would_expand_in_or_leave_open_go_to_the_shell() {
+    assert_left_to_the_shell(&[
         r#"work "$HOME""#,
         r#"work "`id`""#,
         r#"work "a\"b""#,
@@ -117,17 +123,12 @@ fn quotes_the_shell_would_expand_in_or_leave_open_go_to_the_shell() {
         "work 'é'",
         "\"\" x",
         "'true' x",
-    ] {
-        assert_eq!(parse(line, path, Path::new("/")), None, "{line:?}");
-    }
+    ]);
 }
 
 #[test]
 fn shell_syntax_goes_to_the_shell() {
-    let dir = tempfile::tempdir().unwrap();
-    script(dir.path(), "work");
-    let path = Some(dir.path().as_os_str());
-    for line in [
+    assert_left_to_the_shell(&[
         "work $HOME",
         "work a\\ b",
         "work `x`",
@@ -146,9 +147,7 @@ fn shell_syntax_goes_to_the_shell() {
         "! work",
         "work\nwork",
         "work é",
-    ] {
-        assert_eq!(parse(line, path, Path::new("/")), None, "{line:?}");
-    }
+    ]);
 }
 
 #[test]

@@ -227,19 +227,24 @@ fn printed_pid(fx: &Fixture, container: u64) -> i32 {
     stat.split(' ').next().unwrap().parse().unwrap()
 }
 
+/// Runs `command` in `container` to its end; its process id and its exit.
+async fn run_to_exit(fx: &Fixture, container: u64, command: &str) -> (i32, TaskExit) {
+    let (_handle, mut events) = fx.start(container, command);
+    let pid = started(&mut events).await;
+    (pid, exited(&mut events).await)
+}
+
 #[tokio::test]
 async fn a_plain_command_is_the_task_process_itself_where_sh_is_dash() {
     let fx = Fixture::new(Duration::from_secs(3));
-    let (_handle, mut events) = fx.start(8, "cat /proc/self/stat");
-    let pid = started(&mut events).await;
-    assert_eq!(exited(&mut events).await, TaskExit::Code(0));
+    let (pid, exit) = run_to_exit(&fx, 8, "cat /proc/self/stat").await;
+    assert_eq!(exit, TaskExit::Code(0));
     let dash = std::fs::canonicalize("/bin/sh").unwrap().ends_with("dash");
     assert_eq!(printed_pid(&fx, 8) == pid, dash, "started {pid}; dash: {dash}");
 
     // With shell syntax the shell starts `cat` as its child.
-    let (_handle, mut events) = fx.start(9, "cat /proc/self/stat; exit 0");
-    let pid = started(&mut events).await;
-    assert_eq!(exited(&mut events).await, TaskExit::Code(0));
+    let (pid, exit) = run_to_exit(&fx, 9, "cat /proc/self/stat; exit 0").await;
+    assert_eq!(exit, TaskExit::Code(0));
     assert_ne!(printed_pid(&fx, 9), pid);
 }
 
@@ -247,9 +252,7 @@ async fn a_plain_command_is_the_task_process_itself_where_sh_is_dash() {
 async fn a_task_with_or_without_a_shell_sees_its_directory_as_pwd() {
     let fx = Fixture::new(Duration::from_secs(3));
     for (container, command) in [(10, "env"), (11, "echo PWD=$PWD")] {
-        let (_handle, mut events) = fx.start(container, command);
-        started(&mut events).await;
-        assert_eq!(exited(&mut events).await, TaskExit::Code(0));
+        assert_eq!(run_to_exit(&fx, container, command).await.1, TaskExit::Code(0));
         let dir = fx.config.container_dir(ContainerId(container));
         let stdout = std::fs::read_to_string(dir.join("stdout")).unwrap();
         let pwd = format!("PWD={}", dir.display());
