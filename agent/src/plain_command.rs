@@ -13,17 +13,21 @@
 //!   `"..."` printable ASCII and blanks, but no `$`, backquote or backslash inside `"..."`
 //!   (so no expansion, escape, redirection, globbing, comment or separator anywhere; the
 //!   quoting the command templates put around paths, `"{job_dir}/input"`, stays plain);
-//! - the first word neither an assignment nor a builtin or reserved word of dash, and
-//!   found in an absolute `PATH` entry (or given as a path) as a regular file the agent
-//!   may execute that starts with `#!` or an ELF header.
+//! - the first word neither empty, nor an assignment, nor a builtin or reserved word of
+//!   dash.
 //!
-//! Anything else, a program not found included, goes to the shell, which then says what
-//! it always said (`not found`, exit code 127). The task's environment is the shell's:
-//! the caller sets `PWD`, the one variable dash adds. One difference shows: a program
-//! killed by a signal is reported so, where the shell exited with 128 + its number.
+//! The agent looks nothing up itself (a `PATH` entry on a network file system could keep
+//! it waiting): the task's child process tries the first word in each absolute `PATH`
+//! entry in order, as dash would, up to the first entry dash would search differently (a
+//! relative one, or one with dash's `%` suffix), or as written where it holds a `/`. While
+//! a candidate is not there it tries the next; on any other failure, or when none is there,
+//! it execs `/bin/sh -c LINE` after all, so what dash does differently (a file it may not
+//! execute, a script without `#!`, a program not found: `not found`, exit code 127) dash
+//! does itself. The task's environment is the shell's: the caller sets `PWD`, the one
+//! variable dash adds. One difference shows: a program killed by a signal is reported so,
+//! where the shell exited with 128 + its number.
 
-use std::ffi::{CString, OsStr, OsString};
-use std::io::Read;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -38,38 +42,48 @@ const SHELL_WORDS: &[&str] = &[
     "then", "until", "while",
 ];
 
-/// A program to exec directly and its whole argument vector (`argv[0]` as written, as
-/// the shell passes it).
+/// A program to exec directly, where it is found, and its whole argument vector.
 #[derive(Debug, PartialEq, Eq)]
 pub struct PlainCommand {
-    /// The file to exec.
-    pub program: PathBuf,
-    /// The words of the line, `argv[0]` first.
+    /// Where the program may be, in the order to try them.
+    pub candidates: Vec<PathBuf>,
+    /// The words of the line, `argv[0]` as written (as the shell passes it).
     pub argv: Vec<OsString>,
 }
 
 /// `line` as a program and its arguments, if it is one plain command (see the module's
-/// documentation). `path` is the task's `PATH`; `cwd` its working directory, against
-/// which a program given as a relative path is found.
-pub fn plain_command(line: &str, path: Option<&OsStr>, cwd: &Path) -> Option<PlainCommand> {
+/// documentation); `path` is the task's `PATH`.
+pub fn plain_command(line: &str, path: Option<&OsStr>) -> Option<PlainCommand> {
     if !shell_is_dash() {
         return None;
     }
-    parse(line, path, cwd)
+    parse(line, path)
 }
 
 /// [`plain_command`] for a dash `/bin/sh`.
-fn parse(line: &str, path: Option<&OsStr>, cwd: &Path) -> Option<PlainCommand> {
+fn parse(line: &str, path: Option<&OsStr>) -> Option<PlainCommand> {
     let words = words(line)?;
     let first = words.first()?.as_str();
     if first.is_empty() || first.contains('=') || SHELL_WORDS.contains(&first) {
         return None;
     }
-    let program = if first.contains('/') { cwd.join(first) } else { search_path(first, path?)? };
-    if !startable(&program) {
+    let candidates =
+        if first.contains('/') { vec![PathBuf::from(first)] } else { path_candidates(first, path?) };
+    if candidates.is_empty() {
         return None;
     }
-    Some(PlainCommand { program, argv: words.into_iter().map(OsString::from).collect() })
+    Some(PlainCommand { candidates, argv: words.into_iter().map(OsString::from).collect() })
+}
+
+/// `name` in each entry of `path`, up to the first entry dash would search differently
+/// (a relative one, the working directory for an empty one, or one with dash's `%`
+/// suffix): the shell then searches the rest itself.
+fn path_candidates(name: &str, path: &OsStr) -> Vec<PathBuf> {
+    path.as_bytes()
+        .split(|&byte| byte == b':')
+        .take_while(|entry| entry.starts_with(b"/") && !entry.contains(&b'%'))
+        .map(|entry| Path::new(OsStr::from_bytes(entry)).join(name))
+        .collect()
 }
 
 /// The words the shell makes of `line`, if it only splits it at blanks and removes quotes
@@ -129,39 +143,6 @@ fn quotable(c: char) -> bool {
 /// Bytes the shell passes through an unquoted word unchanged.
 fn plain_byte(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&byte)
-}
-
-/// The first entry of `path` holding `name`, as dash's search would find it; `None`
-/// where dash's search could differ from this one (a relative entry or one with dash's
-/// `%` suffix before it) or where nothing is found.
-fn search_path(name: &str, path: &OsStr) -> Option<PathBuf> {
-    for entry in path.as_bytes().split(|&byte| byte == b':') {
-        if !entry.starts_with(b"/") || entry.contains(&b'%') {
-            return None;
-        }
-        let candidate = Path::new(OsStr::from_bytes(entry)).join(name);
-        if std::fs::symlink_metadata(&candidate).is_ok() {
-            return Some(candidate);
-        }
-    }
-    None
-}
-
-/// Whether `exec` would start `program` the way the shell would: a regular file the
-/// agent may execute that begins with `#!` or an ELF header (a file with neither, dash
-/// runs as a script of its own).
-fn startable(program: &Path) -> bool {
-    let Ok(c_path) = CString::new(program.as_os_str().as_bytes()) else { return false };
-    // SAFETY: a valid NUL-terminated path; `access` only reads it.
-    if unsafe { libc::access(c_path.as_ptr(), libc::X_OK) } != 0 {
-        return false;
-    }
-    let Ok(mut file) = std::fs::File::open(program) else { return false };
-    if !file.metadata().is_ok_and(|metadata| metadata.is_file()) {
-        return false;
-    }
-    let mut magic = [0u8; 4];
-    file.read_exact(&mut magic).is_ok() && (magic.starts_with(b"#!") || magic == *b"\x7fELF")
 }
 
 #[cfg(test)]

@@ -1,75 +1,57 @@
-//! Which command lines start without a shell, and what they exec. Programs live in a
-//! temporary directory used as `PATH`, so the results do not depend on the machine's.
+//! Which command lines are plain commands, their words and where the child looks for the
+//! program. What the child then does with them is tested in `process_tests.rs`.
 
-use std::ffi::OsString;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
 
 use super::{PlainCommand, parse, plain_command, shell_is_dash};
 
-/// A file at `dir/name` with `content`, made executable or not.
-fn file(dir: &Path, name: &str, content: &[u8], executable: bool) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, content).unwrap();
-    let mode = if executable { 0o755 } else { 0o644 };
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-    path
-}
-
-fn script(dir: &Path, name: &str) -> PathBuf {
-    file(dir, name, b"#!/bin/sh\nexit 0\n", true)
-}
+const PATH: &str = "/opt/tools/bin:/usr/bin:/bin";
 
 fn argv(words: &[&str]) -> Vec<OsString> {
     words.iter().map(OsString::from).collect()
 }
 
-#[test]
-fn a_lone_program_is_split_at_blanks_and_found_in_path() {
-    let dir = tempfile::tempdir().unwrap();
-    let program = script(dir.path(), "work");
-    let parsed = parse("  work\t--in=a,b  -n 3 x@y:z+1%  ", Some(dir.path().as_os_str()), Path::new("/"));
-    assert_eq!(
-        parsed,
-        Some(PlainCommand { program, argv: argv(&["work", "--in=a,b", "-n", "3", "x@y:z+1%"]) })
-    );
+fn in_path(name: &str) -> Vec<PathBuf> {
+    ["/opt/tools/bin", "/usr/bin", "/bin"].iter().map(|dir| PathBuf::from(dir).join(name)).collect()
+}
+
+fn parse_in_path(line: &str) -> Option<PlainCommand> {
+    parse(line, Some(OsStr::new(PATH)))
 }
 
 #[test]
-fn an_elf_program_is_started_directly_and_the_first_path_entry_wins() {
-    let first = tempfile::tempdir().unwrap();
-    let second = tempfile::tempdir().unwrap();
-    let program = file(first.path(), "tool", b"\x7fELF\x02\x01\x01", true);
-    script(second.path(), "tool");
-    let path = std::env::join_paths([first.path(), second.path()]).unwrap();
-    let parsed = parse("tool", Some(&path), Path::new("/")).unwrap();
-    assert_eq!(parsed.program, program);
-    assert_eq!(parsed.argv, argv(&["tool"]));
+fn a_lone_program_is_split_at_blanks_and_looked_for_in_each_path_entry() {
+    let parsed = parse_in_path("  work\t--in=a,b  -n 3 x@y:z+1%  ");
+    let expected = argv(&["work", "--in=a,b", "-n", "3", "x@y:z+1%"]);
+    assert_eq!(parsed, Some(PlainCommand { candidates: in_path("work"), argv: expected }));
 }
 
 #[test]
-fn a_program_given_as_a_path_is_found_from_the_working_directory() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("bin")).unwrap();
-    let program = script(&dir.path().join("bin"), "run");
-    let parsed = parse("bin/run 1", None, dir.path()).unwrap();
-    assert_eq!(parsed.program, program);
+fn a_program_given_as_a_path_is_tried_as_written() {
+    let parsed = parse_in_path("bin/run 1").unwrap();
+    assert_eq!(parsed.candidates, [PathBuf::from("bin/run")]);
     assert_eq!(parsed.argv, argv(&["bin/run", "1"]));
-    let absolute = format!("{} 1", program.display());
-    assert_eq!(parse(&absolute, None, Path::new("/")).unwrap().program, program);
+    assert_eq!(parse("/opt/x", None).unwrap().candidates, [PathBuf::from("/opt/x")]);
+}
+
+#[test]
+fn the_search_stops_where_dash_would_search_differently() {
+    let candidates = |path: &str| parse("work", Some(OsStr::new(path))).map(|plain| plain.candidates);
+    assert_eq!(candidates("/a:/b::/c"), Some(vec![PathBuf::from("/a/work"), PathBuf::from("/b/work")]));
+    assert_eq!(candidates("/a:bin:/c"), Some(vec![PathBuf::from("/a/work")]));
+    assert_eq!(candidates("/a:/usr/bin%builtin:/c"), Some(vec![PathBuf::from("/a/work")]));
+    assert_eq!(candidates(":/a"), None, "the working directory first: all left to the shell");
+    assert_eq!(parse("work", None), None, "no PATH");
 }
 
 #[test]
 fn quotes_are_removed_and_keep_blanks_and_empty_words() {
-    let dir = tempfile::tempdir().unwrap();
-    let program = script(dir.path(), "work");
-    let path = Some(dir.path().as_os_str());
     let line = r#"work --dir "/data/jobs/j7" '{a b}; $x' "" a"b c"'d'e "*?[]~#;&|<>(){}!'""#;
-    let parsed = parse(line, path, Path::new("/")).unwrap();
-    assert_eq!(parsed.program, program);
+    let parsed = parse_in_path(line).unwrap();
     let expected = ["work", "--dir", "/data/jobs/j7", "{a b}; $x", "", "ab cde", "*?[]~#;&|<>(){}!'"];
     assert_eq!(parsed.argv, argv(&expected));
-    assert_eq!(parse("'work' x", path, Path::new("/")).unwrap().argv, argv(&["work", "x"]));
+    assert_eq!(parse_in_path("'work' x").unwrap().argv, argv(&["work", "x"]));
 }
 
 /// The arguments `/bin/sh` makes of `args` (its `printf` prints each, NUL-terminated).
@@ -86,9 +68,6 @@ fn shell_words(args: &str) -> Vec<OsString> {
 
 #[test]
 fn the_arguments_are_the_ones_the_shell_makes() {
-    let dir = tempfile::tempdir().unwrap();
-    script(dir.path(), "work");
-    let path = Some(dir.path().as_os_str());
     for args in [
         "a  b\tc",
         r#"--dir "/data/jobs/j7" '{a b}; $x' a"b c"'d'e"#,
@@ -96,17 +75,15 @@ fn the_arguments_are_the_ones_the_shell_makes() {
         "x=1 -n 3 @%+,:./",
         "a '' \"\" b",
     ] {
-        let parsed = parse(&format!("work {args}"), path, Path::new("/")).unwrap();
+        let parsed = parse_in_path(&format!("work {args}")).unwrap();
         assert_eq!(parsed.argv[1..], shell_words(args), "{args}");
     }
 }
 
-/// Asserts that each of `lines` is left to the shell, where `work` is a program on `PATH`.
+/// Asserts that each of `lines` is left to the shell.
 fn assert_left_to_the_shell(lines: &[&str]) {
-    let dir = tempfile::tempdir().unwrap();
-    script(dir.path(), "work");
     for line in lines {
-        assert_eq!(parse(line, Some(dir.path().as_os_str()), Path::new("/")), None, "{line:?}");
+        assert_eq!(parse_in_path(line), None, "{line:?}");
     }
 }
 
@@ -129,6 +106,7 @@ fn quotes_the_shell_would_expand_in_or_leave_open_go_to_the_shell() {
 #[test]
 fn shell_syntax_goes_to_the_shell() {
     assert_left_to_the_shell(&[
+        "",
         "work $HOME",
         "work a\\ b",
         "work `x`",
@@ -142,6 +120,7 @@ fn shell_syntax_goes_to_the_shell() {
         "work | work",
         "work > out",
         "work < in",
+        "work\\ x",
         "(work)",
         "{ work; }",
         "! work",
@@ -152,57 +131,24 @@ fn shell_syntax_goes_to_the_shell() {
 
 #[test]
 fn assignments_builtins_and_reserved_words_go_to_the_shell() {
-    let dir = tempfile::tempdir().unwrap();
-    for name in ["true", "echo", "cd", "exec", "exit", "kill", "test", "if", "while"] {
-        script(dir.path(), name);
-    }
-    let path = Some(dir.path().as_os_str());
-    for line in
-        ["FOO=1 work", "true", "echo hi", "cd /", "exec work", "exit 3", "kill 1", "test -e x", "if", "while"]
-    {
-        assert_eq!(parse(line, path, Path::new("/")), None, "{line:?}");
-    }
+    assert_left_to_the_shell(&[
+        "FOO=1 work",
+        "true",
+        "echo hi",
+        "cd /",
+        "exec work",
+        "exit 3",
+        "kill 1",
+        "test -e x",
+        "if",
+        "while",
+    ]);
     // `=` after the first word is an ordinary argument.
-    script(dir.path(), "dd");
-    assert!(parse("dd if=a of=b", path, Path::new("/")).is_some());
-}
-
-#[test]
-fn what_the_shell_would_treat_differently_goes_to_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = Some(dir.path().as_os_str());
-    assert_eq!(parse("", path, Path::new("/")), None, "an empty line");
-    assert_eq!(parse("missing", path, Path::new("/")), None, "not found: the shell says so, exit 127");
-    assert_eq!(parse("work", None, Path::new("/")), None, "no PATH");
-    file(dir.path(), "plain", b"#!/bin/sh\n", false);
-    assert_eq!(parse("plain", path, Path::new("/")), None, "not executable");
-    file(dir.path(), "text", b"echo hi\n", true);
-    assert_eq!(parse("text", path, Path::new("/")), None, "no #! or ELF header: dash runs it itself");
-    std::fs::create_dir(dir.path().join("folder")).unwrap();
-    assert_eq!(parse("folder", path, Path::new("/")), None, "a directory");
-}
-
-#[test]
-fn a_path_that_dash_would_search_differently_goes_to_the_shell() {
-    let dir = tempfile::tempdir().unwrap();
-    script(dir.path(), "work");
-    let after = |entry: &str| {
-        let mut path = OsString::from(entry);
-        path.push(":");
-        path.push(dir.path());
-        parse("work", Some(&path), Path::new("/"))
-    };
-    assert_eq!(after(""), None, "an empty entry (the working directory) before the program");
-    assert_eq!(after("bin"), None, "a relative entry before the program");
-    assert_eq!(after("/usr/bin%builtin"), None, "dash's % suffix before the program");
-    assert!(after("/nonexistent").is_some(), "an absolute entry without the program is skipped");
+    assert!(parse_in_path("dd if=a of=b").is_some());
 }
 
 #[test]
 fn plain_commands_are_taken_only_where_sh_is_dash() {
-    let dir = tempfile::tempdir().unwrap();
-    script(dir.path(), "work");
-    let path = Some(dir.path().as_os_str());
-    let expected = parse("work", path, Path::new("/")).filter(|_| shell_is_dash());
-    assert_eq!(plain_command("work", path, Path::new("/")), expected);
+    let path = Some(OsStr::new(PATH));
+    assert_eq!(plain_command("work", path), parse("work", path).filter(|_| shell_is_dash()));
 }

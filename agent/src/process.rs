@@ -282,7 +282,8 @@ async fn kill_container(config: &Arc<ProcessConfig>, container: ContainerId) {
 struct PreparedTask {
     container: ContainerId,
     rendered: String,
-    /// The program `rendered` starts where it needs no shell ([`crate::plain_command`]).
+    /// Where `rendered` is one plain command, the program the child tries before the
+    /// shell ([`crate::plain_command`]).
     plain: Option<PlainCommand>,
     dir: PathBuf,
     stdout: std::fs::File,
@@ -317,15 +318,15 @@ impl PreparedTask {
             cgroup_dir,
             user,
         } = self;
-        let (program, argv) = match &plain {
-            Some(plain) => (plain.program.as_os_str(), plain.argv.iter().map(OsString::as_os_str).collect()),
-            None => {
-                (OsStr::new("/bin/sh"), vec![OsStr::new("/bin/sh"), OsStr::new("-c"), OsStr::new(&rendered)])
-            }
-        };
+        let shell = [OsStr::new("/bin/sh"), OsStr::new("-c"), OsStr::new(&rendered)];
         if let Some(cgroup) = cgroup_dir.filter(|_| !CLONE3_REFUSED.load(Ordering::Relaxed)) {
-            let command =
-                TaskCommand::new(program, &argv, &env, &dir, (stdout, stderr), cgroup, user.clone())?;
+            let mut command =
+                TaskCommand::new(shell[0], &shell, &env, &dir, (stdout, stderr), cgroup, user.clone())?;
+            if let Some(plain) = &plain {
+                let programs: Vec<&OsStr> = plain.candidates.iter().map(|path| path.as_os_str()).collect();
+                let argv: Vec<&OsStr> = plain.argv.iter().map(OsString::as_os_str).collect();
+                command = command.trying_first(&programs, &argv)?;
+            }
             match spawn::spawn(&command) {
                 Ok(process) => return Ok(TaskChild::Born(process)),
                 Err(SpawnFailure::Failed(err)) => return Err(err),
@@ -338,10 +339,10 @@ impl PreparedTask {
                 }
             }
         }
-        let mut command = Command::new(program);
+        // Always the shell here: this way in has no place to try the program first.
+        let mut command = Command::new(shell[0]);
         command
-            .arg0(argv[0])
-            .args(&argv[1..])
+            .args(&shell[1..])
             .current_dir(&dir)
             .stdin(Stdio::null())
             .stdout(stdout)
@@ -466,14 +467,11 @@ fn prepare_blocking(
         }
         None => None,
     };
-    // A task run as another user goes to the shell: whether it may exec the program is
-    // that user's question, not the agent's.
-    let plain = match (&user, &config.task_path) {
-        (None, Some(path)) => plain_command(&rendered, Some(path), &dir),
-        (None, None) => plain_command(&rendered, std::env::var_os("PATH").as_deref(), &dir),
-        (Some(_), _) => None,
+    let plain = match &config.task_path {
+        Some(path) => plain_command(&rendered, Some(path)),
+        None => plain_command(&rendered, std::env::var_os("PATH").as_deref()),
     };
-    debug!(container = %launch.container, command = %rendered, dir = %dir.display(), shell = plain.is_none(), "prepared");
+    debug!(container = %launch.container, command = %rendered, dir = %dir.display(), plain = plain.is_some(), "prepared");
     let prepared = PreparedTask {
         container: launch.container,
         rendered,

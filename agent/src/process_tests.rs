@@ -248,6 +248,47 @@ async fn a_plain_command_is_the_task_process_itself_where_sh_is_dash() {
     assert_ne!(printed_pid(&fx, 9), pid);
 }
 
+/// A file named `name` in the directory at the head of the tasks' `PATH`.
+fn in_path_prefix(fx: &Fixture, name: &str, content: &str, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(&fx.path_prefix).unwrap();
+    let path = fx.path_prefix.join(name);
+    std::fs::write(&path, content).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn stdout_of(fx: &Fixture, container: u64) -> String {
+    std::fs::read_to_string(fx.config.container_dir(ContainerId(container)).join("stdout")).unwrap()
+}
+
+#[tokio::test]
+async fn where_the_program_cannot_be_exec_d_the_shell_does_what_it_always_did() {
+    let fx = Fixture::new(Duration::from_secs(3));
+    // Not executable, ahead of the real `cat` on PATH: dash skips it and runs the real one.
+    in_path_prefix(&fx, "cat", "#!/bin/sh\necho wrong cat\n", 0o644);
+    let (pid, exit) = run_to_exit(&fx, 20, "cat /proc/self/stat").await;
+    assert_eq!(exit, TaskExit::Code(0));
+    assert_ne!(printed_pid(&fx, 20), pid, "the shell started cat");
+
+    // No `#!`: dash runs it as a script of its own.
+    in_path_prefix(&fx, "no-header", "echo from the script\n", 0o755);
+    assert_eq!(run_to_exit(&fx, 21, "no-header").await.1, TaskExit::Code(0));
+    assert_eq!(stdout_of(&fx, 21), "from the script\n");
+
+    // Not found anywhere: the shell says so.
+    assert_eq!(run_to_exit(&fx, 22, "no-such-program-anywhere").await.1, TaskExit::Code(127));
+    let stderr = std::fs::read_to_string(fx.config.container_dir(ContainerId(22)).join("stderr")).unwrap();
+    assert!(stderr.contains("not found"), "{stderr}");
+
+    // A FIFO with execute bits: nothing waits on it, and the shell finds no program.
+    let fifo =
+        std::ffi::CString::new(fx.path_prefix.join("fifo-program").into_os_string().into_encoded_bytes())
+            .unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o755) }, 0);
+    assert_eq!(run_to_exit(&fx, 23, "fifo-program").await.1, TaskExit::Code(127));
+}
+
 #[tokio::test]
 async fn a_task_with_or_without_a_shell_sees_its_directory_as_pwd() {
     let fx = Fixture::new(Duration::from_secs(3));

@@ -56,6 +56,10 @@ struct CloneArgs {
 pub struct TaskCommand {
     program: CString,
     argv: Vec<CString>,
+    /// Files tried before `program`, each with `direct_argv`, while they are not there
+    /// (see [`TaskCommand::trying_first`]).
+    direct: Vec<CString>,
+    direct_argv: Vec<CString>,
     /// The agent's environment entries the task inherits (those `env` does not set).
     inherited: Vec<&'static CStr>,
     /// The task's own entries.
@@ -127,7 +131,9 @@ impl TaskCommand {
             .collect::<io::Result<_>>()?;
         Ok(TaskCommand {
             program: c_string(program.as_bytes())?,
-            argv: argv.iter().map(|arg| c_string(arg.as_bytes())).collect::<io::Result<_>>()?,
+            argv: c_strings(argv)?,
+            direct: Vec::new(),
+            direct_argv: Vec::new(),
             inherited,
             envp,
             cwd: c_string(cwd.as_os_str().as_bytes())?,
@@ -137,6 +143,20 @@ impl TaskCommand {
             user,
         })
     }
+
+    /// Makes the child exec each of `programs` with `argv` first, in order, moving on while
+    /// one is not there (`ENOENT`, `ENOTDIR`); `program` runs only once none is, or one
+    /// fails otherwise. How a plain command starts without the shell where it can and with
+    /// it where the shell would do something else ([`crate::plain_command`]).
+    pub fn trying_first(mut self, programs: &[&OsStr], argv: &[&OsStr]) -> io::Result<TaskCommand> {
+        self.direct = c_strings(programs)?;
+        self.direct_argv = c_strings(argv)?;
+        Ok(self)
+    }
+}
+
+fn c_strings(strings: &[&OsStr]) -> io::Result<Vec<CString>> {
+    strings.iter().map(|string| c_string(string.as_bytes())).collect()
 }
 
 /// A task process started by [`spawn`]; not yet reaped until [`TaskProcess::wait`]
@@ -161,8 +181,8 @@ pub enum SpawnFailure {
 pub fn spawn(command: &TaskCommand) -> Result<TaskProcess, SpawnFailure> {
     let failed = |err| SpawnFailure::Failed(err);
     let devnull = dev_null().map_err(failed)?;
-    let mut argv: Vec<*const libc::c_char> = command.argv.iter().map(|a| a.as_ptr()).collect();
-    argv.push(std::ptr::null());
+    let argv = null_terminated(&command.argv);
+    let direct_argv = null_terminated(&command.direct_argv);
     let inherited = command.inherited.iter().map(|e| e.as_ptr());
     let mut envp: Vec<*const libc::c_char> =
         inherited.chain(command.envp.iter().map(|e| e.as_ptr())).collect();
@@ -170,6 +190,7 @@ pub fn spawn(command: &TaskCommand) -> Result<TaskProcess, SpawnFailure> {
     let context = ChildContext {
         command,
         argv: argv.as_ptr(),
+        direct_argv: direct_argv.as_ptr(),
         envp: envp.as_ptr(),
         devnull,
         agent: std::process::id(),
@@ -191,11 +212,17 @@ pub fn spawn(command: &TaskCommand) -> Result<TaskProcess, SpawnFailure> {
     Ok(TaskProcess { pid, pidfd, status: None })
 }
 
+/// Pointers to `strings` and a NULL after them, as `execve` takes them.
+fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings.iter().map(|string| string.as_ptr()).chain(std::iter::once(std::ptr::null())).collect()
+}
+
 /// What the child reads, all prepared before the clone (the child may not allocate).
 struct ChildContext<'a> {
     command: &'a TaskCommand,
-    /// `argv` and `envp` for `execve`, NULL-terminated.
+    /// `argv`, the direct attempts' `argv` and `envp` for `execve`, NULL-terminated.
     argv: *const *const libc::c_char,
+    direct_argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
     devnull: RawFd,
     /// The agent's pid, to check the parent-death signal was set in time.
@@ -372,6 +399,13 @@ unsafe fn child(context: &ChildContext<'_>) -> ! {
         }
         if crate::process::die_with_parent(context.agent).is_err() {
             fail();
+        }
+        for program in &command.direct {
+            libc::execve(program.as_ptr(), context.direct_argv, context.envp);
+            let errno = *libc::__errno_location();
+            if errno != libc::ENOENT && errno != libc::ENOTDIR {
+                break;
+            }
         }
         libc::execve(command.program.as_ptr(), context.argv, context.envp);
         fail()
