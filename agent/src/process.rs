@@ -323,9 +323,7 @@ impl PreparedTask {
             let mut command =
                 TaskCommand::new(shell[0], &shell, &env, &dir, (stdout, stderr), cgroup, user.clone())?;
             if let Some(plain) = &plain {
-                let programs: Vec<&OsStr> = plain.candidates.iter().map(|path| path.as_os_str()).collect();
-                let argv: Vec<&OsStr> = plain.argv.iter().map(OsString::as_os_str).collect();
-                command = command.trying_first(&programs, &argv)?;
+                command = command.trying_first(&plain.candidates, &plain.argv)?;
             }
             match spawn::spawn(&command) {
                 Ok(process) => return Ok(TaskChild::Born(process)),

@@ -148,15 +148,19 @@ impl TaskCommand {
     /// one is not there (`ENOENT`, `ENOTDIR`); `program` runs only once none is, or one
     /// fails otherwise. How a plain command starts without the shell where it can and with
     /// it where the shell would do something else ([`crate::plain_command`]).
-    pub fn trying_first(mut self, programs: &[&OsStr], argv: &[&OsStr]) -> io::Result<TaskCommand> {
+    pub fn trying_first(
+        mut self,
+        programs: &[impl AsRef<OsStr>],
+        argv: &[impl AsRef<OsStr>],
+    ) -> io::Result<TaskCommand> {
         self.direct = c_strings(programs)?;
         self.direct_argv = c_strings(argv)?;
         Ok(self)
     }
 }
 
-fn c_strings(strings: &[&OsStr]) -> io::Result<Vec<CString>> {
-    strings.iter().map(|string| c_string(string.as_bytes())).collect()
+fn c_strings(strings: &[impl AsRef<OsStr>]) -> io::Result<Vec<CString>> {
+    strings.iter().map(|string| c_string(string.as_ref().as_bytes())).collect()
 }
 
 /// A task process started by [`spawn`]; not yet reaped until [`TaskProcess::wait`]
