@@ -6,7 +6,8 @@
 #   - submit rate: PARALLEL CLIs at once, each submitting SUBMITS jobs one process per
 #     job, against the master with its agent and again against a second master with no
 #     agent (submission only: its jobs queue); one `slotmarket submit` carrying BATCH specs over one connection; and PARALLEL
-#     CLIs at once, each carrying SUBMITS specs;
+#     CLIs at once, each carrying SUBMITS specs; the two one-job rates are the median of
+#     RATE_ROUNDS rounds (default 3), each round listed;
 #   - CPU per run (with perf): `--version`, `nodes` and a one-job `submit`, each TIMES times,
 #     in CPU_ROUNDS rounds (default 5) that alternate the CLIs being compared; the median round.
 # Every submit is acknowledged only once the master has it on disk, so the rates include
@@ -68,7 +69,7 @@ fi
 # A master with no agent, for the submission-only rate below.
 mkdir -p "$WORK/lone"
 start_master "$BIN" "$WORK/lone"
-LONE_MASTER=$MASTER_ADDR
+LONE_MASTER=$MASTER_ADDR LONE_PID=$MASTER_PID
 
 printf 'name = "one"\n[[stage]]\nname = "run"\ntasks = 1\nslot = "map"\ncommand = "true"\n' >"$WORK/one.toml"
 
@@ -104,6 +105,18 @@ parallel_rate() {
     end=$(us)
     awk -v n=$((PARALLEL * SUBMITS)) -v us=$((end - start)) 'BEGIN { printf "%.0f\n", n / (us / 1e6) }'
 }
+
+# parallel_rate RATE_ROUNDS times (default 3); prints the median, then every round's rate.
+# One round lasts about half a second, and this VM's cores change speed from one second to
+# the next.
+rate_rounds() {
+    local rates=()
+    for _ in $(seq "${RATE_ROUNDS:-3}"); do rates+=("$(parallel_rate)"); done
+    echo "$(printf '%s\n' "${rates[@]}" | sort -n | sed -n "$(( (${#rates[@]} + 1) / 2 ))p") ${rates[*]}"
+}
+
+# CPU seconds (user + system) process $1 has used so far.
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / hz }' "/proc/$1/stat"; }
 
 # The rate of PARALLEL CLIs each submitting SUBMITS specs in one invocation; prints jobs/s.
 parallel_batch_rate() {
@@ -190,14 +203,18 @@ for i in "${!clis[@]}"; do
     printf '%-34s --version %s ms  nodes %s ms  submit %s ms\n' "CPU per run ($label)" \
         "$(cpu_median "$i" version)" "$(cpu_median "$i" nodes)" "$(cpu_median "$i" submit)"
 done
-rate=$(parallel_rate)
-printf '%-34s %7s jobs/s\n' "$PARALLEL parallel CLIs x $SUBMITS submits" "$rate"
+read -r rate rates < <(rate_rounds)
+printf '%-34s %7s jobs/s (median of %s)\n' "$PARALLEL parallel CLIs x $SUBMITS submits" "$rate" "${rates// /, }"
 # The row above also pays for running every job: the agent starts each `true` task on the
 # same cores, and the master handles its reports and commits its end. This one sends the
 # same submits to a master with no agent, where the jobs only queue: what submission alone
 # costs, the figure the goal of 500 one-job CLIs a second is about. Both are kept.
-lone=$(SLOTMARKET_MASTER=$LONE_MASTER SLOTMARKET_CERT_DIR=$WORK/lone/pki parallel_rate)
-printf '%-34s %7s jobs/s\n' "$PARALLEL parallel CLIs x $SUBMITS submits, no agent (submission only)" "$lone"
+lone_cpu=$(cpu_s "$LONE_PID")
+read -r lone lones < <(SLOTMARKET_MASTER=$LONE_MASTER SLOTMARKET_CERT_DIR=$WORK/lone/pki rate_rounds)
+lone_cpu=$(awk -v a="$lone_cpu" -v b="$(cpu_s "$LONE_PID")" -v n=$((PARALLEL * SUBMITS * ${RATE_ROUNDS:-3})) \
+    'BEGIN { printf "%.2f", (b - a) * 1000 / n }')
+printf '%-34s %7s jobs/s (median of %s; master CPU %s ms per job)\n' \
+    "$PARALLEL parallel CLIs x $SUBMITS submits, no agent (submission only)" "$lone" "${lones// /, }" "$lone_cpu"
 if [ -n "${BASELINE_BIN:-}" ]; then
     # The same row for this build's CLI and the baseline's, alternating three times
     # against the same agentless master, so both see the same load.
