@@ -302,8 +302,8 @@ struct PreparedTask {
 static CLONE3_REFUSED: AtomicBool = AtomicBool::new(false);
 
 impl PreparedTask {
-    /// Starts the process and returns once it has exec'd. With a cgroup it is born in it
-    /// (`clone3`, [`crate::spawn`]); otherwise, or where `clone3` is refused, through
+    /// Starts the process and returns once it has exec'd: by `clone3` ([`crate::spawn`]),
+    /// born in its cgroup if it has one; where `clone3` is refused, through
     /// `tokio::process` with the cgroup joined between fork and exec.
     fn start(self) -> io::Result<TaskChild> {
         let PreparedTask {
@@ -319,9 +319,9 @@ impl PreparedTask {
             user,
         } = self;
         let shell = [OsStr::new("/bin/sh"), OsStr::new("-c"), OsStr::new(&rendered)];
-        if let Some(cgroup) = cgroup_dir.filter(|_| !CLONE3_REFUSED.load(Ordering::Relaxed)) {
+        if !CLONE3_REFUSED.load(Ordering::Relaxed) {
             let mut command =
-                TaskCommand::new(shell[0], &shell, &env, &dir, (stdout, stderr), cgroup, user.clone())?;
+                TaskCommand::new(shell[0], &shell, &env, &dir, (stdout, stderr), cgroup_dir, user.clone())?;
             if let Some(plain) = &plain {
                 command = command.trying_first(&plain.candidates, &plain.argv)?;
             }
@@ -329,7 +329,7 @@ impl PreparedTask {
                 Ok(process) => return Ok(TaskChild::Born(process)),
                 Err(SpawnFailure::Failed(err)) => return Err(err),
                 Err(SpawnFailure::Unsupported) => {
-                    warn!(%container, "clone3 is refused here; tasks join their cgroup after fork instead");
+                    warn!(%container, "clone3 is refused here; tasks start by fork instead (joining their cgroup, if any, before exec)");
                     CLONE3_REFUSED.store(true, Ordering::Relaxed);
                     // The refused command took the output files; the fallback below
                     // starts the task with fresh handles on them.

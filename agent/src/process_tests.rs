@@ -236,7 +236,16 @@ async fn run_to_exit(fx: &Fixture, container: u64, command: &str) -> (i32, TaskE
 
 #[tokio::test]
 async fn a_plain_command_is_the_task_process_itself_where_sh_is_dash() {
-    let fx = Fixture::new(Duration::from_secs(3));
+    a_plain_command_is_the_task_process_itself_with(ContainmentMode::Auto).await;
+}
+
+#[tokio::test]
+async fn a_plain_command_is_the_task_process_itself_with_the_process_scan_too() {
+    a_plain_command_is_the_task_process_itself_with(ContainmentMode::Scan).await;
+}
+
+async fn a_plain_command_is_the_task_process_itself_with(mode: ContainmentMode) {
+    let fx = Fixture::with(Duration::from_secs(3), mode);
     let (pid, exit) = run_to_exit(&fx, 8, "cat /proc/self/stat").await;
     assert_eq!(exit, TaskExit::Code(0));
     let dash = std::fs::canonicalize("/bin/sh").unwrap().ends_with("dash");
@@ -342,7 +351,16 @@ async fn background_children_die_with_the_group() {
 
 #[tokio::test]
 async fn processes_left_behind_by_a_finished_task_are_swept() {
-    let fx = Fixture::new(Duration::from_secs(3));
+    processes_left_behind_by_a_finished_task_are_swept_with(ContainmentMode::Auto).await;
+}
+
+#[tokio::test]
+async fn processes_left_behind_by_a_finished_task_are_swept_by_the_process_scan_too() {
+    processes_left_behind_by_a_finished_task_are_swept_with(ContainmentMode::Scan).await;
+}
+
+async fn processes_left_behind_by_a_finished_task_are_swept_with(mode: ContainmentMode) {
+    let fx = Fixture::with(Duration::from_secs(3), mode);
     let (_handle, mut events) = fx.start(5, "sleep 30 & exit 0");
     let pgid = started(&mut events).await;
     assert_eq!(exited(&mut events).await, TaskExit::Code(0));

@@ -13,9 +13,11 @@
 //! the agent's page tables are not copied for every task; the child keeps the rules that
 //! sharing needs (see `child`). Elsewhere the clone copies the memory, as fork does.
 //!
-//! Only for cgroup containment (which needs Linux 5.14, so `clone3` and
-//! `CLONE_INTO_CGROUP`, both older, exist); where a seccomp filter refuses `clone3`
-//! (`ENOSYS`), [`spawn`] says so and the caller falls back to `tokio::process`.
+//! Under process-scan containment (no cgroup) the same clone runs without
+//! `CLONE_INTO_CGROUP`: `tokio::process` would fork, copying the agent's page tables for
+//! every task, and always start the shell. `clone3` needs Linux 5.3 (cgroup containment
+//! needs 5.14); where it is missing or a seccomp filter refuses it (`ENOSYS`), [`spawn`]
+//! says so and the caller falls back to `tokio::process`.
 
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
@@ -67,8 +69,8 @@ pub struct TaskCommand {
     cwd: CString,
     stdout: std::fs::File,
     stderr: std::fs::File,
-    /// The container's cgroup directory.
-    cgroup: OwnedFd,
+    /// The container's cgroup directory, where there is one.
+    cgroup: Option<OwnedFd>,
     user: Option<UnixUser>,
 }
 
@@ -109,14 +111,14 @@ fn c_string(bytes: &[u8]) -> io::Result<CString> {
 impl TaskCommand {
     /// `program` with the argument vector `argv` (`argv[0]` included) in `cwd` with the
     /// agent's environment plus `env` (later entries win), output to the two files, born
-    /// in the cgroup `cgroup` (a directory fd).
+    /// in the cgroup `cgroup` (a directory fd) where one is given.
     pub fn new(
         program: &OsStr,
         argv: &[&OsStr],
         env: &[(OsString, OsString)],
         cwd: &std::path::Path,
         (stdout, stderr): (std::fs::File, std::fs::File),
-        cgroup: OwnedFd,
+        cgroup: Option<OwnedFd>,
         user: Option<UnixUser>,
     ) -> io::Result<TaskCommand> {
         let set = |key: &OsStr| env.iter().any(|(set, _)| set == key);
@@ -179,7 +181,7 @@ pub enum SpawnFailure {
     Failed(io::Error),
 }
 
-/// Starts `command` in its own process group, in its cgroup, and returns once it has
+/// Starts `command` in its own process group, in its cgroup if it has one, and returns once it has
 /// exec'd (or failed to). Must be called inside a tokio runtime, from a thread that lives
 /// as long as the agent (the parent-death signal follows the thread that forked).
 pub fn spawn(command: &TaskCommand) -> Result<TaskProcess, SpawnFailure> {
@@ -305,13 +307,17 @@ fn clone_child(mut context: ChildContext<'_>) -> Result<Started, SpawnFailure> {
     Ok(Started { pid, pidfd, error })
 }
 
-/// The clone's arguments common to both ways: a pidfd, SIGCHLD at exit, the cgroup.
+/// The clone's arguments common to both ways: a pidfd, SIGCHLD at exit, the cgroup if any.
 fn clone_args(context: &ChildContext<'_>, pidfd: &mut libc::c_int) -> CloneArgs {
+    let (into_cgroup, cgroup) = match &context.command.cgroup {
+        Some(dir) => (CLONE_INTO_CGROUP, dir.as_raw_fd() as u64),
+        None => (0, 0),
+    };
     CloneArgs {
-        flags: libc::CLONE_PIDFD as u64 | CLONE_INTO_CGROUP,
+        flags: libc::CLONE_PIDFD as u64 | into_cgroup,
         pidfd: std::ptr::from_mut(pidfd) as u64,
         exit_signal: libc::SIGCHLD as u64,
-        cgroup: context.command.cgroup.as_raw_fd() as u64,
+        cgroup,
         ..CloneArgs::default()
     }
 }
