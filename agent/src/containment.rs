@@ -119,11 +119,12 @@ impl Containment {
     /// The live processes (not zombies) carrying this agent's and `container`'s markers.
     pub fn marked_processes(&self, container: ContainerId) -> Vec<u32> {
         let tag = container.to_string();
+        let mut environs = Environs::default();
         processes()
             .filter(|&pid| {
-                environ(pid).is_some_and(|env| {
-                    self.is_ours(&env) && has_entry(&env, CONTAINER_MARKER, tag.as_bytes())
-                })
+                environs
+                    .read(pid)
+                    .is_some_and(|env| self.is_ours(env) && has_entry(env, CONTAINER_MARKER, tag.as_bytes()))
             })
             .collect()
     }
@@ -388,9 +389,10 @@ fn kill_marked(matches: impl Fn(&[u8]) -> bool) -> usize {
     let me = std::process::id();
     let mut killed = BTreeSet::new();
     let deadline = Instant::now() + KILL_WAIT;
+    let mut environs = Environs::default();
     loop {
         let found: Vec<u32> =
-            processes().filter(|&pid| pid != me && environ(pid).is_some_and(|env| matches(&env))).collect();
+            processes().filter(|&pid| pid != me && environs.read(pid).is_some_and(&matches)).collect();
         if found.is_empty() || Instant::now() >= deadline {
             return killed.len();
         }
@@ -415,10 +417,44 @@ fn processes() -> impl Iterator<Item = u32> {
         .filter_map(|entry| entry.file_name().to_str().and_then(|name| name.parse().ok()))
 }
 
-/// A process's initial environment; `None` if it is gone, a zombie, or not ours to read.
-fn environ(pid: u32) -> Option<Vec<u8>> {
-    std::fs::read(format!("/proc/{pid}/environ")).ok().filter(|env| !env.is_empty())
+/// Reads processes' initial environments into one buffer, reused across a scan: a scan
+/// reads every process's, on every container's end, so it makes the fewest system calls
+/// it can (`open`, one `read`, `close`; `std::fs::read` adds a `statx` and a second
+/// `read`) and allocates nothing once the buffer has grown.
+#[derive(Default)]
+struct Environs {
+    path: String,
+    buf: Vec<u8>,
 }
+
+impl Environs {
+    /// `pid`'s environment; `None` if it is gone, a zombie, or not ours to read.
+    fn read(&mut self, pid: u32) -> Option<&[u8]> {
+        use std::fmt::Write;
+        use std::io::Read;
+        self.path.clear();
+        let _ = write!(self.path, "/proc/{pid}/environ");
+        let mut file = std::fs::File::open(&self.path).ok()?;
+        if self.buf.len() < ENVIRON_START {
+            self.buf.resize(ENVIRON_START, 0);
+        }
+        let mut len = 0;
+        loop {
+            let n = file.read(&mut self.buf[len..]).ok()?;
+            len += n;
+            // The kernel fills a read up to the end of the environment, so a read that
+            // left room was the last (`environ_read` in fs/proc/base.c).
+            if n == 0 || len < self.buf.len() {
+                break;
+            }
+            self.buf.resize(self.buf.len() * 2, 0);
+        }
+        (len > 0).then(|| &self.buf[..len])
+    }
+}
+
+/// The buffer a scan starts with: most environments are a few KiB.
+const ENVIRON_START: usize = 64 * 1024;
 
 /// Whether the NUL-separated environment `env` holds exactly `key=value`.
 fn has_entry(env: &[u8], key: &str, value: &[u8]) -> bool {

@@ -46,6 +46,32 @@ fn environment_entries_match_exactly() {
     assert!(!has_entry(b"XSLOTMARKET_CONTAINER=c12\0", CONTAINER_MARKER, b"c12"));
 }
 
+#[test]
+fn a_scan_reads_each_environment_whole_small_or_larger_than_its_buffer() {
+    // One string may hold at most 128 KiB, so the large one is three.
+    let part = "x".repeat(ENVIRON_START);
+    let small = Command::new("sleep").arg("30").env("SCAN_TEST", "small").spawn().unwrap();
+    let large = Command::new("sleep")
+        .arg("30")
+        .envs([("SCAN_A", &part), ("SCAN_B", &part), ("SCAN_C", &part)])
+        .spawn()
+        .unwrap();
+    let mut children = [small, large];
+    let mut environs = Environs::default();
+    for child in &children {
+        let whole = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
+        assert_eq!(environs.read(child.id()), Some(&whole[..]));
+    }
+    // The buffer grew for the large one; a small one read after it is not padded.
+    let first = std::fs::read(format!("/proc/{}/environ", children[0].id())).unwrap();
+    assert_eq!(environs.read(children[0].id()), Some(&first[..]));
+    for child in &mut children {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    assert_eq!(environs.read(children[0].id()), None, "a reaped process has none");
+}
+
 /// Starts `sh -c SCRIPT` in its own group with the container's markers, joining the
 /// container's cgroup first when there is one, as the agent's tasks do.
 fn spawn_task(containment: &Containment, container: ContainerId, script: &str) -> Child {
