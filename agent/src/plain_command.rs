@@ -19,11 +19,12 @@
 //! The agent looks nothing up itself (a `PATH` entry on a network file system could keep
 //! it waiting): the task's child process tries the first word in each absolute `PATH`
 //! entry in order, as dash would, up to the first entry dash would search differently (a
-//! relative one, or one with dash's `%` suffix), or as written where it holds a `/`. While
-//! a candidate is not there it tries the next; on any other failure, or when none is there,
-//! it execs `/bin/sh -c LINE` after all, so what dash does differently (a file it may not
-//! execute, a script without `#!`, a program not found: `not found`, exit code 127) dash
-//! does itself. The task's environment is the shell's: the caller sets `PWD`, the one
+//! relative one, or one with dash's `%` suffix), or as written where it holds a `/`. As
+//! dash does, it moves on past a candidate that fails to start (not there, not executable,
+//! in a directory it may not search); at a file that is no program (`ENOEXEC`), or when
+//! none started, it execs `/bin/sh -c LINE` after all, so what dash does then (a script
+//! without `#!` run by the shell, `not found` and exit code 127, `Permission denied` and
+//! 126) dash does itself. The task's environment is the shell's: the caller sets `PWD`, the one
 //! variable dash adds. One difference shows: a program killed by a signal is reported so,
 //! where the shell exited with 128 + its number.
 

@@ -146,9 +146,9 @@ impl TaskCommand {
         })
     }
 
-    /// Makes the child exec each of `programs` with `argv` first, in order, moving on while
-    /// one is not there (`ENOENT`, `ENOTDIR`); `program` runs only once none is, or one
-    /// fails otherwise. How a plain command starts without the shell where it can and with
+    /// Makes the child exec each of `programs` with `argv` first, in order, moving on past
+    /// each that fails; `program` runs only once none has started, or at one that is no
+    /// program (`ENOEXEC`). How a plain command starts without the shell where it can and with
     /// it where the shell would do something else ([`crate::plain_command`]).
     pub fn trying_first(
         mut self,
@@ -412,8 +412,9 @@ unsafe fn child(context: &ChildContext<'_>) -> ! {
         }
         for program in &command.direct {
             libc::execve(program.as_ptr(), context.direct_argv, context.envp);
-            let errno = *libc::__errno_location();
-            if errno != libc::ENOENT && errno != libc::ENOTDIR {
+            // dash, too, goes on to the next `PATH` entry whatever the failure, but runs
+            // a file that is no program (`ENOEXEC`) as a script: the shell's to do.
+            if *libc::__errno_location() == libc::ENOEXEC {
                 break;
             }
         }
