@@ -26,7 +26,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -84,6 +84,8 @@ pub struct Containment {
     cgroups: Option<Arc<CgroupLeases>>,
     /// The agent's work directory: the value of [`AGENT_MARKER`] in its tasks.
     agent_dir: PathBuf,
+    /// Containers ending under the process scan, scanned for together.
+    scans: Arc<ScanQueue>,
 }
 
 impl Containment {
@@ -91,16 +93,17 @@ impl Containment {
     pub fn new(mode: ContainmentMode, name: &str, agent_dir: &Path) -> Result<Containment, ContainmentError> {
         let agent_dir = agent_dir.to_path_buf();
         if mode == ContainmentMode::Scan {
-            return Ok(Containment { cgroups: None, agent_dir });
+            return Ok(Containment::scan_only(&agent_dir));
         }
         match agent_cgroup(name, &agent_dir) {
             Ok(base) => {
                 info!(cgroup = %base.display(), "tasks run in their own cgroups");
-                Ok(Containment { cgroups: Some(Arc::new(CgroupLeases::new(base))), agent_dir })
+                let leases = Some(Arc::new(CgroupLeases::new(base)));
+                Ok(Containment { cgroups: leases, agent_dir, scans: Arc::default() })
             }
             Err(reason) if mode == ContainmentMode::Auto => {
                 info!(%reason, "cgroup v2 not usable; containing tasks by a process scan");
-                Ok(Containment { cgroups: None, agent_dir })
+                Ok(Containment::scan_only(&agent_dir))
             }
             Err(reason) => Err(ContainmentError::NoCgroup(reason)),
         }
@@ -108,7 +111,7 @@ impl Containment {
 
     /// Containment by the process scan only (for tests).
     pub fn scan_only(agent_dir: &Path) -> Containment {
-        Containment { cgroups: None, agent_dir: agent_dir.to_path_buf() }
+        Containment { cgroups: None, agent_dir: agent_dir.to_path_buf(), scans: Arc::default() }
     }
 
     /// Whether tasks run in cgroups.
@@ -231,14 +234,15 @@ impl Containment {
                     leases.forget(container);
                 }
             }
-            None => {
-                let tag = container.to_string();
-                let killed =
-                    kill_marked(|env| self.is_ours(env) && has_entry(env, CONTAINER_MARKER, tag.as_bytes()));
+            None => self.scans.scan_for(container, |batch| {
+                let killed = kill_marked(|env| {
+                    self.is_ours(env)
+                        && batch.iter().any(|tag| has_entry(env, CONTAINER_MARKER, tag.as_bytes()))
+                });
                 if killed > 0 {
-                    debug!(%container, killed, "killed processes that left the task's group");
+                    debug!(containers = ?batch, killed, "killed processes that left their task's group");
                 }
-            }
+            }),
         }
     }
 
@@ -380,6 +384,67 @@ fn populated(dir: &Path) -> bool {
     std::fs::read_to_string(dir.join("cgroup.events"))
         .map(|events| events.lines().any(|line| line == "populated 1"))
         .unwrap_or(false)
+}
+
+/// Containers whose end waits for a process scan. A scan reads every process on the
+/// machine, so containers ending while one runs share the next: one thread scans for the
+/// whole batch while the others wait for it. A container is scanned for only by a scan
+/// that starts after it was queued, so after its leader's end.
+#[derive(Debug, Default)]
+struct ScanQueue {
+    state: Mutex<ScanState>,
+    finished: Condvar,
+}
+
+#[derive(Debug)]
+struct ScanState {
+    /// Containers queued for the next batch (their marker values).
+    waiting: Vec<String>,
+    /// The number the next batch will have; batches count from 1.
+    next: u64,
+    /// The last batch finished (0: none).
+    done: u64,
+    /// Whether a thread is scanning for a batch now.
+    scanning: bool,
+}
+
+impl Default for ScanState {
+    fn default() -> ScanState {
+        ScanState { waiting: Vec::new(), next: 1, done: 0, scanning: false }
+    }
+}
+
+impl ScanQueue {
+    /// Queues `container` and returns once a batch holding it has been scanned, by this
+    /// thread (`scan`, given the batch's marker values) or another.
+    fn scan_for(&self, container: ContainerId, scan: impl Fn(&[String])) {
+        let mut state = self.lock();
+        state.waiting.push(container.to_string());
+        let mine = state.next;
+        loop {
+            if state.done >= mine {
+                return;
+            }
+            if state.scanning {
+                state = self.finished.wait(state).unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            state.scanning = true;
+            let batch = std::mem::take(&mut state.waiting);
+            let number = state.next;
+            state.next += 1;
+            drop(state);
+            scan(&batch);
+            state = self.lock();
+            state.done = number;
+            state.scanning = false;
+            self.finished.notify_all();
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ScanState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// SIGKILLs every process (but this one) whose environment satisfies `matches`, looking

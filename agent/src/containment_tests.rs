@@ -59,7 +59,17 @@ fn a_scan_reads_each_environment_whole_small_or_larger_than_its_buffer() {
     let mut children = [small, large];
     let mut environs = Environs::default();
     for child in &children {
-        let whole = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
+        // `spawn` returns at the exec's point of no return, before the kernel has set the
+        // new program's environment: until then it reads as empty.
+        let deadline = Instant::now() + WAIT;
+        let whole = loop {
+            let whole = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
+            if !whole.is_empty() {
+                break whole;
+            }
+            assert!(Instant::now() < deadline, "no environment");
+            std::thread::sleep(Duration::from_millis(1));
+        };
         assert_eq!(environs.read(child.id()), Some(&whole[..]));
     }
     // The buffer grew for the large one; a small one read after it is not padded.
@@ -129,6 +139,39 @@ fn escaped_processes_are_killed(containment: &Containment, container: ContainerI
     );
     containment.kill_container(container);
     assert_eq!(marked(containment, container), Vec::<u32>::new());
+}
+
+#[test]
+fn containers_ending_at_once_share_scans_and_each_loses_what_left_its_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let containment = Containment::scan_only(dir.path());
+    let containers: Vec<ContainerId> = (40..46).map(ContainerId).collect();
+    for &container in &containers {
+        let mut leader = spawn_task(&containment, container, "setsid sleep 300 & sleep 300 & wait");
+        wait_for_escape(&containment, container, leader.id());
+        let _ = slotmarket_common::process_group::ProcessGroup::led_by(leader.id())
+            .unwrap()
+            .signal(libc::SIGKILL);
+        let _ = leader.wait();
+    }
+    std::thread::scope(|scope| {
+        for &container in &containers {
+            let containment = &containment;
+            scope.spawn(move || {
+                containment.kill_container(container);
+                // Returned only once a scan holding this container has ended.
+                assert_eq!(marked(containment, container), Vec::<u32>::new(), "{container}");
+            });
+        }
+    });
+    let state = containment.scans.lock();
+    assert!(!state.scanning && state.waiting.is_empty());
+    assert!(
+        state.done <= containers.len() as u64,
+        "{} scans for {} containers",
+        state.done,
+        containers.len()
+    );
 }
 
 #[test]
