@@ -389,7 +389,8 @@ fn populated(dir: &Path) -> bool {
 /// Containers whose end waits for a process scan. A scan reads every process on the
 /// machine, so containers ending while one runs share the next: one thread scans for the
 /// whole batch while the others wait for it. A container is scanned for only by a scan
-/// that starts after it was queued, so after its leader's end.
+/// that starts after it was queued, so after its leader's end. A batch ends when none of
+/// its containers has a process left (or at [`KILL_WAIT`]), so it waits for its slowest.
 #[derive(Debug, Default)]
 struct ScanQueue {
     state: Mutex<ScanState>,
