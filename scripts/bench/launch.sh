@@ -16,6 +16,8 @@
 #       # runs a command (through sh) beside each job of this build, with ATTACH_MASTER,
 #       # ATTACH_AGENTS (comma-separated pids) and ATTACH_JOB set; SIGINT ends it after
 #   NO_BUILD=1 ...                      # use the release binaries as they are
+#   CONTAINMENT=scan ...                # every agent (the baseline's too) contains its tasks
+#       # by the process scan, as one run by a normal user does, instead of cgroups
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -46,9 +48,14 @@ start_cluster() { # bin_dir name
     for _ in $(seq 100); do [ -s "$dir/master/master.addr" ] && break; sleep 0.05; done
     export SLOTMARKET_MASTER=$(cat "$dir/master/master.addr")
     export SLOTMARKET_CERT_DIR=$dir/pki SLOTMARKET_IDENTITY=admin
+    local config=()
+    if [ -n "${CONTAINMENT:-}" ]; then
+        printf 'containment = "%s"\n' "$CONTAINMENT" >"$dir/agent.toml"
+        config=(--config "$dir/agent.toml")
+    fi
     for n in 1 2; do
         "$bin/slotmarket" pki issue --dir "$dir/pki" --role agent --name "node-$n" >/dev/null
-        setsid "$bin/slotmarket-agent" --name "node-$n" --cert-dir "$dir/pki" --map-slots $((SLOTS / 2)) \
+        setsid "$bin/slotmarket-agent" "${config[@]}" --name "node-$n" --cert-dir "$dir/pki" --map-slots $((SLOTS / 2)) \
             --reduce-slots 1 --work-dir "$dir/agents/node-$n" --data-dir "$dir/shared" 2>"$dir/node-$n.log" &
         CLUSTER_PIDS+=($!)
         PIDS+=($!)
@@ -162,7 +169,7 @@ round() { # bin_dir label
     stop_cluster
 }
 
-echo "slotmarket launch benchmark: $SLOTS slots ($(nproc) cores), $(uptime | sed 's/.*load/load/')"
+echo "slotmarket launch benchmark: $SLOTS slots ($(nproc) cores)${CONTAINMENT:+, containment $CONTAINMENT}, $(uptime | sed 's/.*load/load/')"
 for _ in $(seq "${ROUNDS:-1}"); do
     if [ -n "${BASELINE_BIN:-}" ]; then round "$BASELINE_BIN" baseline; fi
     round "$BIN" ""
