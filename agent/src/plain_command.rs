@@ -24,9 +24,9 @@
 //! in a directory it may not search); at a file that is no program (`ENOEXEC`), or when
 //! none started, it execs `/bin/sh -c LINE` after all, so what dash does then (a script
 //! without `#!` run by the shell, `not found` and exit code 127, `Permission denied` and
-//! 126) dash does itself. The task's environment is the shell's: the caller sets `PWD`, the one
-//! variable dash adds. One difference shows: a program killed by a signal is reported so,
-//! where the shell exited with 128 + its number.
+//! 126) dash does itself. The task's environment is the shell's: the caller sets `PWD`,
+//! the one variable dash adds. One difference shows: a program killed by a signal is
+//! reported so, where the shell exited with 128 + its number.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;

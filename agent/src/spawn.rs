@@ -58,8 +58,8 @@ struct CloneArgs {
 pub struct TaskCommand {
     program: CString,
     argv: Vec<CString>,
-    /// Files tried before `program`, each with `direct_argv`, while they are not there
-    /// (see [`TaskCommand::trying_first`]).
+    /// Files tried in turn before `program`, each with `direct_argv` (see
+    /// [`TaskCommand::trying_first`]).
     direct: Vec<CString>,
     direct_argv: Vec<CString>,
     /// The agent's environment entries the task inherits (those `env` does not set).
@@ -148,8 +148,8 @@ impl TaskCommand {
 
     /// Makes the child exec each of `programs` with `argv` first, in order, moving on past
     /// each that fails; `program` runs only once none has started, or at one that is no
-    /// program (`ENOEXEC`). How a plain command starts without the shell where it can and with
-    /// it where the shell would do something else ([`crate::plain_command`]).
+    /// program (`ENOEXEC`). How a plain command starts without the shell where it can, and
+    /// with it where the shell would do something else ([`crate::plain_command`]).
     pub fn trying_first(
         mut self,
         programs: &[impl AsRef<OsStr>],
@@ -181,8 +181,8 @@ pub enum SpawnFailure {
     Failed(io::Error),
 }
 
-/// Starts `command` in its own process group, in its cgroup if it has one, and returns once it has
-/// exec'd (or failed to). Must be called inside a tokio runtime, from a thread that lives
+/// Starts `command` in its own process group, in its cgroup if it has one, and returns
+/// once it has exec'd (or failed to). Must be called inside a tokio runtime, from a thread that lives
 /// as long as the agent (the parent-death signal follows the thread that forked).
 pub fn spawn(command: &TaskCommand) -> Result<TaskProcess, SpawnFailure> {
     let failed = |err| SpawnFailure::Failed(err);

@@ -33,6 +33,7 @@ cd "$(dirname "$0")/../.."
 TIMES=${TIMES:-50}
 PARALLEL=${PARALLEL:-8}
 SUBMITS=${SUBMITS:-40}
+RATE_ROUNDS=${RATE_ROUNDS:-3}
 BATCH=${BATCH:-2000}
 PROFILE=${PROFILE:-release}
 if [ -n "${NO_BUILD:-}" ]; then
@@ -111,12 +112,9 @@ parallel_rate() {
 # the next.
 rate_rounds() {
     local rates=()
-    for _ in $(seq "${RATE_ROUNDS:-3}"); do rates+=("$(parallel_rate)"); done
+    for _ in $(seq "$RATE_ROUNDS"); do rates+=("$(parallel_rate)"); done
     echo "$(printf '%s\n' "${rates[@]}" | sort -n | sed -n "$(( (${#rates[@]} + 1) / 2 ))p") ${rates[*]}"
 }
-
-# CPU seconds (user + system) process $1 has used so far.
-cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / hz }' "/proc/$1/stat"; }
 
 # The rate of PARALLEL CLIs each submitting SUBMITS specs in one invocation; prints jobs/s.
 parallel_batch_rate() {
@@ -211,7 +209,7 @@ printf '%-34s %7s jobs/s (median of %s)\n' "$PARALLEL parallel CLIs x $SUBMITS s
 # costs, the figure the goal of 500 one-job CLIs a second is about. Both are kept.
 lone_cpu=$(cpu_s "$LONE_PID")
 read -r lone lones < <(SLOTMARKET_MASTER=$LONE_MASTER SLOTMARKET_CERT_DIR=$WORK/lone/pki rate_rounds)
-lone_cpu=$(awk -v a="$lone_cpu" -v b="$(cpu_s "$LONE_PID")" -v n=$((PARALLEL * SUBMITS * ${RATE_ROUNDS:-3})) \
+lone_cpu=$(awk -v a="$lone_cpu" -v b="$(cpu_s "$LONE_PID")" -v n=$((PARALLEL * SUBMITS * RATE_ROUNDS)) \
     'BEGIN { printf "%.2f", (b - a) * 1000 / n }')
 printf '%-34s %7s jobs/s (median of %s; master CPU %s ms per job)\n' \
     "$PARALLEL parallel CLIs x $SUBMITS submits, no agent (submission only)" "$lone" "${lones// /, }" "$lone_cpu"

@@ -127,8 +127,6 @@ report() { # label tasks ideal slotmarket_s xargs_s
     echo
 }
 
-# CPU seconds (user + system) a process has used so far.
-cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"; }
 daemons_cpu() { # master, then the agents added up
     local agents=0
     for pid in "${CLUSTER_PIDS[@]:1}"; do agents=$(calc "$agents + $(cpu_s "$pid")"); done

@@ -75,3 +75,6 @@ start_sleep_slot() { # bin_dir dir name tasks
     printf 'name = "%s"\n[[stage]]\nname = "run"\ntasks = %d\nslot = "map"\ncommand = "sleep 0.5"\n' \
         "$name" "$tasks" >"$dir/$name.toml"
 }
+
+# CPU seconds (user + system) process $1 has used so far.
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / hz }' "/proc/$1/stat"; }
