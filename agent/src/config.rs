@@ -281,6 +281,7 @@ impl AgentFile {
             max_frame: DEFAULT_MAX_FRAME,
             shuffle,
             name,
+            adopt_orphans: true,
         })
     }
 }
@@ -356,6 +357,10 @@ pub struct AgentConfig {
     pub max_frame: usize,
     /// The shuffle service and fetcher: `Some` exactly in local data mode.
     pub shuffle: Option<ShuffleConfig>,
+    /// Under the process scan, make this process the child subreaper of its tasks
+    /// ([`crate::descendants`]): the agent's own process does; a test running the driver
+    /// inside the test binary must not, since it changes the whole process.
+    pub adopt_orphans: bool,
 }
 
 impl AgentConfig {

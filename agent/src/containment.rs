@@ -14,8 +14,10 @@
 //! - **process scan** (everywhere else): every task carries `SLOTMARKET_AGENT_DIR` (the
 //!   agent's work directory) and `SLOTMARKET_CONTAINER` in its environment, which its
 //!   descendants inherit even across `setsid`. Ending a container SIGKILLs every process
-//!   whose environment carries both; on start the agent SIGKILLs every process carrying
-//!   its work directory. (A process that rewrites its own environment escapes this one.)
+//!   whose environment carries both, looking among the agent's descendants where the
+//!   agent adopts its tasks' orphans ([`crate::descendants`]), else among every process;
+//!   on start the agent SIGKILLs every process on the machine carrying its work
+//!   directory. (A process that rewrites its own environment escapes this one.)
 //!
 //! The scan at start runs in both modes, since tasks of an agent that ran in the other
 //! mode may be left.
@@ -34,6 +36,7 @@ use slotmarket_common::ids::ContainerId;
 use thiserror::Error;
 use tracing::{debug, info, warn};
 
+use crate::descendants;
 use crate::ready::CgroupLeases;
 
 /// Environment variable naming the agent (its work directory) in every task.
@@ -235,7 +238,7 @@ impl Containment {
                 }
             }
             None => self.scans.scan_for(container, |batch| {
-                let killed = kill_marked(|env| {
+                let killed = kill_marked(Scope::of_this_process(), |env| {
                     self.is_ours(env)
                         && batch.iter().any(|tag| has_entry(env, CONTAINER_MARKER, tag.as_bytes()))
                 });
@@ -261,7 +264,8 @@ impl Containment {
                 }
             }
         }
-        let killed = kill_marked(|env| self.is_ours(env));
+        // A previous agent's processes are nobody's descendants here.
+        let killed = kill_marked(Scope::Machine, |env| self.is_ours(env));
         if killed > 0 {
             warn!(killed, "killed task processes a previous agent process left running");
         }
@@ -386,8 +390,9 @@ fn populated(dir: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Containers whose end waits for a process scan. A scan reads every process on the
-/// machine, so containers ending while one runs share the next: one thread scans for the
+/// Containers whose end waits for a process scan. A scan reads every process it looks at
+/// (on the machine, or below the agent), so containers ending while one runs share the
+/// next: one thread scans for the
 /// whole batch while the others wait for it. A container is scanned for only by a scan
 /// that starts after it was queued, so after its leader's end. A batch ends when none of
 /// its containers has a process left (or at [`KILL_WAIT`]), so it waits for its slowest.
@@ -448,18 +453,48 @@ impl ScanQueue {
     }
 }
 
-/// SIGKILLs every process (but this one) whose environment satisfies `matches`, looking
-/// again until none is found or [`KILL_WAIT`] passes (a process may fork while it is being
-/// killed). Returns how many distinct processes were signalled.
-fn kill_marked(matches: impl Fn(&[u8]) -> bool) -> usize {
+/// Where a scan looks for marked processes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Scope {
+    /// Every process on the machine.
+    Machine,
+    /// This process's descendants: all of its tasks' processes are there once it adopts
+    /// orphans ([`crate::descendants`]).
+    Descendants,
+}
+
+impl Scope {
+    /// Where this process's own tasks' processes are all found.
+    fn of_this_process() -> Scope {
+        if descendants::adopting() { Scope::Descendants } else { Scope::Machine }
+    }
+}
+
+/// SIGKILLs every process (but this one) in `scope` whose environment satisfies
+/// `matches`, looking again until none is found or [`KILL_WAIT`] passes (a process may
+/// fork while it is being killed). Below this process, each look also reaps the adopted
+/// orphans that have exited, and the scan ends only once the ones it killed are reaped,
+/// so no zombie of a container outlives its end. Returns how many distinct processes
+/// were signalled.
+fn kill_marked(scope: Scope, matches: impl Fn(&[u8]) -> bool) -> usize {
     let me = std::process::id();
     let mut killed = BTreeSet::new();
     let deadline = Instant::now() + KILL_WAIT;
     let mut environs = Environs::default();
     loop {
-        let found: Vec<u32> =
-            processes().filter(|&pid| pid != me && environs.read(pid).is_some_and(&matches)).collect();
-        if found.is_empty() || Instant::now() >= deadline {
+        let (candidates, dying) = match scope {
+            Scope::Machine => (processes().collect(), false),
+            Scope::Descendants => {
+                let walk = descendants::walk();
+                let left = descendants::reap_adopted(&walk.children);
+                (walk.descendants, left.iter().any(|pid| killed.contains(pid)))
+            }
+        };
+        let found: Vec<u32> = candidates
+            .into_iter()
+            .filter(|&pid| pid != me && environs.read(pid).is_some_and(&matches))
+            .collect();
+        if (found.is_empty() && !dying) || Instant::now() >= deadline {
             return killed.len();
         }
         for pid in found {

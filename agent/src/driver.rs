@@ -151,6 +151,14 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
         None => DataMode::Shared,
     };
     let process = config.process_config(local.map(|local| local.fetch))?;
+    if config.adopt_orphans && !process.containment.uses_cgroups() {
+        match crate::descendants::adopt_orphans() {
+            Ok(()) => info!("tasks' orphans stay below the agent; ending a container walks its descendants"),
+            Err(err) => {
+                warn!(error = %err, "cannot adopt tasks' orphans; ending a container reads every process")
+            }
+        }
+    }
     // Before anything runs: tasks a SIGKILLed predecessor left must not run beside re-runs.
     process.containment.sweep_leftovers();
     // One cgroup and one directory ready per slot, so a slot's next task starts without

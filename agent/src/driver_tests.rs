@@ -35,6 +35,7 @@ fn config(dir: &Path, master: &FakeMaster) -> AgentConfig {
         backoff: BackoffConfig { initial: Duration::from_millis(20), max: Duration::from_millis(100) },
         max_frame: DEFAULT_MAX_FRAME,
         shuffle: None,
+        adopt_orphans: false,
     }
 }
 

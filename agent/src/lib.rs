@@ -9,6 +9,8 @@
 //! - [`plain_command`]: which command lines start without a shell.
 //! - [`containment`]: keeping all of a task's processes in its container (cgroup v2 or a
 //!   process scan), and sweeping what a killed agent left.
+//! - [`descendants`]: under the process scan, the agent as its tasks' child subreaper, the
+//!   walk over its descendants and the reaping of the orphans it adopts.
 //! - [`ready`]: what the next task of a slot needs from the file systems (a cgroup, a
 //!   directory with its output files), made ahead of its launch.
 //! - [`set_up`]: whether a task's set-up runs on the async worker or in the blocking pool
@@ -29,6 +31,7 @@ pub mod config;
 pub mod containment;
 pub mod core;
 pub mod data_dir;
+pub mod descendants;
 pub mod driver;
 pub mod job_outputs;
 pub mod plain_command;

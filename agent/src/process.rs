@@ -351,7 +351,11 @@ impl PreparedTask {
             // Safety net for an agent that dies without running the kill sequence.
             .kill_on_drop(true);
         child_setup(&mut command, cgroup_procs, user);
-        Ok(TaskChild::Forked(command.spawn()?))
+        let starting = crate::descendants::starting();
+        let child = command.spawn()?;
+        // `id` is only `None` once the child has been waited for.
+        starting.started(child.id().unwrap_or_default());
+        Ok(TaskChild::Forked(child))
     }
 
     /// The output files again (the first pair went into the refused attempt).
@@ -381,7 +385,14 @@ impl TaskChild {
     async fn wait(&mut self) -> io::Result<ExitStatus> {
         match self {
             TaskChild::Born(process) => process.wait().await,
-            TaskChild::Forked(child) => child.wait().await,
+            TaskChild::Forked(child) => {
+                let pid = child.id();
+                let status = child.wait().await;
+                if let (Some(pid), Ok(_)) = (pid, &status) {
+                    crate::descendants::reaped(pid);
+                }
+                status
+            }
         }
     }
 

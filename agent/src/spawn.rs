@@ -203,18 +203,25 @@ pub fn spawn(command: &TaskCommand) -> Result<TaskProcess, SpawnFailure> {
         error: AtomicI32::new(0),
         error_pipe: -1,
     };
+    // Registered before the agent's reaper of adopted orphans can see it.
+    let starting = crate::descendants::starting();
     let started = clone_child(context)?;
     let pid = started.pid;
+    starting.started(pid);
     if let Some(err) = started.error {
         // The child exits at once (127) after reporting; reap it.
         let _ = reap(pid, 0);
+        crate::descendants::reaped(pid);
         return Err(SpawnFailure::Failed(err));
     }
     // SAFETY: an `OwnedFd` keeps its descriptor open and unchanged while the `AsyncFd`
     // owns it. If registering fails the child runs on unsupervised; the caller sweeps its
     // cgroup on the error.
-    let pidfd = unsafe { AsyncFd::register_with_interest(started.pidfd, Interest::READABLE) }
-        .map_err(|err| failed(err.into_parts().1))?;
+    let pidfd =
+        unsafe { AsyncFd::register_with_interest(started.pidfd, Interest::READABLE) }.map_err(|err| {
+            crate::descendants::reaped(pid);
+            failed(err.into_parts().1)
+        })?;
     Ok(TaskProcess { pid, pidfd, status: None })
 }
 
@@ -499,6 +506,7 @@ impl TaskProcess {
             match reap(self.pid, libc::WNOHANG)? {
                 Some(status) => {
                     drop(ready);
+                    crate::descendants::reaped(self.pid);
                     self.status = Some(status);
                     return Ok(status);
                 }
@@ -547,6 +555,10 @@ fn reap(pid: u32, options: libc::c_int) -> io::Result<Option<ExitStatus>> {
 impl Drop for TaskProcess {
     fn drop(&mut self) {
         self.kill();
+        if self.status.is_none() {
+            // Nobody waits for it now: the reaper of adopted orphans may take it.
+            crate::descendants::reaped(self.pid);
+        }
     }
 }
 

@@ -2,7 +2,8 @@
 //! SIGKILLed (swept when the agent restarts on the same work directory), and not a process
 //! that left its task's process group with `setsid` (killed on cancel). Each in both
 //! containment modes: cgroups where this machine allows them (`auto`), and the process
-//! scan (`scan`).
+//! scan (`scan`). Under the scan the agent also adopts what its tasks leave behind, and
+//! reaps it.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -116,4 +117,49 @@ async fn a_cancelled_task_that_called_setsid_leaves_nothing_with_cgroups_where_u
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_task_that_called_setsid_leaves_nothing_with_the_process_scan() {
     cancelled_setsid_task_leaves_nothing("scan").await;
+}
+
+/// The children of `pid`'s threads, each with whether it is a zombie.
+fn children_of(pid: u32) -> Vec<(u32, bool)> {
+    let mut children = Vec::new();
+    for thread in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        let list = std::fs::read_to_string(thread.path().join("children")).unwrap_or_default();
+        for child in list.split_whitespace().filter_map(|child| child.parse::<u32>().ok()) {
+            children.push((child, !TestCluster::alive(child)));
+        }
+    }
+    children
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_the_process_scan_the_agent_adopts_its_tasks_orphans_and_reaps_them() {
+    let cluster = cluster_with("scan").await;
+    let agent = cluster.agent_pid(NODE.name);
+    let client = cluster.client("alice").await;
+    // Two orphans: one in a session of its own that runs on, and one that exits at once.
+    let job = submit(&client, &one_task("(setsid sleep 300 &); (sleep 0.1 &); sleep 300")).await;
+    wait_running(&client, job, 1).await;
+    // The task's leader, the orphan running on and the one that exited, all the agent's.
+    wait_until(
+        || async {
+            let children = children_of(agent);
+            children.len() == 3 && children.iter().filter(|(_, zombie)| *zombie).count() == 1
+        },
+        "the task's orphans to be the agent's children, one of them exited",
+    )
+    .await;
+    assert_eq!(client.cancel(job).await.expect("cancel"), JobState::Cancelled);
+    // Nothing left below the agent: the orphan killed, and both orphans reaped.
+    let deadline = Instant::now() + WAIT;
+    while !children_of(agent).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "left below the agent after cancel: {:?}\n{}",
+            children_of(agent),
+            cluster.log_tail(NODE.name)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(cluster.processes_inside().is_empty(), "{:?}", cluster.processes_inside());
+    client.close().await;
 }

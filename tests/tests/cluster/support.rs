@@ -271,6 +271,11 @@ impl TestCluster {
             .expect("connect")
     }
 
+    /// The pid of a running agent's process.
+    pub(crate) fn agent_pid(&self, name: &str) -> u32 {
+        self.agents.get(name).expect("no such agent").id()
+    }
+
     /// SIGKILLs an agent process (its tasks die with it through PDEATHSIG).
     pub(crate) fn kill_agent(&mut self, name: &str) {
         let mut child = self.agents.remove(name).expect("no such agent");

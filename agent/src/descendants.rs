@@ -1,0 +1,193 @@
+//! The agent's own descendants, for the process scan: the agent as the child subreaper of
+//! its tasks (so whatever a task leaves behind, `setsid` or not, stays below the agent),
+//! the walk over its descendants, and reaping the orphans it adopts.
+//!
+//! Why: ending a container under the scan has to find every process carrying its marker.
+//! Reading every process on the machine costs one environment read per process, on every
+//! container's end (7 ms per task with 368 processes, `docs/benchmarks.md`, launch path,
+//! twelfth round). Below a subreaper, a task's processes are all among the agent's
+//! descendants, which are a few per running task.
+//!
+//! Adopting is a setting of the whole process, and an adopted orphan is a child that
+//! nobody else reaps, so the agent's own process turns it on ([`adopt_orphans`]); a test
+//! running the driver inside the test binary does not, and its scans read the whole
+//! machine as before. The agent's own children (its task leaders, reaped by their
+//! waiters) are registered from before their clone until they are reaped, and the reaper
+//! never touches them.
+
+use std::collections::{BTreeSet, HashSet};
+use std::io::{self, Read};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Whether this process adopts orphans and its scans walk its descendants.
+static ADOPTING: AtomicBool = AtomicBool::new(false);
+/// The children this process started and reaps itself (task leaders), by pid.
+static OWN: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
+/// Children being started: counted from before the clone until they are in [`OWN`].
+static STARTING: AtomicUsize = AtomicUsize::new(0);
+/// Re-reads of this process's own children within one walk, at most: each finds the
+/// processes reparented to it while the walk ran, so a task forking orphans without end
+/// could keep a walk going; the scan's next look finds what one walk left.
+const MAX_ROUNDS: usize = 16;
+
+/// Makes this process the child subreaper of everything it starts, and its scans walk its
+/// descendants. Only for the agent's own process: see the module header. Fails where the
+/// kernel does not list a process's children (`CONFIG_PROC_CHILDREN`); scans then read
+/// the whole machine.
+pub fn adopt_orphans() -> io::Result<()> {
+    // The walk needs the children lists; check before changing anything.
+    let mut lists = Lists::default();
+    lists.children_of(None, &mut Vec::new())?;
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer flag and no pointers.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    ADOPTING.store(true, Ordering::SeqCst);
+    Ok(())
+}
+
+/// Whether [`adopt_orphans`] took effect in this process.
+pub fn adopting() -> bool {
+    ADOPTING.load(Ordering::SeqCst)
+}
+
+/// A child about to be started: hold it across the clone, then name the child with
+/// [`Starting::started`]. While any is held, the reaper leaves every child alone, since
+/// one it cannot tell from an orphan may be this one.
+pub(crate) struct Starting(());
+
+/// Call before cloning a child that this process will reap itself.
+pub(crate) fn starting() -> Starting {
+    STARTING.fetch_add(1, Ordering::SeqCst);
+    Starting(())
+}
+
+impl Starting {
+    /// Registers the child `pid` as this process's own until [`reaped`].
+    pub(crate) fn started(self, pid: u32) {
+        own().insert(pid);
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        STARTING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// `pid`, registered by [`Starting::started`], was reaped (or will not be by its waiter).
+pub(crate) fn reaped(pid: u32) {
+    own().remove(&pid);
+}
+
+fn own() -> MutexGuard<'static, BTreeSet<u32>> {
+    OWN.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One walk over this process's descendants.
+#[derive(Debug, Default)]
+pub(crate) struct Walk {
+    /// Every descendant found, parents before their children.
+    pub descendants: Vec<u32>,
+    /// This process's direct children at the walk's end.
+    pub children: Vec<u32>,
+}
+
+/// Walks this process's descendants breadth first (each thread's children, since a child
+/// belongs to the thread that cloned it). A process orphaned during the walk moves to
+/// this process's children, perhaps after its old parent was read: the own children are
+/// read again at the end, and the walk goes on from any new one.
+pub(crate) fn walk() -> Walk {
+    let mut lists = Lists::default();
+    let mut walk = Walk::default();
+    let mut seen = HashSet::new();
+    let mut next = Vec::new();
+    for _ in 0..MAX_ROUNDS {
+        walk.children.clear();
+        // Unreadable lists (gone processes) end that branch: a process that is gone has
+        // no children left.
+        let _ = lists.children_of(None, &mut walk.children);
+        let mut queue: Vec<u32> = walk.children.iter().copied().filter(|&pid| seen.insert(pid)).collect();
+        if queue.is_empty() {
+            break;
+        }
+        while !queue.is_empty() {
+            for pid in queue.drain(..) {
+                walk.descendants.push(pid);
+                let _ = lists.children_of(Some(pid), &mut next);
+            }
+            queue.extend(next.drain(..).filter(|&pid| seen.insert(pid)));
+        }
+    }
+    walk
+}
+
+/// Reaps the zombies among `children` (this process's direct children) that it did not
+/// start: orphans it adopted. Returns the adopted ones left: alive, or all of them while a
+/// child is being started (one just cloned and not yet registered looks like an orphan).
+pub(crate) fn reap_adopted(children: &[u32]) -> Vec<u32> {
+    // `children` was read before this lock: a child in it that is not registered yet was
+    // cloned before that read, so its `Starting` was counted before too, and is dropped
+    // only after registering, which waits for this lock.
+    let own = own();
+    let adopted = children.iter().copied().filter(|pid| !own.contains(pid));
+    if STARTING.load(Ordering::SeqCst) > 0 {
+        return adopted.collect();
+    }
+    adopted
+        .filter(|&pid| {
+            let Ok(pid_t) = libc::pid_t::try_from(pid) else { return true };
+            let mut status = 0;
+            // SAFETY: waitpid writes the status into a local; WNOHANG never blocks. The
+            // pid is a child of this process that no waiter of its own owns.
+            unsafe { libc::waitpid(pid_t, &mut status, libc::WNOHANG) != pid_t }
+        })
+        .collect()
+}
+
+/// Reads `/proc/PID/task/TID/children` lists into buffers kept across a walk.
+#[derive(Default)]
+struct Lists {
+    path: String,
+    text: String,
+    tids: Vec<String>,
+}
+
+impl Lists {
+    /// Appends the children of every thread of `pid` (`None`: this process) to `out`.
+    fn children_of(&mut self, pid: Option<u32>, out: &mut Vec<u32>) -> io::Result<()> {
+        use std::fmt::Write;
+        self.path.clear();
+        match pid {
+            Some(pid) => write!(self.path, "/proc/{pid}/task"),
+            None => write!(self.path, "/proc/self/task"),
+        }
+        .map_err(io::Error::other)?;
+        self.tids.clear();
+        for entry in std::fs::read_dir(&self.path)? {
+            if let Some(tid) = entry?.file_name().to_str() {
+                self.tids.push(tid.to_owned());
+            }
+        }
+        let task_dir = self.path.len();
+        for tid in &self.tids {
+            self.path.truncate(task_dir);
+            let _ = write!(self.path, "/{tid}/children");
+            self.text.clear();
+            match std::fs::File::open(&self.path).and_then(|mut file| file.read_to_string(&mut self.text)) {
+                Ok(_) => {
+                    out.extend(self.text.split_ascii_whitespace().filter_map(|pid| pid.parse::<u32>().ok()))
+                }
+                // A thread that ended since the directory was read.
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "descendants_tests.rs"]
+mod tests;
