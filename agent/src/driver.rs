@@ -153,7 +153,16 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
     let process = config.process_config(local.map(|local| local.fetch))?;
     if config.adopt_orphans && !process.containment.uses_cgroups() {
         match crate::descendants::adopt_orphans() {
-            Ok(()) => info!("tasks' orphans stay below the agent; ending a container walks its descendants"),
+            Ok(()) => {
+                info!("tasks' orphans stay below the agent; ending a container walks its descendants");
+                tokio::spawn(async {
+                    let mut every = tokio::time::interval(crate::descendants::REAP_EVERY);
+                    loop {
+                        every.tick().await;
+                        crate::descendants::reap_exited();
+                    }
+                });
+            }
             Err(err) => {
                 warn!(error = %err, "cannot adopt tasks' orphans; ending a container reads every process")
             }

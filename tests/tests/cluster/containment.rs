@@ -136,16 +136,19 @@ async fn under_the_process_scan_the_agent_adopts_its_tasks_orphans_and_reaps_the
     let cluster = cluster_with("scan").await;
     let agent = cluster.agent_pid(NODE.name);
     let client = cluster.client("alice").await;
-    // Two orphans: one in a session of its own that runs on, and one that exits at once.
-    let job = submit(&client, &one_task("(setsid sleep 300 &); (sleep 0.1 &); sleep 300")).await;
+    // Two orphans: one in a session of its own that runs on, and one that exits soon.
+    let job = submit(&client, &one_task("(setsid sleep 300 &); (sleep 1 &); sleep 300")).await;
     wait_running(&client, job, 1).await;
-    // The task's leader, the orphan running on and the one that exited, all the agent's.
+    // The task's leader and both orphans, all the agent's children.
+    let live = |children: &[(u32, bool)]| children.iter().filter(|(_, zombie)| !zombie).count();
+    wait_until(|| async { live(&children_of(agent)) == 3 }, "the task's two orphans to be the agent's").await;
+    // The short one exits and is reaped while the task runs on.
     wait_until(
         || async {
             let children = children_of(agent);
-            children.len() == 3 && children.iter().filter(|(_, zombie)| *zombie).count() == 1
+            children.len() == 2 && live(&children) == 2
         },
-        "the task's orphans to be the agent's children, one of them exited",
+        "the exited orphan to be reaped",
     )
     .await;
     assert_eq!(client.cancel(job).await.expect("cancel"), JobState::Cancelled);
