@@ -171,16 +171,18 @@ impl Containment {
         self.cgroups.as_ref()?.of(container)
     }
 
-    /// Whether `container`'s cgroup is known to hold no process (or it holds none at all).
-    /// Never blocks: one read on the cgroup file system, so the common end of a task (its
-    /// leader exited and nothing was left behind) needs no trip to the blocking pool.
-    /// `false` means processes may be left, or cgroups are not used: then
-    /// [`kill_container`](Containment::kill_container) must run. An empty cgroup cannot
-    /// fill again (only the agent moves processes in); after `true`, end the lease with
-    /// [`give_back_empty`](Containment::give_back_empty) (it may come after the
-    /// container's end is reported: nothing of it runs).
+    /// Whether `container` is known to hold no process: its cgroup is empty (or it has
+    /// none); without cgroups, the agent adopts orphans and has no child but its task
+    /// leaders ([`descendants::none_adopted`]), which holds only once `container`'s
+    /// leader is reaped (or never started): call it only then. Never blocks: one read of
+    /// a kernel file per cgroup or agent thread, so the common end of a task (its leader
+    /// exited and nothing was left behind) needs no trip to the blocking pool. `false`
+    /// means processes may be left: then [`kill_container`](Containment::kill_container)
+    /// must run. An empty container cannot fill again (only its own processes add to it);
+    /// after `true`, end the lease with [`give_back_empty`](Containment::give_back_empty)
+    /// (it may come after the container's end is reported: nothing of it runs).
     pub fn is_empty(&self, container: ContainerId) -> bool {
-        let Some(leases) = &self.cgroups else { return false };
+        let Some(leases) = &self.cgroups else { return descendants::none_adopted() };
         let Some(dir) = leases.of(container) else { return true };
         match std::fs::read_to_string(dir.join("cgroup.events")) {
             Ok(events) => events.lines().any(|line| line == "populated 0"),

@@ -85,6 +85,20 @@ fn own() -> MutexGuard<'static, BTreeSet<u32>> {
     OWN.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Whether this process adopts orphans and has no child but the task leaders it started:
+/// then nothing is left of a container whose leader was reaped, since every process the
+/// leader left was reparented to this process at its exit (before it could be reaped), or
+/// lies below one that was. Never blocks; `false` where that cannot be told.
+pub fn none_adopted() -> bool {
+    let mut children = Vec::new();
+    if !adopting() || Lists::default().children_of(None, &mut children).is_err() {
+        return false;
+    }
+    // A child being started counts as adopted here, as it should: unknown.
+    let own = own();
+    children.iter().all(|pid| own.contains(pid))
+}
+
 /// Reaps the adopted orphans that have exited, from this process's children; never
 /// blocks. Ending a container reaps them too, but a long task leaving short-lived orphans
 /// behind would otherwise fill the pid table with zombies before its end: the agent calls

@@ -229,8 +229,9 @@ async fn supervise(
     if let Some(group) = group {
         signal_group(group, libc::SIGKILL);
     }
-    // Nothing of the task may run once its end is reported: an empty cgroup is checked
-    // here, but handed on (or removed) only after the report, off the slot's path.
+    // Nothing of the task may run once its end is reported: an empty container is checked
+    // here, but its cgroup handed on (or removed) only after the report, off the slot's
+    // path.
     let empty = config.containment.is_empty(container);
     if !empty {
         kill_container(&config, container).await;
@@ -259,8 +260,8 @@ fn refill_ready_dirs(config: &Arc<ProcessConfig>) {
     }
 }
 
-/// Kills whatever is left in `container`: at once when its cgroup is already empty (the
-/// usual end), else as blocking work off the async threads.
+/// Kills whatever is left in `container`: at once when it is known empty (the usual end),
+/// else as blocking work off the async threads.
 async fn sweep_container(config: &Arc<ProcessConfig>, container: ContainerId) {
     if config.containment.release_if_empty(container) {
         return;
