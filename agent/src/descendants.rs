@@ -101,17 +101,14 @@ pub fn none_adopted() -> bool {
 
 /// Reaps the adopted orphans that have exited, from this process's children; never
 /// blocks. Ending a container reaps them too, but a long task leaving short-lived orphans
-/// behind would otherwise fill the pid table with zombies before its end: the agent calls
-/// this every [`REAP_EVERY`].
+/// behind would otherwise fill the pid table with zombies before its end, so the agent
+/// also calls this as its children exit.
 pub fn reap_exited() {
     let mut children = Vec::new();
     if Lists::default().children_of(None, &mut children).is_ok() {
         reap_adopted(&children);
     }
 }
-
-/// How often the agent reaps adopted orphans between containers' ends.
-pub const REAP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One walk over this process's descendants.
 #[derive(Debug, Default)]

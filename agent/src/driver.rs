@@ -155,13 +155,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> Res
         match crate::descendants::adopt_orphans() {
             Ok(()) => {
                 info!("tasks' orphans stay below the agent; ending a container walks its descendants");
-                tokio::spawn(async {
-                    let mut every = tokio::time::interval(crate::descendants::REAP_EVERY);
-                    loop {
-                        every.tick().await;
-                        crate::descendants::reap_exited();
-                    }
-                });
+                tokio::spawn(reap_adopted_orphans());
             }
             Err(err) => {
                 warn!(error = %err, "cannot adopt tasks' orphans; ending a container reads every process")
@@ -231,6 +225,35 @@ pub async fn run_on_worker(
         },
     }
 }
+
+/// Reaps the orphans the agent adopted as they exit: after each SIGCHLD (every exit of a
+/// child of the agent sends one; signals pending together are delivered once), then rests
+/// for [`REAP_GAP`], so a burst of exits costs one pass. Where SIGCHLD cannot be listened
+/// to, every second.
+async fn reap_adopted_orphans() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut exits = signal(SignalKind::child())
+        .inspect_err(
+            |err| warn!(error = %err, "cannot listen for SIGCHLD; reaping tasks' orphans once a second"),
+        )
+        .ok();
+    loop {
+        match &mut exits {
+            Some(exits) => {
+                if exits.recv().await.is_none() {
+                    return;
+                }
+            }
+            None => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+        crate::descendants::reap_exited();
+        tokio::time::sleep(REAP_GAP).await;
+    }
+}
+
+/// The least time between two passes of [`reap_adopted_orphans`]: orphans exiting in a
+/// burst wait at most this long as zombies.
+const REAP_GAP: Duration = Duration::from_millis(100);
 
 /// What the loop takes in: events for the core, and the session's snapshot requests.
 struct Inbox {
