@@ -10,6 +10,8 @@
 #   PROFILE=release scripts/chaos.sh
 #   JOBS=60 MASTER_KILLS=10 AGENT_KILLS=6 MAX_SECS=600 SEED=7 scripts/chaos.sh
 #   KEEP=1 scripts/chaos.sh                # keep the work directory (logs) afterwards
+#   CONTAINMENT=scan scripts/chaos.sh      # agents contain tasks by the process scan, as
+#                                          # agents run by a normal user do, not cgroups
 #
 # Needs bash, coreutils and jq. Every process it starts leads its own process group and
 # is killed on exit; the whole run is bounded by MAX_SECS.
@@ -85,8 +87,12 @@ start_master() {
 }
 
 start_agent() {
-    local n=$1
-    setsid "$BIN/slotmarket-agent" --master "$ADDR" --name "node-$n" --cert-dir "$WORK/pki" \
+    local n=$1 config=()
+    if [ -n "${CONTAINMENT:-}" ]; then
+        printf 'containment = "%s"\n' "$CONTAINMENT" >"$WORK/agent.toml"
+        config=(--config "$WORK/agent.toml")
+    fi
+    setsid "$BIN/slotmarket-agent" "${config[@]}" --master "$ADDR" --name "node-$n" --cert-dir "$WORK/pki" \
         --map-slots 2 --reduce-slots 1 --kill-grace-ms 500 --work-dir "$WORK/agents/node-$n" \
         --data-dir "$WORK/shared" 2>>"$WORK/node-$n.log" &
     GROUP[agent-$n]=$!
