@@ -174,9 +174,10 @@ impl Containment {
     /// Whether `container` is known to hold no process: its cgroup is empty (or it has
     /// none); without cgroups, the agent adopts orphans and has no child but its task
     /// leaders ([`descendants::none_adopted`]), which holds only once `container`'s
-    /// leader is reaped (or never started): call it only then. Never blocks: one read of
-    /// a kernel file per cgroup or agent thread, so the common end of a task (its leader
-    /// exited and nothing was left behind) needs no trip to the blocking pool. `false`
+    /// leader is reaped (or never started): call it only then. Never blocks: a few reads of
+    /// kernel files (the cgroup's events, or the agent's task directory and its threads'
+    /// children lists), so the common end of a task (its leader exited and nothing was
+    /// left behind) needs no trip to the blocking pool. `false`
     /// means processes may be left: then [`kill_container`](Containment::kill_container)
     /// must run. An empty container cannot fill again (only its own processes add to it);
     /// after `true`, end the lease with [`give_back_empty`](Containment::give_back_empty)
@@ -488,8 +489,8 @@ fn kill_marked(scope: Scope, matches: impl Fn(&[u8]) -> bool) -> usize {
             Scope::Machine => (processes().collect(), false),
             Scope::Descendants => {
                 let walk = descendants::walk();
-                let left = descendants::reap_adopted(&walk.children);
-                (walk.descendants, left.iter().any(|pid| killed.contains(pid)))
+                let reaping = descendants::reap_adopted(&walk.children);
+                (walk.descendants, reaping.left.iter().any(|pid| killed.contains(pid)))
             }
         };
         let found: Vec<u32> = candidates

@@ -12,18 +12,19 @@
 //! nobody else reaps, so the agent's own process turns it on ([`adopt_orphans`]); a test
 //! running the driver inside the test binary does not, and its scans read the whole
 //! machine as before. The agent's own children (its task leaders, reaped by their
-//! waiters) are registered from before their clone until they are reaped, and the reaper
-//! never touches them.
+//! waiters) are counted from before their clone and registered from just after it until
+//! they are reaped, and the reaper never touches them.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Whether this process adopts orphans and its scans walk its descendants.
 static ADOPTING: AtomicBool = AtomicBool::new(false);
-/// The children this process started and reaps itself (task leaders), by pid.
-static OWN: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
+/// The children this process started and reaps itself (task leaders): how many
+/// [`OwnChild`] registrations each pid has (two only while a pid just reaped is reused).
+static OWN: Mutex<BTreeMap<u32, usize>> = Mutex::new(BTreeMap::new());
 /// Children being started: counted from before the clone until they are in [`OWN`].
 static STARTING: AtomicUsize = AtomicUsize::new(0);
 /// Re-reads of this process's own children within one walk, at most: each finds the
@@ -37,8 +38,7 @@ const MAX_ROUNDS: usize = 16;
 /// the whole machine.
 pub fn adopt_orphans() -> io::Result<()> {
     // The walk needs the children lists; check before changing anything.
-    let mut lists = Lists::default();
-    lists.children_of(None, &mut Vec::new())?;
+    own_children()?;
     // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer flag and no pointers.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
         return Err(io::Error::last_os_error());
@@ -64,9 +64,10 @@ pub(crate) fn starting() -> Starting {
 }
 
 impl Starting {
-    /// Registers the child `pid` as this process's own until [`reaped`].
-    pub(crate) fn started(self, pid: u32) {
-        own().insert(pid);
+    /// Registers the child `pid` as this process's own while the result lives.
+    pub(crate) fn started(self, pid: u32) -> OwnChild {
+        *own().entry(pid).or_default() += 1;
+        OwnChild { pid }
     }
 }
 
@@ -76,13 +77,35 @@ impl Drop for Starting {
     }
 }
 
-/// `pid`, registered by [`Starting::started`], was reaped (or will not be by its waiter).
-pub(crate) fn reaped(pid: u32) {
-    own().remove(&pid);
+/// A child this process started and reaps itself: the reaper of adopted orphans leaves
+/// it alone while this lives. Drop it once the child is reaped, or once nobody will wait
+/// for it (the reaper may then take it).
+#[derive(Debug)]
+pub(crate) struct OwnChild {
+    pid: u32,
 }
 
-fn own() -> MutexGuard<'static, BTreeSet<u32>> {
+impl Drop for OwnChild {
+    fn drop(&mut self) {
+        let mut own = own();
+        if let Some(count) = own.get_mut(&self.pid) {
+            *count -= 1;
+            if *count == 0 {
+                own.remove(&self.pid);
+            }
+        }
+    }
+}
+
+fn own() -> MutexGuard<'static, BTreeMap<u32, usize>> {
     OWN.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// This process's children (of all its threads).
+fn own_children() -> io::Result<Vec<u32>> {
+    let mut children = Vec::new();
+    Lists::default().children_of(None, &mut children)?;
+    Ok(children)
 }
 
 /// Whether this process adopts orphans and has no child but the task leaders it started:
@@ -90,24 +113,22 @@ fn own() -> MutexGuard<'static, BTreeSet<u32>> {
 /// leader left was reparented to this process at its exit (before it could be reaped), or
 /// lies below one that was. Never blocks; `false` where that cannot be told.
 pub fn none_adopted() -> bool {
-    let mut children = Vec::new();
-    if !adopting() || Lists::default().children_of(None, &mut children).is_err() {
+    if !adopting() {
         return false;
     }
+    let Ok(children) = own_children() else { return false };
     // A child being started counts as adopted here, as it should: unknown.
     let own = own();
-    children.iter().all(|pid| own.contains(pid))
+    children.iter().all(|pid| own.contains_key(pid))
 }
 
 /// Reaps the adopted orphans that have exited, from this process's children; never
 /// blocks. Ending a container reaps them too, but a long task leaving short-lived orphans
 /// behind would otherwise fill the pid table with zombies before its end, so the agent
-/// also calls this as its children exit.
-pub fn reap_exited() {
-    let mut children = Vec::new();
-    if Lists::default().children_of(None, &mut children).is_ok() {
-        reap_adopted(&children);
-    }
+/// also calls this as its children exit. Returns whether it had to put the reaping off
+/// (a child was being started): then call it again soon.
+pub fn reap_exited() -> bool {
+    own_children().is_ok_and(|children| reap_adopted(&children).deferred)
 }
 
 /// One walk over this process's descendants.
@@ -130,8 +151,9 @@ pub(crate) fn walk() -> Walk {
     let mut next = Vec::new();
     for _ in 0..MAX_ROUNDS {
         walk.children.clear();
-        // Unreadable lists (gone processes) end that branch: a process that is gone has
-        // no children left.
+        // An unreadable list (a process gone) ends that branch; its children moved to the
+        // nearest subreaper: this process, read again in the next round, or one already
+        // read (the scan's next look finds them there).
         let _ = lists.children_of(None, &mut walk.children);
         let mut queue: Vec<u32> = walk.children.iter().copied().filter(|&pid| seen.insert(pid)).collect();
         if queue.is_empty() {
@@ -148,19 +170,28 @@ pub(crate) fn walk() -> Walk {
     walk
 }
 
+/// What [`reap_adopted`] left.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Reaping {
+    /// The adopted children not reaped: alive, or all of them if `deferred`.
+    pub left: Vec<u32>,
+    /// Whether a child was being started, so that none was reaped (one just cloned and
+    /// not yet registered looks like an orphan).
+    pub deferred: bool,
+}
+
 /// Reaps the zombies among `children` (this process's direct children) that it did not
-/// start: orphans it adopted. Returns the adopted ones left: alive, or all of them while a
-/// child is being started (one just cloned and not yet registered looks like an orphan).
-pub(crate) fn reap_adopted(children: &[u32]) -> Vec<u32> {
+/// start: orphans it adopted.
+pub(crate) fn reap_adopted(children: &[u32]) -> Reaping {
     // `children` was read before this lock: a child in it that is not registered yet was
     // cloned before that read, so its `Starting` was counted before too, and is dropped
     // only after registering, which waits for this lock.
     let own = own();
-    let adopted = children.iter().copied().filter(|pid| !own.contains(pid));
+    let adopted = children.iter().copied().filter(|pid| !own.contains_key(pid));
     if STARTING.load(Ordering::SeqCst) > 0 {
-        return adopted.collect();
+        return Reaping { left: adopted.collect(), deferred: true };
     }
-    adopted
+    let left = adopted
         .filter(|&pid| {
             let Ok(pid_t) = libc::pid_t::try_from(pid) else { return true };
             let mut status = 0;
@@ -168,7 +199,8 @@ pub(crate) fn reap_adopted(children: &[u32]) -> Vec<u32> {
             // pid is a child of this process that no waiter of its own owns.
             unsafe { libc::waitpid(pid_t, &mut status, libc::WNOHANG) != pid_t }
         })
-        .collect()
+        .collect();
+    Reaping { left, deferred: false }
 }
 
 /// Reads `/proc/PID/task/TID/children` lists into buffers kept across a walk.

@@ -86,7 +86,7 @@ fn a_walk_finds_children_and_their_children_below_them() {
 fn the_reaper_reaps_a_zombie_child_it_did_not_start() {
     let pid = unwaited_zombie();
     // Other tests start children meanwhile, which holds the reaper back for a moment.
-    wait_for("the reaper to reap it", || reap_adopted(&[pid]).is_empty());
+    wait_for("the reaper to reap it", || reap_adopted(&[pid]).left.is_empty());
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "pid {pid} was reaped");
 }
 
@@ -94,20 +94,38 @@ fn the_reaper_reaps_a_zombie_child_it_did_not_start() {
 fn the_reaper_leaves_a_registered_child_to_its_waiter() {
     let starting = starting();
     let mut child = Command::new("/bin/true").spawn().expect("spawn true");
-    starting.started(child.id());
+    let own = starting.started(child.id());
     let pid = exited(child.id());
-    assert!(reap_adopted(&[pid]).is_empty(), "registered: not an adopted child");
+    assert!(reap_adopted(&[pid]).left.is_empty(), "registered: not an adopted child");
     assert!(is_zombie(pid), "still there for its waiter");
     assert!(child.wait().expect("its waiter reaps it").success());
-    reaped(pid);
+    drop(own);
+}
+
+#[test]
+fn a_registration_lasts_while_any_holder_of_the_pid_lives() {
+    // A pid reaped and reused at once is registered twice for a moment; the first
+    // registration's end must not unregister the second child.
+    let pid = u32::MAX - 7;
+    let first = starting().started(pid);
+    let second = starting().started(pid);
+    drop(first);
+    assert!(own().contains_key(&pid));
+    drop(second);
+    assert!(!own().contains_key(&pid));
 }
 
 #[test]
 fn the_reaper_waits_while_a_child_is_being_started() {
     let pid = unwaited_zombie();
     let starting = starting();
-    assert_eq!(reap_adopted(&[pid]), [pid], "a child being started could be this one");
+    let reaping = reap_adopted(&[pid]);
+    assert_eq!(
+        reaping,
+        Reaping { left: vec![pid], deferred: true },
+        "a child being started could be this one"
+    );
     assert!(is_zombie(pid));
     drop(starting);
-    wait_for("the reaper to reap it", || reap_adopted(&[pid]).is_empty());
+    wait_for("the reaper to reap it", || reap_adopted(&[pid]).left.is_empty());
 }

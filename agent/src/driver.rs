@@ -228,8 +228,8 @@ pub async fn run_on_worker(
 
 /// Reaps the orphans the agent adopted as they exit: after each SIGCHLD (every exit of a
 /// child of the agent sends one; signals pending together are delivered once), then rests
-/// for [`REAP_GAP`], so a burst of exits costs one pass. Where SIGCHLD cannot be listened
-/// to, every second.
+/// for [`REAP_GAP`], so a burst of exits costs one pass; a pass put off by a task being
+/// started runs again after the rest. Where SIGCHLD cannot be listened to, every second.
 async fn reap_adopted_orphans() {
     use tokio::signal::unix::{SignalKind, signal};
     let mut exits = signal(SignalKind::child())
@@ -246,7 +246,9 @@ async fn reap_adopted_orphans() {
             }
             None => tokio::time::sleep(Duration::from_secs(1)).await,
         }
-        crate::descendants::reap_exited();
+        while crate::descendants::reap_exited() {
+            tokio::time::sleep(REAP_GAP).await;
+        }
         tokio::time::sleep(REAP_GAP).await;
     }
 }

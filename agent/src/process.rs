@@ -31,6 +31,7 @@ use tracing::{debug, info, warn};
 
 use crate::containment::{Containment, ContainmentError, join_cgroup_in_child};
 use crate::core::TaskExit;
+use crate::descendants::OwnChild;
 use crate::plain_command::{PlainCommand, plain_command};
 use crate::ready::ReadyDirs;
 use crate::run_as::{RunAs, RunAsError, UnixUser};
@@ -231,8 +232,9 @@ async fn supervise(
     }
     // Nothing of the task may run once its end is reported: an empty container is checked
     // here, but its cgroup handed on (or removed) only after the report, off the slot's
-    // path.
-    let empty = config.containment.is_empty(container);
+    // path. A leader not known reaped may still hold children of its own, which only a
+    // scan finds.
+    let empty = status.is_ok() && config.containment.is_empty(container);
     if !empty {
         kill_container(&config, container).await;
     }
@@ -355,8 +357,8 @@ impl PreparedTask {
         let starting = crate::descendants::starting();
         let child = command.spawn()?;
         // `id` is only `None` once the child has been waited for.
-        starting.started(child.id().unwrap_or_default());
-        Ok(TaskChild::Forked(child))
+        let own = starting.started(child.id().unwrap_or_default());
+        Ok(TaskChild::Forked(child, Some(own)))
     }
 
     /// The output files again (the first pair went into the refused attempt).
@@ -370,8 +372,9 @@ impl PreparedTask {
 enum TaskChild {
     /// Born in its cgroup by `clone3`.
     Born(TaskProcess),
-    /// Started by `tokio::process`.
-    Forked(Child),
+    /// Started by `tokio::process`, with its registration as the agent's own child until
+    /// reaped (or dropped unreaped).
+    Forked(Child, Option<OwnChild>),
 }
 
 impl TaskChild {
@@ -379,18 +382,17 @@ impl TaskChild {
         match self {
             TaskChild::Born(process) => process.id(),
             // `id` is only `None` once the child has been waited for, which has not happened.
-            TaskChild::Forked(child) => child.id().unwrap_or_default(),
+            TaskChild::Forked(child, _) => child.id().unwrap_or_default(),
         }
     }
 
     async fn wait(&mut self) -> io::Result<ExitStatus> {
         match self {
             TaskChild::Born(process) => process.wait().await,
-            TaskChild::Forked(child) => {
-                let pid = child.id();
+            TaskChild::Forked(child, own) => {
                 let status = child.wait().await;
-                if let (Some(pid), Ok(_)) = (pid, &status) {
-                    crate::descendants::reaped(pid);
+                if status.is_ok() {
+                    *own = None;
                 }
                 status
             }
@@ -403,7 +405,7 @@ impl TaskChild {
                 process.kill();
                 Ok(())
             }
-            TaskChild::Forked(child) => child.start_kill(),
+            TaskChild::Forked(child, _) => child.start_kill(),
         }
     }
 }

@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
+use crate::descendants::OwnChild;
 use crate::run_as::UnixUser;
 
 /// `CLONE_INTO_CGROUP` (Linux 5.7), not in the `libc` crate.
@@ -171,6 +172,8 @@ pub struct TaskProcess {
     pid: u32,
     pidfd: AsyncFd<OwnedFd>,
     status: Option<ExitStatus>,
+    /// Its registration as the agent's own child, until reaped (or dropped unreaped).
+    own: Option<OwnChild>,
 }
 
 /// What [`spawn`] could not do.
@@ -203,26 +206,23 @@ pub fn spawn(command: &TaskCommand) -> Result<TaskProcess, SpawnFailure> {
         error: AtomicI32::new(0),
         error_pipe: -1,
     };
-    // Registered before the agent's reaper of adopted orphans can see it.
+    // Counted before the clone, so the agent's reaper of adopted orphans leaves it alone
+    // until it is registered.
     let starting = crate::descendants::starting();
     let started = clone_child(context)?;
     let pid = started.pid;
-    starting.started(pid);
+    let own = starting.started(pid);
     if let Some(err) = started.error {
-        // The child exits at once (127) after reporting; reap it.
+        // The child exits at once (127) after reporting; reap it (then `own` goes).
         let _ = reap(pid, 0);
-        crate::descendants::reaped(pid);
         return Err(SpawnFailure::Failed(err));
     }
     // SAFETY: an `OwnedFd` keeps its descriptor open and unchanged while the `AsyncFd`
-    // owns it. If registering fails the child runs on unsupervised; the caller sweeps its
-    // cgroup on the error.
-    let pidfd =
-        unsafe { AsyncFd::register_with_interest(started.pidfd, Interest::READABLE) }.map_err(|err| {
-            crate::descendants::reaped(pid);
-            failed(err.into_parts().1)
-        })?;
-    Ok(TaskProcess { pid, pidfd, status: None })
+    // owns it. If registering fails the child runs on unsupervised (and unregistered, for
+    // the reaper of adopted orphans); the caller sweeps its container on the error.
+    let pidfd = unsafe { AsyncFd::register_with_interest(started.pidfd, Interest::READABLE) }
+        .map_err(|err| failed(err.into_parts().1))?;
+    Ok(TaskProcess { pid, pidfd, status: None, own: Some(own) })
 }
 
 /// Pointers to `strings` and a NULL after them, as `execve` takes them.
@@ -506,7 +506,7 @@ impl TaskProcess {
             match reap(self.pid, libc::WNOHANG)? {
                 Some(status) => {
                     drop(ready);
-                    crate::descendants::reaped(self.pid);
+                    self.own = None;
                     self.status = Some(status);
                     return Ok(status);
                 }
@@ -537,7 +537,8 @@ fn reap(pid: u32, options: libc::c_int) -> io::Result<Option<ExitStatus>> {
     let pid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;
     let mut status = 0;
     loop {
-        // SAFETY: our own unreaped child (its pidfd keeps the pid from reuse).
+        // SAFETY: our own unreaped child (unreaped, its pid cannot be reused; registered,
+        // the reaper of adopted orphans leaves it alone).
         let ret = unsafe { libc::waitpid(pid, &mut status, options) };
         if ret == pid {
             return Ok(Some(ExitStatus::from_raw(status)));
@@ -554,11 +555,8 @@ fn reap(pid: u32, options: libc::c_int) -> io::Result<Option<ExitStatus>> {
 
 impl Drop for TaskProcess {
     fn drop(&mut self) {
+        // Unregistered with it: nobody waits for it now, the reaper of adopted orphans may.
         self.kill();
-        if self.status.is_none() {
-            // Nobody waits for it now: the reaper of adopted orphans may take it.
-            crate::descendants::reaped(self.pid);
-        }
     }
 }
 
