@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{self, Read};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Whether this process adopts orphans and its scans walk its descendants.
@@ -27,6 +27,14 @@ static ADOPTING: AtomicBool = AtomicBool::new(false);
 static OWN: Mutex<BTreeMap<u32, usize>> = Mutex::new(BTreeMap::new());
 /// Children being started: counted from before the clone until they are in [`OWN`].
 static STARTING: AtomicUsize = AtomicUsize::new(0);
+/// Reaps of this process's children begun and ended: each `waitpid` of ours, and each
+/// child whose reaping is someone else's (`tokio::process`) for as long as it lives. The
+/// kernel's children list can skip an entry when the one printed before it is reaped
+/// mid-read, so a list read while none was under way and none began is complete.
+static REAPS_BEGUN: AtomicU64 = AtomicU64::new(0);
+static REAPS_ENDED: AtomicU64 = AtomicU64::new(0);
+/// Tries at a children list that no reap overlapped, before giving up.
+const LIST_TRIES: usize = 3;
 /// Re-reads of this process's own children within one walk, at most: each finds the
 /// processes reparented to it while the walk ran, so a task forking orphans without end
 /// could keep a walk going; the scan's next look finds what one walk left.
@@ -64,10 +72,20 @@ pub(crate) fn starting() -> Starting {
 }
 
 impl Starting {
-    /// Registers the child `pid` as this process's own while the result lives.
+    /// Registers the child `pid`, which this process reaps through [`reaping`], as its own
+    /// while the result lives.
     pub(crate) fn started(self, pid: u32) -> OwnChild {
         *own().entry(pid).or_default() += 1;
-        OwnChild { pid }
+        OwnChild { pid, reaped_elsewhere: None }
+    }
+
+    /// As [`started`](Starting::started), for a child that code out of our hands reaps
+    /// (`tokio::process`): a reap counts as under way for as long as the result lives.
+    pub(crate) fn started_reaped_elsewhere(self, pid: u32) -> OwnChild {
+        let reap = reaping();
+        let mut own = self.started(pid);
+        own.reaped_elsewhere = Some(reap);
+        own
     }
 }
 
@@ -83,6 +101,8 @@ impl Drop for Starting {
 #[derive(Debug)]
 pub(crate) struct OwnChild {
     pid: u32,
+    /// Held for a child whose reaping we cannot see begin.
+    reaped_elsewhere: Option<Reap>,
 }
 
 impl Drop for OwnChild {
@@ -94,6 +114,22 @@ impl Drop for OwnChild {
                 own.remove(&self.pid);
             }
         }
+    }
+}
+
+/// A reap of one of this process's children under way: hold it across the `waitpid`.
+#[derive(Debug)]
+pub(crate) struct Reap(());
+
+/// Call before reaping a child of this process (see [`REAPS_BEGUN`]).
+pub(crate) fn reaping() -> Reap {
+    REAPS_BEGUN.fetch_add(1, Ordering::SeqCst);
+    Reap(())
+}
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        REAPS_ENDED.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -116,10 +152,28 @@ pub fn none_adopted() -> bool {
     if !adopting() {
         return false;
     }
-    let Ok(children) = own_children() else { return false };
+    let Some(children) = own_children_between_reaps() else { return false };
     // A child being started counts as adopted here, as it should: unknown.
     let own = own();
     children.iter().all(|pid| own.contains_key(pid))
+}
+
+/// This process's children, from a read that no reap of ours overlapped (so none was
+/// skipped), or `None` if reaps kept overlapping or the list cannot be read.
+fn own_children_between_reaps() -> Option<Vec<u32>> {
+    for _ in 0..LIST_TRIES {
+        // Ended before begun: a reap that ends between the two loads shows as under way.
+        let ended = REAPS_ENDED.load(Ordering::SeqCst);
+        let begun = REAPS_BEGUN.load(Ordering::SeqCst);
+        if begun != ended {
+            continue;
+        }
+        let children = own_children().ok()?;
+        if REAPS_BEGUN.load(Ordering::SeqCst) == begun {
+            return Some(children);
+        }
+    }
+    None
 }
 
 /// Reaps the adopted orphans that have exited, from this process's children; never
@@ -150,11 +204,9 @@ pub(crate) fn walk() -> Walk {
     let mut seen = HashSet::new();
     let mut next = Vec::new();
     for _ in 0..MAX_ROUNDS {
-        walk.children.clear();
-        // An unreadable list (a process gone) ends that branch; its children moved to the
-        // nearest subreaper: this process, read again in the next round, or one already
-        // read (the scan's next look finds them there).
-        let _ = lists.children_of(None, &mut walk.children);
+        // Failing a read that no reap overlapped, a plain one: it may skip a child, as
+        // every read could before the reaps were counted.
+        walk.children = own_children_between_reaps().or_else(|| own_children().ok()).unwrap_or_default();
         let mut queue: Vec<u32> = walk.children.iter().copied().filter(|&pid| seen.insert(pid)).collect();
         if queue.is_empty() {
             break;
@@ -162,6 +214,9 @@ pub(crate) fn walk() -> Walk {
         while !queue.is_empty() {
             for pid in queue.drain(..) {
                 walk.descendants.push(pid);
+                // An unreadable list (a process gone) ends that branch; its children
+                // moved to the nearest subreaper: this process, read again in the next
+                // round, or one already read (the scan's next look finds them there).
                 let _ = lists.children_of(Some(pid), &mut next);
             }
             queue.extend(next.drain(..).filter(|&pid| seen.insert(pid)));
@@ -194,6 +249,7 @@ pub(crate) fn reap_adopted(children: &[u32]) -> Reaping {
     let left = adopted
         .filter(|&pid| {
             let Ok(pid_t) = libc::pid_t::try_from(pid) else { return true };
+            let _reap = reaping();
             let mut status = 0;
             // SAFETY: waitpid writes the status into a local; WNOHANG never blocks. The
             // pid is a child of this process that no waiter of its own owns.

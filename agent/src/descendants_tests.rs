@@ -129,3 +129,24 @@ fn the_reaper_waits_while_a_child_is_being_started() {
     drop(starting);
     wait_for("the reaper to reap it", || reap_adopted(&[pid]).left.is_empty());
 }
+
+#[test]
+fn the_children_list_is_not_taken_from_a_read_that_a_reap_may_overlap() {
+    let child = Group::start("sleep 30");
+    let reap = reaping();
+    assert_eq!(own_children_between_reaps(), None, "a reap of ours is under way");
+    drop(reap);
+    // Other tests reap their children meanwhile: a clean read comes within a few tries.
+    wait_for("a read no reap overlapped", || {
+        own_children_between_reaps().is_some_and(|children| children.contains(&child.pid()))
+    });
+}
+
+#[test]
+fn a_child_reaped_out_of_our_hands_counts_as_a_reap_under_way_while_registered() {
+    let own = starting().started_reaped_elsewhere(u32::MAX - 9);
+    assert_eq!(own_children_between_reaps(), None, "tokio may reap it at any moment");
+    drop(own);
+    assert!(!super::own().contains_key(&(u32::MAX - 9)));
+    wait_for("a read no reap overlapped", || own_children_between_reaps().is_some());
+}

@@ -357,7 +357,7 @@ impl PreparedTask {
         let starting = crate::descendants::starting();
         let child = command.spawn()?;
         // `id` is only `None` once the child has been waited for.
-        let own = starting.started(child.id().unwrap_or_default());
+        let own = starting.started_reaped_elsewhere(child.id().unwrap_or_default());
         Ok(TaskChild::Forked(child, Some(own)))
     }
 

@@ -537,6 +537,7 @@ fn reap(pid: u32, options: libc::c_int) -> io::Result<Option<ExitStatus>> {
     let pid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;
     let mut status = 0;
     loop {
+        let _reap = crate::descendants::reaping();
         // SAFETY: our own unreaped child (unreaped, its pid cannot be reused; registered,
         // the reaper of adopted orphans leaves it alone).
         let ret = unsafe { libc::waitpid(pid, &mut status, options) };
