@@ -18,7 +18,7 @@ pub(crate) struct HistoryArgs {
     /// Only runs of jobs with this name.
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
-    /// Most runs to show.
+    /// Most runs to show, newest first (fetched in as many pages as the master needs).
     #[arg(long, default_value_t = 50, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     limit: u32,
 }
@@ -77,7 +77,7 @@ impl From<&JobHistory> for RunJson {
 /// Runs `history`.
 pub(crate) async fn run(conn: &ConnectionArgs, args: HistoryArgs, json: bool) -> Result<ExitCode> {
     let client = connection::connect_from_args(conn).await?;
-    let query = HistoryQuery { name: args.name, limit: args.limit };
+    let query = HistoryQuery { name: args.name, before: None, limit: args.limit };
     let runs = connection::bounded(client.history(query)).await.context("reading job history")?;
     connection::close(client).await;
     if json {
@@ -134,11 +134,64 @@ fn millis(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use slotmarket_common::ids::{AccountId, JobId};
-    use slotmarket_common::protocol::JobState;
+    use slotmarket_common::protocol::{HistoryPage, JobState, Request, Response, RunCursor};
     use slotmarket_common::spec::SlotKind;
     use slotmarket_common::time::Timestamp;
 
     use super::*;
+    use crate::fake_master::FakeMaster;
+
+    fn run(job: u64, finished: u64) -> JobHistory {
+        JobHistory {
+            job: JobId(job),
+            name: "wc".into(),
+            account: AccountId("alice".into()),
+            class: None,
+            state: JobState::Completed,
+            submitted: Timestamp(0),
+            started: None,
+            finished: Timestamp(finished),
+            deadline: None,
+            input_bytes: None,
+            slot_ms: [0, 0],
+            stages: vec![],
+        }
+    }
+
+    /// A fake master holding runs of jobs 1..=`n` (job k finished at k seconds),
+    /// answering newest first in pages of at most 2 (as the real one cuts a page of large
+    /// runs short of the limit asked).
+    fn paging_master(n: u64) -> FakeMaster {
+        FakeMaster::start(move |request| {
+            let Request::History(query) = request else { return vec![] };
+            let below = query.before.map_or(n + 1, |before| before.job.0);
+            let runs: Vec<JobHistory> =
+                (1..below).rev().take(query.limit.clamp(1, 2) as usize).map(|k| run(k, k * 1000)).collect();
+            let next = runs.last().filter(|last| last.job.0 > 1).map(RunCursor::of);
+            vec![Response::History(HistoryPage { runs, next })]
+        })
+    }
+
+    #[tokio::test]
+    async fn a_limit_follows_short_pages_until_it_has_that_many_runs() {
+        let fake = paging_master(5);
+        let client = fake.options("alice").connect().await.unwrap();
+        let jobs = |runs: Vec<JobHistory>| runs.iter().map(|r| r.job.0).collect::<Vec<_>>();
+        let newest = |limit| HistoryQuery { name: None, before: None, limit };
+        assert_eq!(jobs(client.history(newest(3)).await.unwrap()), [5, 4, 3]);
+        // Asking for more than there are stops at the last page.
+        assert_eq!(jobs(client.history(newest(1500)).await.unwrap()), [5, 4, 3, 2, 1]);
+        client.close().await;
+        let asked: Vec<(Option<u64>, u32)> = fake
+            .requests()
+            .into_iter()
+            .filter_map(|r| match r {
+                Request::History(query) => Some((query.before.map(|b| b.job.0), query.limit)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(asked, [(None, 3), (Some(4), 1), (None, 1500), (Some(4), 1498), (Some(2), 1496)]);
+    }
 
     #[test]
     fn a_run_shows_its_wait_length_and_task_mean() {

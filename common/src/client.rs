@@ -17,9 +17,9 @@ use crate::money::Credits;
 use crate::pki::{PkiError, TlsFiles};
 use crate::protocol::{
     AccountSummary, ChoiceRefusal, ClientRequest, DEFAULT_MAX_FRAME, DeadlineChoice, ErrorReply,
-    EstimateEvalQuery, EstimateEvalReport, HistoryQuery, JobHistory, JobState, JobStatus, JobSummary,
-    JobsPage, JobsQuery, LedgerEntry, LedgerPage, LogChunk, LogQuery, MarketInfo, NodeSummary, ProfileView,
-    Purchase, QueueView, QuoteInfo, Request, ReservationView, Response, TaskList,
+    EstimateEvalQuery, EstimateEvalReport, HistoryPage, HistoryQuery, JobHistory, JobState, JobStatus,
+    JobSummary, JobsPage, JobsQuery, LedgerEntry, LedgerPage, LogChunk, LogQuery, MarketInfo, NodeSummary,
+    ProfileView, Purchase, QueueView, QuoteInfo, Request, ReservationView, Response, TaskList,
 };
 use crate::spec::JobSpec;
 use crate::time::Timestamp;
@@ -256,13 +256,35 @@ impl Client {
         }
     }
 
-    /// Recorded runs of ended jobs, newest first.
-    pub async fn history(&self, query: HistoryQuery) -> Result<Vec<JobHistory>, ClientError> {
+    /// One page of recorded runs of ended jobs, newest first.
+    pub async fn history_page(&self, query: HistoryQuery) -> Result<HistoryPage, ClientError> {
         self.expect(Request::History(query), |response| match response {
-            Response::History(runs) => Some(runs),
+            Response::History(page) => Some(page),
             _ => None,
         })
         .await
+    }
+
+    /// The newest `query.limit` recorded runs `query` selects, newest first: the master
+    /// cuts a page at its own limit or to fit a frame, so this follows its pages until
+    /// there are that many or no more.
+    pub async fn history(&self, mut query: HistoryQuery) -> Result<Vec<JobHistory>, ClientError> {
+        let wanted = query.limit as usize;
+        let mut runs = Vec::new();
+        loop {
+            query.limit = u32::try_from(wanted - runs.len()).unwrap_or(u32::MAX);
+            let page = self.history_page(query.clone()).await?;
+            let progressed = !page.runs.is_empty();
+            runs.extend(page.runs);
+            match page.next {
+                Some(next) if progressed && runs.len() < wanted => query.before = Some(next),
+                _ => {
+                    // A master answering more than asked must not make the list longer.
+                    runs.truncate(wanted);
+                    return Ok(runs);
+                }
+            }
+        }
     }
 
     /// The Jockey profile of job name `name`.

@@ -18,7 +18,7 @@ use crate::time::Timestamp;
 /// Checked in an agent's `Register` and in every client request; a mismatch is refused
 /// (read before the rest of the message: see [`version`](super::version)). 3: a job
 /// spec's `utility`, `SloStatus::utility_from_spec` and `Request::SubmitWatch`.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 // ---------------------------------------------------------------------------------
 // Agents: one long-lived bidirectional control stream per agent connection.
@@ -383,9 +383,36 @@ pub struct JobsPage {
 pub struct HistoryQuery {
     /// Only runs of jobs with this name.
     pub name: Option<String>,
-    /// Most runs returned, newest first; the master may return fewer to stay under the
+    /// Start after this run, newest first (the previous page's `next`).
+    pub before: Option<RunCursor>,
+    /// Most runs in the page, newest first; the master may return fewer to stay under the
     /// frame limit.
     pub limit: u32,
+}
+
+/// A run's place in the history's order (newest first: by when it finished, then by job).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Serialize, Deserialize)]
+pub struct RunCursor {
+    /// When the run finished.
+    pub finished: Timestamp,
+    /// Its job.
+    pub job: JobId,
+}
+
+impl RunCursor {
+    /// Where `run` is in the order.
+    pub fn of(run: &JobHistory) -> RunCursor {
+        RunCursor { finished: run.finished, job: run.job }
+    }
+}
+
+/// One page of recorded runs.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub struct HistoryPage {
+    /// Newest first.
+    pub runs: Vec<JobHistory>,
+    /// Where the next page starts, if there are more.
+    pub next: Option<RunCursor>,
 }
 
 /// The master's answer.
@@ -411,8 +438,8 @@ pub enum Response {
     },
     /// The request failed.
     Error(ErrorReply),
-    /// Recorded runs of ended jobs, newest first.
-    History(Vec<JobHistory>),
+    /// A page of recorded runs of ended jobs, newest first.
+    History(HistoryPage),
     /// The account is created and stored.
     AccountAdded(AccountSummary),
     /// The grant is stored.

@@ -10,7 +10,7 @@ use std::ops::Bound;
 
 use slotmarket_common::protocol::{
     AccountSummary, DemandClass, ErrorKind, ErrorReply, JobHistory, JobStatus, JobSummary, JobsQuery,
-    LedgerPage, NodeSummary, ProfileView, ReservationView, ReservedKind, SloStatus, StageOutputs,
+    LedgerPage, NodeSummary, ProfileView, ReservationView, ReservedKind, RunCursor, SloStatus, StageOutputs,
     StageStatus,
 };
 use slotmarket_common::spec::{JobSpec, StageSpec};
@@ -128,14 +128,27 @@ impl<'a> CoreView<'a> {
     }
 
     /// The newest recorded runs the caller may see (all for admins; a user's own
-    /// account's otherwise), of one name or every name, at most `limit`.
-    pub fn history(&self, caller: &Caller, name: Option<&str>, limit: usize) -> Vec<JobHistory> {
+    /// account's otherwise), of one name or every name, older than `before` if given
+    /// (newest first by [`RunCursor`]), at most `limit`.
+    pub fn history(
+        &self,
+        caller: &Caller,
+        name: Option<&str>,
+        before: Option<RunCursor>,
+        limit: usize,
+    ) -> Vec<JobHistory> {
         let mut runs: Vec<&JobHistory> = match name {
             Some(name) => self.state.history.runs(name).collect(),
             None => self.state.history.all().collect(),
         };
-        runs.retain(|r| caller.may_act_for(&r.account));
-        runs.sort_by_key(|r| std::cmp::Reverse((r.finished, r.job)));
+        runs.retain(|r| caller.may_act_for(&r.account) && before.is_none_or(|b| RunCursor::of(r) < b));
+        // The history may hold many thousands of runs; sort only the page's.
+        let newest_first = |r: &&JobHistory| std::cmp::Reverse(RunCursor::of(r));
+        if runs.len() > limit && limit > 0 {
+            runs.select_nth_unstable_by_key(limit - 1, newest_first);
+            runs.truncate(limit);
+        }
+        runs.sort_by_key(newest_first);
         runs.into_iter().take(limit).cloned().collect()
     }
 

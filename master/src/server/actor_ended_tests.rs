@@ -1,11 +1,12 @@
 //! Actor tests of requests about an ended job: cancel and `deadline set` answer alike
 //! whether the core still holds the job or only the store does (after a restart), a
 //! job of another user answers as no job, and a deadline not in the future is refused.
+//! The history of ended jobs comes in pages that follow one another.
 
 use std::path::Path;
 
 use slotmarket_common::identity::Role;
-use slotmarket_common::protocol::{ErrorKind, ErrorReply, JobState};
+use slotmarket_common::protocol::{ErrorKind, ErrorReply, HistoryPage, HistoryQuery, JobState};
 use slotmarket_common::spec::JobSpec;
 
 use super::*;
@@ -105,4 +106,39 @@ fn a_deadline_not_in_the_future_is_refused_as_at_submit() {
     let ahead = Some(now + Duration::from_secs(60));
     let set = ask(&mut actor, user("alice"), Request::SetDeadline { job, deadline: ahead });
     assert!(matches!(set, Response::DeadlineSet { deadline, .. } if deadline == ahead), "{set:?}");
+}
+
+#[test]
+fn history_pages_follow_one_another_without_a_gap_or_a_repeat() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut actor = actor_on(dir.path());
+    for _ in 0..5 {
+        let spec = JobSpec::from_toml(SPEC).unwrap();
+        let Response::Submitted { job } = ask(&mut actor, user("alice"), Request::Submit { spec }) else {
+            panic!("not submitted")
+        };
+        ask(&mut actor, user("alice"), Request::Cancel { job });
+    }
+    let mut page = |before, limit| match ask(
+        &mut actor,
+        user("alice"),
+        Request::History(HistoryQuery { name: None, before, limit }),
+    ) {
+        Response::History(page) => page,
+        other => panic!("{other:?}"),
+    };
+    let HistoryPage { runs: all, next: None } = page(None, 10) else { panic!("one page holds all five") };
+    let jobs =
+        |runs: &[slotmarket_common::protocol::JobHistory]| runs.iter().map(|r| r.job).collect::<Vec<_>>();
+    assert_eq!(jobs(&all).len(), 5);
+    let mut walked = Vec::new();
+    let mut before = None;
+    for expected in [2, 2, 1] {
+        let HistoryPage { runs, next } = page(before, 2);
+        assert_eq!(runs.len(), expected);
+        walked.extend(jobs(&runs));
+        assert_eq!(next.is_some(), walked.len() < 5, "a next page only while runs are left");
+        before = next;
+    }
+    assert_eq!(walked, jobs(&all), "newest first, each run once");
 }

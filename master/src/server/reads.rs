@@ -9,7 +9,8 @@ use std::ops::ControlFlow;
 use slotmarket_common::identity::{Identity, Role};
 use slotmarket_common::ids::JobId;
 use slotmarket_common::protocol::{
-    ErrorReply, HistoryQuery, JobState, JobStatus, JobSummary, JobsPage, JobsQuery, Response,
+    ErrorReply, HistoryPage, HistoryQuery, JobState, JobStatus, JobSummary, JobsPage, JobsQuery, Response,
+    RunCursor,
 };
 
 use crate::core::CoreView;
@@ -99,18 +100,21 @@ pub(super) fn jobs_page(
     Ok(page.finish())
 }
 
-/// The newest recorded runs the caller may see.
+/// A page of the newest recorded runs the caller may see: at most the limit asked (and
+/// [`MAX_PAGE`]) and [`PAGE_BYTES`] (but at least one run), with where the next starts.
 pub(super) fn history(view: &CoreView<'_>, caller: &Identity, query: &HistoryQuery) -> Response {
     let limit = query.limit.clamp(1, MAX_PAGE) as usize;
-    let mut runs = view.history(caller, query.name.as_deref(), limit);
+    // One more than the page holds tells whether there is a next page.
+    let mut runs = view.history(caller, query.name.as_deref(), query.before, limit + 1);
     let mut bytes = 0;
-    let fits = runs.iter().take_while(|run| {
+    let fits = runs.iter().take(limit).take_while(|run| {
         bytes += encoded_len(run);
         bytes <= PAGE_BYTES
     });
     let keep = fits.count().max(1).min(runs.len());
+    let next = (runs.len() > keep).then(|| RunCursor::of(&runs[keep - 1]));
     runs.truncate(keep);
-    Response::History(runs)
+    Response::History(HistoryPage { runs, next })
 }
 
 /// A page being filled: at most `limit` jobs and `PAGE_BYTES`; one more offered than fits

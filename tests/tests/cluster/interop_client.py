@@ -28,7 +28,7 @@ from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store
 
 ALPN = "slotmarket/1"
-PROTOCOL_VERSION = 3  # PROTOCOL_VERSION in common/src/protocol/messages.rs
+PROTOCOL_VERSION = 4  # PROTOCOL_VERSION in common/src/protocol/messages.rs
 # Variant indices of `Request` and `Response` in common/src/protocol/messages.rs
 # (postcard encodes an enum as its variant index).
 REQUEST_NODES = 3

@@ -62,7 +62,11 @@ async fn a_deadline_and_account_survive_a_master_kill() {
     let stored = status(&admin, job).await;
     assert_eq!((stored.summary.state, stored.summary.deadline), (JobState::Cancelled, Some(deadline)));
     let history = admin
-        .history(slotmarket_common::protocol::HistoryQuery { name: Some("deadlined".into()), limit: 10 })
+        .history(slotmarket_common::protocol::HistoryQuery {
+            name: Some("deadlined".into()),
+            before: None,
+            limit: 10,
+        })
         .await
         .expect("history");
     assert_eq!(history.len(), 1, "{history:?}");

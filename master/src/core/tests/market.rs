@@ -158,10 +158,10 @@ fn an_ended_job_is_recorded_with_its_task_times_and_slot_time() {
     // Slots held: 5 s and 7 s by the first attempts, 4 s by the retry.
     assert_eq!(record.slot_ms, [16_000, 0]);
     assert_eq!((record.wait_ms(), record.completion_ms()), (Some(1_000), 11_000));
-    let runs = env.core.view().history(&alice(), Some("wc"), 10);
+    let runs = env.core.view().history(&alice(), Some("wc"), None, 10);
     assert_eq!(runs, vec![(**record).clone()]);
-    assert!(env.core.view().history(&bob(), None, 10).is_empty(), "bob sees no run of alice's");
-    assert_eq!(env.core.view().history(&root(), None, 10).len(), 1);
+    assert!(env.core.view().history(&bob(), None, None, 10).is_empty(), "bob sees no run of alice's");
+    assert_eq!(env.core.view().history(&root(), None, None, 10).len(), 1);
     env.take_changed();
     env.assert_no_commands();
 }
@@ -183,7 +183,7 @@ fn history_and_id_counters_come_back_from_the_store() {
         local_nodes: vec![],
     };
     env.handle(Event::StoreRecovered(recovery));
-    assert_eq!(env.core.view().history(&root(), Some("wc"), 10), vec![newer]);
+    assert_eq!(env.core.view().history(&root(), Some("wc"), None, 10), vec![newer]);
     env.join_agent("n1", 1, 1);
     assert_eq!(env.submit(JobBuilder::maps(1).build()), JobId(40));
     assert_eq!(env.take_launches(1)[0].container, ContainerId(900));
