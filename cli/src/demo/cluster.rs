@@ -132,26 +132,27 @@ impl Cluster {
         TlsFiles::in_dir(&self.pki_dir(), name)
     }
 
-    /// The CA with master and admin certificates, one agent certificate per node and the
-    /// demo user's certificate.
-    pub(crate) fn make_certificates(&self, agents: u32) -> Result<()> {
+    /// The CA with master and admin certificates, one agent certificate per node and one
+    /// user certificate for each of `users`.
+    pub(crate) fn make_certificates(&self, agents: u32, users: &[&str]) -> Result<()> {
         let dir = self.pki_dir();
         pki::init(&dir, &[]).with_context(|| format!("making the demo CA in {}", dir.display()))?;
         for k in 1..=agents {
             let name = node_name(k);
             pki::issue(&dir, Role::Agent, &name).with_context(|| format!("issuing {name}'s certificate"))?;
         }
-        pki::issue(&dir, Role::User, DEMO_USER).context("issuing the demo user's certificate")?;
+        for user in users {
+            pki::issue(&dir, Role::User, user).with_context(|| format!("issuing {user}'s certificate"))?;
+        }
         Ok(())
     }
 
-    /// Starts the master on a free loopback port and waits for it to say where.
-    pub(crate) async fn start_master(&mut self) -> Result<SocketAddr> {
+    /// Starts the master with `config` as its master.toml on a free loopback port and
+    /// waits for it to say where.
+    pub(crate) async fn start_master(&mut self, config: &str) -> Result<SocketAddr> {
         let data = self.root.join("master");
-        // MRM admission in front of `edf`: the demo buys one job's deadline.
-        let config = self.root.join("master.toml");
-        std::fs::write(&config, super::purchase::MASTER_TOML)
-            .with_context(|| format!("writing {}", config.display()))?;
+        let config_file = self.root.join("master.toml");
+        std::fs::write(&config_file, config).with_context(|| format!("writing {}", config_file.display()))?;
         let args: Vec<OsString> = vec![
             "--listen".into(),
             "127.0.0.1:0".into(),
@@ -159,10 +160,8 @@ impl Cluster {
             data.clone().into(),
             "--cert-dir".into(),
             self.pki_dir().into(),
-            "--policy".into(),
-            "edf".into(),
             "--config".into(),
-            config.into(),
+            config_file.into(),
         ];
         let program = self.bins.master.clone();
         self.spawn("master", &program, &args)?;

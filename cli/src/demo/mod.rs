@@ -6,10 +6,12 @@
 //! - `cluster` — the temporary directory, the processes and the guard that stops them;
 //! - `purchase` — the MRM step: a quote and a bought deadline before the workload;
 //! - `workload` — the embedded job specs, submission and progress;
+//! - `rates` — `--rates`: DP's market instead, two users' shares following their rates;
 //! - `report` — progress lines, the final table and the JSON document.
 
 mod cluster;
 mod purchase;
+mod rates;
 mod report;
 mod workload;
 
@@ -46,6 +48,11 @@ pub(crate) struct DemoArgs {
     /// Give up on the workload after this many seconds.
     #[arg(long, default_value_t = 180, value_name = "SECS")]
     pub(crate) timeout: u64,
+    /// Show DP's market instead: under the `proportional` policy, users alice and bob bid
+    /// spending rates 1 and 2 and submit the same job at once; while both have work the
+    /// map slots split 1 : 2.
+    #[arg(long)]
+    pub(crate) rates: bool,
 }
 
 /// What a successful run produced.
@@ -63,7 +70,13 @@ pub(crate) async fn run(args: DemoArgs, json: bool) -> Result<ExitCode> {
     let mut cluster = Cluster::create(bins)?;
     eprintln!("demo directory: {}", cluster.root().display());
     let outcome = tokio::select! {
-        ran = drive(&mut cluster, &args, deadline_job, specs) => ran,
+        ran = async {
+            if args.rates {
+                drive_rates(&mut cluster, &args).await
+            } else {
+                drive(&mut cluster, &args, deadline_job, specs).await
+            }
+        } => ran,
         reason = stop_signal() => {
             eprintln!("{reason}: stopping the cluster");
             cluster.shutdown();
@@ -102,12 +115,8 @@ async fn drive(
     deadline_job: JobSpec,
     specs: Vec<JobSpec>,
 ) -> Result<Ran> {
-    cluster.make_certificates(args.agents)?;
-    let master = cluster.start_master().await?;
-    eprintln!("master listening on {master}; starting {} agents", args.agents);
-    for k in 1..=args.agents {
-        cluster.start_agent(k, master)?;
-    }
+    cluster.make_certificates(args.agents, &[DEMO_USER])?;
+    let master = start(cluster, args, purchase::MASTER_TOML).await?;
     // Listing nodes is an admin's view; the workload runs as an ordinary user.
     let admin = connect(cluster, master, ADMIN_NAME).await?;
     workload::wait_for_agents(&admin, cluster, args.agents).await?;
@@ -128,6 +137,50 @@ async fn drive(
     connection::close(client).await;
     let elapsed = workload_elapsed(&jobs, start).unwrap_or_else(|| started.elapsed());
     Ok(Ran { report: report::build(&jobs, ids.len(), start, elapsed), master })
+}
+
+/// Starts the cluster under DP, has each of [`rates::USERS`] submit the same job at once
+/// and follows the market until both jobs end.
+async fn drive_rates(cluster: &mut Cluster, args: &DemoArgs) -> Result<Ran> {
+    let users = rates::USERS.map(|(user, _)| user);
+    let specs = users.map(rates::spec_for);
+    cluster.make_certificates(args.agents, &users)?;
+    let master = start(cluster, args, rates::MASTER_TOML).await?;
+    let admin = connect(cluster, master, ADMIN_NAME).await?;
+    workload::wait_for_agents(&admin, cluster, args.agents).await?;
+    rates::fund(&admin).await?;
+    let bids: Vec<String> = rates::USERS.iter().map(|(user, rate)| format!("{user} {rate}")).collect();
+    eprintln!(
+        "{} agents registered; policy proportional, rates per slot-hour: {}; both submit the same job",
+        args.agents,
+        bids.join(", ")
+    );
+    let (start, started) = (output::now(), Instant::now());
+    let mut ids = Vec::new();
+    for (user, spec) in users.into_iter().zip(specs) {
+        let client = connect(cluster, master, user).await?;
+        let job = crate::submit::submit(&client, spec?).await?;
+        connection::close(client).await;
+        eprintln!("[{:.1}s] {user} submitted {job}", started.elapsed().as_secs_f64());
+        ids.push(job);
+    }
+    let timeout = Duration::from_secs(args.timeout);
+    let (jobs, shares) = rates::follow(&admin, cluster, &ids, started, timeout).await?;
+    connection::close(admin).await;
+    let elapsed = workload_elapsed(&jobs, start).unwrap_or_else(|| started.elapsed());
+    let mut report = report::build(&jobs, ids.len(), start, elapsed);
+    report.shares = Some(shares);
+    Ok(Ran { report, master })
+}
+
+/// Starts the master with `config` and the agents; answers the master's address.
+async fn start(cluster: &mut Cluster, args: &DemoArgs, config: &str) -> Result<SocketAddr> {
+    let master = cluster.start_master(config).await?;
+    eprintln!("master listening on {master}; starting {} agents", args.agents);
+    for k in 1..=args.agents {
+        cluster.start_agent(k, master)?;
+    }
+    Ok(master)
 }
 
 /// From the workload's start to the last job's end on the master's clock, if every job

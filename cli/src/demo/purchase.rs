@@ -23,7 +23,7 @@ pub(crate) const DEADLINE_JOB: (&str, &str) = ("pi-deadline.toml", include_str!(
 const BUDGET: Credits = Credits::from_credits(1);
 
 /// The master.toml the demo master runs with: MRM admission in front of `edf`.
-pub(crate) const MASTER_TOML: &str = "[admission]\nmode = \"mrm\"\n";
+pub(crate) const MASTER_TOML: &str = "[admission]\nmode = \"mrm\"\n[policy]\nname = \"edf\"\n";
 
 /// The deadline job's spec; a failure here is a bug in the demo.
 pub(crate) fn deadline_spec() -> Result<JobSpec> {

@@ -51,6 +51,9 @@ pub(crate) struct DemoReport {
     pub(crate) all_completed: bool,
     /// Seconds from the workload's start until the last job ended (or the demo gave up).
     pub(crate) elapsed_s: f64,
+    /// With `--rates`: how the users' slots split while both had work.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) shares: Option<super::rates::SharesReport>,
 }
 
 /// Builds the report from the jobs' last summaries; `expected` jobs were submitted, so a
@@ -80,7 +83,7 @@ pub(crate) fn build(jobs: &[JobSummary], expected: usize, start: Timestamp, elap
         })
         .collect();
     let all_completed = jobs.len() == expected && jobs.iter().all(|j| j.state == JobState::Completed);
-    DemoReport { jobs: rows, all_completed, elapsed_s: round_ms(elapsed.as_secs_f64()) }
+    DemoReport { jobs: rows, all_completed, elapsed_s: round_ms(elapsed.as_secs_f64()), shares: None }
 }
 
 /// Rounds to milliseconds so the JSON does not carry float noise.
@@ -125,7 +128,8 @@ pub(crate) fn render(report: &DemoReport) -> String {
     } else {
         format!("{completed} of {} jobs completed ({:.1}s)", report.jobs.len(), report.elapsed_s)
     };
-    format!("times in seconds since the first submit\n{}\n{verdict}\n", table.render())
+    let shares = report.shares.as_ref().map(super::rates::render).unwrap_or_default();
+    format!("times in seconds since the first submit\n{}\n{shares}{verdict}\n", table.render())
 }
 
 /// `[12.0s] 3/6 jobs done, 5 tasks running`, plus how many failed if any did.

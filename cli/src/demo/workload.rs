@@ -111,7 +111,7 @@ pub(crate) async fn follow(
 }
 
 /// The demo's jobs out of `Jobs`, in submission order.
-async fn our_jobs(client: &Client, ids: &[JobId]) -> Result<Vec<JobSummary>> {
+pub(crate) async fn our_jobs(client: &Client, ids: &[JobId]) -> Result<Vec<JobSummary>> {
     let after = ids.iter().min().map(|first| JobId(first.0.saturating_sub(1)));
     let query = JobsQuery { newest_first: false, after, ..JobsQuery::default() };
     let all = connection::bounded(client.all_jobs(query)).await.context("listing the demo's jobs")?;

@@ -1,15 +1,18 @@
 //! `slotmarket demo --json` runs its whole workload on a fresh local cluster and exits 0
-//! with every job completed.
+//! with every job completed; `demo --rates` shows DP's shares following the users' rates.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+
 use crate::support::binary;
 
-#[test]
-fn the_demo_completes_every_job() {
+/// Runs `slotmarket demo --json EXTRA`, bounded, and answers its report once it exited 0.
+fn demo(extra: &[&str]) -> Value {
     let mut child = Command::new(binary("slotmarket"))
         .args(["demo", "--json"])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -26,8 +29,28 @@ fn the_demo_completes_every_job() {
     let output = child.wait_with_output().expect("demo output");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "demo failed: {}\n{stderr}", output.status);
-    let report: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("demo prints one JSON document");
+    serde_json::from_slice(&output.stdout).expect("demo prints one JSON document")
+}
+
+#[test]
+fn under_dp_the_demo_users_slots_follow_their_rates() {
+    let report = demo(&["--rates"]);
+    assert_eq!(report["all_completed"], true, "{report}");
+    let shares = &report["shares"];
+    assert!(shares["contended_samples"].as_u64().unwrap() >= 3, "{report}");
+    let user = |k: usize, what: &str| shares["users"][k][what].as_f64().unwrap();
+    assert_eq!((user(0, "rate"), user(1, "rate")), (1.0, 2.0), "{report}");
+    // Six map slots allotted 1 : 2 in every second both users had tasks waiting.
+    assert_eq!((user(0, "mean_share"), user(1, "mean_share")), (2.0, 4.0), "{report}");
+    // Running follows the share, but for the moment before preemption takes back what
+    // the first arrival held above it.
+    let ratio = user(1, "mean_running") / user(0, "mean_running");
+    assert!((1.4..=2.6).contains(&ratio), "running slots 1 : {ratio:.2}, rates 1 : 2: {report}");
+}
+
+#[test]
+fn the_demo_completes_every_job() {
+    let report = demo(&[]);
     assert_eq!(report["all_completed"], true, "{report}");
     let jobs = report["jobs"].as_array().expect("jobs array");
     assert!(jobs.len() >= 4, "{report}");
