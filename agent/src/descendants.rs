@@ -28,9 +28,10 @@ static OWN: Mutex<BTreeMap<u32, usize>> = Mutex::new(BTreeMap::new());
 /// Children being started: counted from before the clone until they are in [`OWN`].
 static STARTING: AtomicUsize = AtomicUsize::new(0);
 /// Reaps of this process's children begun and ended: each `waitpid` of ours, and each
-/// child whose reaping is someone else's (`tokio::process`) for as long as it lives. The
-/// kernel's children list can skip an entry when the one printed before it is reaped
-/// mid-read, so a list read while none was under way and none began is complete.
+/// poll of a wait that `tokio::process` reaps in. The kernel's children list can skip an
+/// entry when the one printed before it is reaped mid-read, so this process's own list,
+/// read while no reap was under way and none began, is complete. (The lists of deeper
+/// descendants, which the walk also reads, have reapers of their own.)
 static REAPS_BEGUN: AtomicU64 = AtomicU64::new(0);
 static REAPS_ENDED: AtomicU64 = AtomicU64::new(0);
 /// Tries at a children list that no reap overlapped, before giving up.
@@ -76,15 +77,17 @@ impl Starting {
     /// while the result lives.
     pub(crate) fn started(self, pid: u32) -> OwnChild {
         *own().entry(pid).or_default() += 1;
-        OwnChild { pid, reaped_elsewhere: None }
+        OwnChild { pid, reaped_elsewhere: false }
     }
 
-    /// As [`started`](Starting::started), for a child that code out of our hands reaps
-    /// (`tokio::process`): a reap counts as under way for as long as the result lives.
+    /// As [`started`](Starting::started), for a child that `tokio::process` reaps: the
+    /// caller brackets each poll of its wait with [`reaping`] and calls
+    /// [`OwnChild::reaped`] once the wait returned its status. Dropped before that,
+    /// tokio's orphan queue reaps it at a moment we cannot see, so a reap counts as under
+    /// way from then on (children lists are no longer trusted; the scan runs).
     pub(crate) fn started_reaped_elsewhere(self, pid: u32) -> OwnChild {
-        let reap = reaping();
         let mut own = self.started(pid);
-        own.reaped_elsewhere = Some(reap);
+        own.reaped_elsewhere = true;
         own
     }
 }
@@ -101,8 +104,15 @@ impl Drop for Starting {
 #[derive(Debug)]
 pub(crate) struct OwnChild {
     pid: u32,
-    /// Held for a child whose reaping we cannot see begin.
-    reaped_elsewhere: Option<Reap>,
+    /// Reaped by `tokio::process`, and not yet known to be.
+    reaped_elsewhere: bool,
+}
+
+impl OwnChild {
+    /// The child's wait returned its status: it is reaped.
+    pub(crate) fn reaped(mut self) {
+        self.reaped_elsewhere = false;
+    }
 }
 
 impl Drop for OwnChild {
@@ -113,6 +123,9 @@ impl Drop for OwnChild {
             if *count == 0 {
                 own.remove(&self.pid);
             }
+        }
+        if self.reaped_elsewhere {
+            std::mem::forget(reaping());
         }
     }
 }
@@ -166,6 +179,8 @@ fn own_children_between_reaps() -> Option<Vec<u32>> {
         let ended = REAPS_ENDED.load(Ordering::SeqCst);
         let begun = REAPS_BEGUN.load(Ordering::SeqCst);
         if begun != ended {
+            // Every reap is one non-blocking `waitpid`: let it finish.
+            std::thread::yield_now();
             continue;
         }
         let children = own_children().ok()?;

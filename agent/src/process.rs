@@ -390,9 +390,18 @@ impl TaskChild {
         match self {
             TaskChild::Born(process) => process.wait().await,
             TaskChild::Forked(child, own) => {
-                let status = child.wait().await;
+                // tokio reaps inside these polls: each is a reap under way (see
+                // `descendants::reaping`).
+                let mut wait = std::pin::pin!(child.wait());
+                let status = std::future::poll_fn(|cx| {
+                    let _reap = crate::descendants::reaping();
+                    wait.as_mut().poll(cx)
+                })
+                .await;
                 if status.is_ok() {
-                    *own = None;
+                    if let Some(own) = own.take() {
+                        own.reaped();
+                    }
                 }
                 status
             }

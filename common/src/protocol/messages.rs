@@ -17,7 +17,8 @@ use crate::time::Timestamp;
 
 /// Checked in an agent's `Register` and in every client request; a mismatch is refused
 /// (read before the rest of the message: see [`version`](super::version)). 3: a job
-/// spec's `utility`, `SloStatus::utility_from_spec` and `Request::SubmitWatch`.
+/// spec's `utility`, `SloStatus::utility_from_spec` and `Request::SubmitWatch`. 4: the
+/// history in pages (`HistoryQuery::before`, `Response::History(HistoryPage)`).
 pub const PROTOCOL_VERSION: u32 = 4;
 
 // ---------------------------------------------------------------------------------
@@ -383,11 +384,11 @@ pub struct JobsPage {
 pub struct HistoryQuery {
     /// Only runs of jobs with this name.
     pub name: Option<String>,
-    /// Start after this run, newest first (the previous page's `next`).
-    pub before: Option<RunCursor>,
     /// Most runs in the page, newest first; the master may return fewer to stay under the
     /// frame limit.
     pub limit: u32,
+    /// Start after this run, newest first (the previous page's `next`).
+    pub before: Option<RunCursor>,
 }
 
 /// A run's place in the history's order (newest first: by when it finished, then by job).
