@@ -49,8 +49,8 @@ pub(crate) struct DemoArgs {
     #[arg(long, default_value_t = 180, value_name = "SECS")]
     pub(crate) timeout: u64,
     /// Show DP's market instead: under the `proportional` policy, users alice and bob bid
-    /// spending rates 1 and 2 and submit the same job at once; while both have work the
-    /// map slots split 1 : 2.
+    /// spending rates 1 and 2 and submit the same job at once; while both have tasks
+    /// waiting the map slots split in proportion (2 : 4 of the default three agents' six).
     #[arg(long)]
     pub(crate) rates: bool,
 }
@@ -145,16 +145,17 @@ async fn drive_rates(cluster: &mut Cluster, args: &DemoArgs) -> Result<Ran> {
     let users = rates::USERS.map(|(user, _)| user);
     let specs = users.map(rates::spec_for);
     cluster.make_certificates(args.agents, &users)?;
-    let master = start(cluster, args, rates::MASTER_TOML).await?;
+    let master = cluster.start_master(rates::MASTER_TOML).await?;
     let admin = connect(cluster, master, ADMIN_NAME).await?;
-    workload::wait_for_agents(&admin, cluster, args.agents).await?;
     rates::fund(&admin).await?;
     let bids: Vec<String> = rates::USERS.iter().map(|(user, rate)| format!("{user} {rate}")).collect();
     eprintln!(
-        "{} agents registered; policy proportional, rates per slot-hour: {}; both submit the same job",
-        args.agents,
-        bids.join(", ")
+        "master listening on {master}, policy proportional; rates per slot-hour: {}; both users submit \
+         the same job, then {} agents start",
+        bids.join(", "),
+        args.agents
     );
+    // Both jobs wait for the agents, so neither user is first to the slots.
     let (start, started) = (output::now(), Instant::now());
     let mut ids = Vec::new();
     for (user, spec) in users.into_iter().zip(specs) {
@@ -164,6 +165,10 @@ async fn drive_rates(cluster: &mut Cluster, args: &DemoArgs) -> Result<Ran> {
         eprintln!("[{:.1}s] {user} submitted {job}", started.elapsed().as_secs_f64());
         ids.push(job);
     }
+    for k in 1..=args.agents {
+        cluster.start_agent(k, master)?;
+    }
+    workload::wait_for_agents(&admin, cluster, args.agents).await?;
     let timeout = Duration::from_secs(args.timeout);
     let (jobs, shares) = rates::follow(&admin, cluster, &ids, started, timeout).await?;
     connection::close(admin).await;

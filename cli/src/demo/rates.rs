@@ -1,9 +1,9 @@
 //! The demo's DP scenario (`demo --rates`): the master runs the `proportional` policy
-//! (DP) and two users who bid spending rates 1 and 2 submit the same pi job at once.
-//! Once a second the market view (what `slotmarket price` shows) is read: while both
-//! have tasks waiting, the market allots the map slots 1 : 2, and the slots each user
-//! runs on follow (preemption takes back what the first arrival held above its share).
-//! The report adds each user's mean share and running slots over those seconds.
+//! (DP) and two users who bid spending rates 1 and 2 submit the same pi job before the
+//! agents start, so neither is first to the slots. Four times a second the market view
+//! (what `slotmarket price` shows) is read, and once a second printed: while both have
+//! tasks waiting, the market allots the map slots 1 : 2 and the slots each user runs on
+//! follow. The report adds each user's mean share and running slots over those samples.
 
 use std::time::{Duration, Instant};
 
@@ -35,8 +35,10 @@ const BUDGET: Credits = Credits::from_credits(1);
 /// The job each user submits: many short pi samplers, then their sum.
 const JOB: &str = include_str!("jobs/pi-rates.toml");
 
-/// How often the market is read and a line printed.
-const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the market is read.
+const SAMPLE_INTERVAL: Duration = Duration::from_millis(250);
+/// Samples per printed line (one a second).
+const SAMPLES_PER_LINE: usize = 4;
 
 /// One user's outcome, over the seconds both users had map tasks waiting.
 #[derive(Debug, Serialize, PartialEq)]
@@ -53,7 +55,7 @@ pub(crate) struct UserShare {
 /// The split while both users had map tasks waiting.
 #[derive(Debug, Serialize, PartialEq)]
 pub(crate) struct SharesReport {
-    /// Seconds (samples) in which both users had map tasks waiting.
+    /// Samples (four a second) in which both users had map tasks waiting.
     pub(crate) contended_samples: usize,
     pub(crate) users: Vec<UserShare>,
 }
@@ -79,8 +81,9 @@ pub(crate) async fn fund(admin: &Client) -> Result<()> {
 }
 
 /// Follows the jobs `ids` (as admin, who sees both users') until they end or `timeout`
-/// passes, printing each user's share and running slots once a second; answers their
-/// last summaries and the split while both had work.
+/// passes, reading the market four times a second and printing each user's share and
+/// running slots once a second; answers their last summaries and the split while both
+/// had tasks waiting.
 pub(crate) async fn follow(
     admin: &Client,
     cluster: &mut Cluster,
@@ -89,10 +92,14 @@ pub(crate) async fn follow(
     timeout: Duration,
 ) -> Result<(Vec<JobSummary>, SharesReport)> {
     let mut samples: Vec<[Standing; 2]> = Vec::new();
+    let mut reads = 0;
     loop {
         cluster.check_alive()?;
         let market = connection::bounded(admin.price()).await.context("reading the market")?;
-        eprintln!("{}", market_line(started.elapsed(), &market));
+        reads += 1;
+        if reads % SAMPLES_PER_LINE == 1 {
+            eprintln!("{}", market_line(started.elapsed(), &market));
+        }
         let standing = users_standing(&market);
         if standing.iter().all(|s| s.is_some_and(|s| s.pending[0] > 0)) {
             samples.push(standing.map(|s| s.map_or((0, 0), |s| (s.share[0], s.used[0]))));
@@ -114,7 +121,7 @@ fn users_standing(market: &MarketInfo) -> [Option<&AccountMarket>; 2] {
     USERS.map(|(user, _)| market.accounts.iter().find(|a| a.account.0 == user))
 }
 
-/// `[3.0s] price 3/slot-h; alice rate 1: share 2, running 2, waiting 30; bob ...`
+/// `[3.0s] price 3.00/slot-h; alice rate 1.00: share 2, running 2, waiting 30; bob ...`
 fn market_line(elapsed: Duration, market: &MarketInfo) -> String {
     let mut line = format!("[{:.1}s] price {}/slot-h", elapsed.as_secs_f64(), market.price);
     for ((user, _), standing) in USERS.iter().zip(users_standing(market)) {
@@ -129,8 +136,8 @@ fn market_line(elapsed: Duration, market: &MarketInfo) -> String {
     line
 }
 
-/// Each user's mean share and running map slots over `samples` (one per second both
-/// had tasks waiting), to a tenth.
+/// Each user's mean share and running map slots over `samples` (those in which both had
+/// tasks waiting), to a tenth.
 fn shares(samples: &[[Standing; 2]]) -> SharesReport {
     let mean = |of: &dyn Fn(&[Standing; 2]) -> u32| {
         let sum: u32 = samples.iter().map(of).sum();
@@ -167,8 +174,9 @@ pub(crate) fn render(report: &SharesReport) -> String {
         ]);
     }
     format!(
-        "while both users had map tasks waiting ({} s), their map slots on average:\n{}",
+        "while both users had map tasks waiting ({} samples over {:.1} s), their map slots on average:\n{}",
         report.contended_samples,
+        report.contended_samples as f64 * SAMPLE_INTERVAL.as_secs_f64(),
         table.render()
     )
 }

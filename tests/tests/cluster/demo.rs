@@ -37,13 +37,15 @@ fn under_dp_the_demo_users_slots_follow_their_rates() {
     let report = demo(&["--rates"]);
     assert_eq!(report["all_completed"], true, "{report}");
     let shares = &report["shares"];
-    assert!(shares["contended_samples"].as_u64().unwrap() >= 3, "{report}");
+    // Four samples a second over the seconds both users had tasks waiting: a few
+    // seconds even where the pi tasks run fastest.
+    assert!(shares["contended_samples"].as_u64().unwrap() >= 8, "{report}");
     let user = |k: usize, what: &str| shares["users"][k][what].as_f64().unwrap();
     assert_eq!((user(0, "rate"), user(1, "rate")), (1.0, 2.0), "{report}");
     // Six map slots allotted 1 : 2 in every second both users had tasks waiting.
     assert_eq!((user(0, "mean_share"), user(1, "mean_share")), (2.0, 4.0), "{report}");
-    // Running follows the share, but for the moment before preemption takes back what
-    // the first arrival held above it.
+    // Running follows the share (both jobs wait for the agents, so neither is first to
+    // the slots); a sample may catch a slot between two tasks.
     let ratio = user(1, "mean_running") / user(0, "mean_running");
     assert!((1.4..=2.6).contains(&ratio), "running slots 1 : {ratio:.2}, rates 1 : 2: {report}");
 }
