@@ -80,6 +80,31 @@ pub struct Client {
     server: Identity,
 }
 
+/// Asks for pages with `page(limit, from)`, from `first` on, until `wanted` items (each
+/// page asks for the rest as its limit) or, without `wanted`, the last page (`limit`
+/// `None`: the query's own). A page that brings nothing ends the walk, whatever it says
+/// comes next, and a master answering more than asked does not make the list longer.
+async fn follow_pages<T, C>(
+    wanted: Option<usize>,
+    first: Option<C>,
+    mut page: impl AsyncFnMut(Option<u32>, Option<C>) -> Result<(Vec<T>, Option<C>), ClientError>,
+) -> Result<Vec<T>, ClientError> {
+    let (mut items, mut from) = (Vec::new(), first);
+    loop {
+        let rest = wanted.map(|w| u32::try_from(w.saturating_sub(items.len())).unwrap_or(u32::MAX));
+        let (got, next) = page(rest, from.take()).await?;
+        let progressed = !got.is_empty();
+        items.extend(got);
+        match next {
+            Some(next) if progressed && wanted.is_none_or(|w| items.len() < w) => from = Some(next),
+            _ => {
+                items.truncate(wanted.unwrap_or(usize::MAX));
+                return Ok(items);
+            }
+        }
+    }
+}
+
 impl Client {
     /// Connects to the master at `addr`, verifying its certificate against `files.ca` and
     /// `server_name`, and presenting `files.cert`. Refuses a server that is not the master
@@ -235,25 +260,16 @@ impl Client {
     /// page asks for the rest) or, without `wanted`, the last page (pages of `query.limit`).
     async fn walk_jobs(
         &self,
-        mut query: JobsQuery,
+        query: JobsQuery,
         wanted: Option<usize>,
     ) -> Result<Vec<JobSummary>, ClientError> {
-        let mut jobs = Vec::new();
-        loop {
-            if let Some(wanted) = wanted {
-                query.limit = u32::try_from(wanted - jobs.len()).unwrap_or(u32::MAX);
-            }
-            let page = self.jobs_page(query.clone()).await?;
-            jobs.extend(page.jobs);
-            match page.next {
-                Some(next) if wanted.is_none_or(|w| jobs.len() < w) => query.after = Some(next),
-                _ => {
-                    // A master answering more than asked must not make the list longer.
-                    jobs.truncate(wanted.unwrap_or(usize::MAX));
-                    return Ok(jobs);
-                }
-            }
-        }
+        let first = query.after;
+        follow_pages(wanted, first, async |limit, after| {
+            let query = JobsQuery { limit: limit.unwrap_or(query.limit), after, ..query.clone() };
+            let page = self.jobs_page(query).await?;
+            Ok((page.jobs, page.next))
+        })
+        .await
     }
 
     /// One page of recorded runs of ended jobs, newest first.
@@ -268,23 +284,14 @@ impl Client {
     /// The newest `query.limit` recorded runs `query` selects, newest first: the master
     /// cuts a page at its own limit or to fit a frame, so this follows its pages until
     /// there are that many or no more.
-    pub async fn history(&self, mut query: HistoryQuery) -> Result<Vec<JobHistory>, ClientError> {
-        let wanted = query.limit as usize;
-        let mut runs = Vec::new();
-        loop {
-            query.limit = u32::try_from(wanted - runs.len()).unwrap_or(u32::MAX);
-            let page = self.history_page(query.clone()).await?;
-            let progressed = !page.runs.is_empty();
-            runs.extend(page.runs);
-            match page.next {
-                Some(next) if progressed && runs.len() < wanted => query.before = Some(next),
-                _ => {
-                    // A master answering more than asked must not make the list longer.
-                    runs.truncate(wanted);
-                    return Ok(runs);
-                }
-            }
-        }
+    pub async fn history(&self, query: HistoryQuery) -> Result<Vec<JobHistory>, ClientError> {
+        let wanted = Some(query.limit as usize);
+        follow_pages(wanted, query.before, async |limit, before| {
+            let query = HistoryQuery { limit: limit.unwrap_or(query.limit), before, ..query.clone() };
+            let page = self.history_page(query).await?;
+            Ok((page.runs, page.next))
+        })
+        .await
     }
 
     /// The Jockey profile of job name `name`.
