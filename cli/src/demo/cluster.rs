@@ -193,8 +193,13 @@ impl Cluster {
         }
     }
 
+    /// Starts agents `node-1` to `node-COUNT` against the master at `master`.
+    pub(crate) fn start_agents(&mut self, count: u32, master: SocketAddr) -> Result<()> {
+        (1..=count).try_for_each(|k| self.start_agent(k, master))
+    }
+
     /// Starts agent `node-K` against the master at `master`.
-    pub(crate) fn start_agent(&mut self, k: u32, master: SocketAddr) -> Result<()> {
+    fn start_agent(&mut self, k: u32, master: SocketAddr) -> Result<()> {
         let name = node_name(k);
         let work = self.root.join("agents").join(&name);
         let args: Vec<OsString> = vec![

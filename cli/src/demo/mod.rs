@@ -116,7 +116,9 @@ async fn drive(
     specs: Vec<JobSpec>,
 ) -> Result<Ran> {
     cluster.make_certificates(args.agents, &[DEMO_USER])?;
-    let master = start(cluster, args, purchase::MASTER_TOML).await?;
+    let master = cluster.start_master(purchase::MASTER_TOML).await?;
+    eprintln!("master listening on {master}; starting {} agents", args.agents);
+    cluster.start_agents(args.agents, master)?;
     // Listing nodes is an admin's view; the workload runs as an ordinary user.
     let admin = connect(cluster, master, ADMIN_NAME).await?;
     workload::wait_for_agents(&admin, cluster, args.agents).await?;
@@ -139,13 +141,13 @@ async fn drive(
     Ok(Ran { report: report::build(&jobs, ids.len(), start, elapsed), master })
 }
 
-/// Starts the cluster under DP, has each of [`rates::USERS`] submit the same job at once
-/// and follows the market until both jobs end.
+/// Starts the master under DP, has each of [`rates::USERS`] submit the same job, starts
+/// the agents and follows the market until both jobs end.
 async fn drive_rates(cluster: &mut Cluster, args: &DemoArgs) -> Result<Ran> {
     let users = rates::USERS.map(|(user, _)| user);
     let specs = users.map(rates::spec_for);
     cluster.make_certificates(args.agents, &users)?;
-    let master = cluster.start_master(rates::MASTER_TOML).await?;
+    let master = cluster.start_master(&rates::master_toml()).await?;
     let admin = connect(cluster, master, ADMIN_NAME).await?;
     rates::fund(&admin).await?;
     let bids: Vec<String> = rates::USERS.iter().map(|(user, rate)| format!("{user} {rate}")).collect();
@@ -165,9 +167,7 @@ async fn drive_rates(cluster: &mut Cluster, args: &DemoArgs) -> Result<Ran> {
         eprintln!("[{:.1}s] {user} submitted {job}", started.elapsed().as_secs_f64());
         ids.push(job);
     }
-    for k in 1..=args.agents {
-        cluster.start_agent(k, master)?;
-    }
+    cluster.start_agents(args.agents, master)?;
     workload::wait_for_agents(&admin, cluster, args.agents).await?;
     let timeout = Duration::from_secs(args.timeout);
     let (jobs, shares) = rates::follow(&admin, cluster, &ids, started, timeout).await?;
@@ -176,16 +176,6 @@ async fn drive_rates(cluster: &mut Cluster, args: &DemoArgs) -> Result<Ran> {
     let mut report = report::build(&jobs, ids.len(), start, elapsed);
     report.shares = Some(shares);
     Ok(Ran { report, master })
-}
-
-/// Starts the master with `config` and the agents; answers the master's address.
-async fn start(cluster: &mut Cluster, args: &DemoArgs, config: &str) -> Result<SocketAddr> {
-    let master = cluster.start_master(config).await?;
-    eprintln!("master listening on {master}; starting {} agents", args.agents);
-    for k in 1..=args.agents {
-        cluster.start_agent(k, master)?;
-    }
-    Ok(master)
 }
 
 /// From the workload's start to the last job's end on the master's clock, if every job

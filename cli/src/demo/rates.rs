@@ -23,11 +23,16 @@ use crate::output::{Align, Table};
 /// The users and the rates (credits per slot-hour) they bid.
 pub(crate) const USERS: [(&str, u32); 2] = [("alice", 1), ("bob", 2)];
 
-/// The master's policy: DP with one-second intervals so the shares show within the
-/// demo's seconds, preemption so the first arrivals give back what is above their
-/// share at once, and no compensation so the split is the rates' alone.
-pub(crate) const MASTER_TOML: &str = "[policy]\nname = \"proportional\"\ninterval_s = 1\n\
-    preemption = true\ncompensation_s = 0\n[policy.rates]\nalice = 1\nbob = 2\n";
+/// The master's policy, with [`USERS`]' rates: DP with one-second intervals so the
+/// shares show within the demo's seconds, preemption so a user over its share gives the
+/// slots back at once, and no compensation so the split is the rates' alone.
+pub(crate) fn master_toml() -> String {
+    let rates: String = USERS.iter().map(|(user, rate)| format!("{user} = {rate}\n")).collect();
+    format!(
+        "[policy]\nname = \"proportional\"\ninterval_s = 1\npreemption = true\ncompensation_s = 0\n\
+         [policy.rates]\n{rates}"
+    )
+}
 
 /// Each user's budget: far more than their rate costs over the demo.
 const BUDGET: Credits = Credits::from_credits(1);

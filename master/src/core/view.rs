@@ -144,12 +144,14 @@ impl<'a> CoreView<'a> {
         runs.retain(|r| caller.may_act_for(&r.account) && before.is_none_or(|b| RunCursor::of(r) < b));
         // The history may hold many thousands of runs; sort only the page's.
         let newest_first = |r: &&JobHistory| std::cmp::Reverse(RunCursor::of(r));
-        if runs.len() > limit && limit > 0 {
-            runs.select_nth_unstable_by_key(limit - 1, newest_first);
+        if runs.len() > limit {
+            if limit > 0 {
+                runs.select_nth_unstable_by_key(limit - 1, newest_first);
+            }
             runs.truncate(limit);
         }
         runs.sort_by_key(newest_first);
-        runs.into_iter().take(limit).cloned().collect()
+        runs.into_iter().cloned().collect()
     }
 
     /// The Jockey profile of job name `name` from the recorded runs the caller may see;
