@@ -25,8 +25,8 @@
 use std::collections::BTreeSet;
 use std::ffi::{CString, OsString};
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -158,17 +158,17 @@ impl Containment {
     /// between fork and exec.
     pub fn prepare(&self, container: ContainerId) -> Result<Option<CString>, ContainmentError> {
         let Some(leases) = &self.cgroups else { return Ok(None) };
-        let dir = leases
+        let cgroup = leases
             .lend(container)
             .map_err(|source| ContainmentError::Create { path: leases.base().to_path_buf(), source })?;
-        let procs = dir.join("cgroup.procs");
+        let procs = cgroup.path.join("cgroup.procs");
         // A path from our own directory names never holds a NUL byte.
         Ok(CString::new(procs.as_os_str().as_bytes()).ok())
     }
 
     /// The cgroup `container` holds (see [`prepare`](Containment::prepare)), if any.
     pub fn cgroup_of(&self, container: ContainerId) -> Option<PathBuf> {
-        self.cgroups.as_ref()?.of(container)
+        Some(self.cgroups.as_ref()?.of(container)?.path.clone())
     }
 
     /// Whether `container` is known to hold no process: its cgroup is empty (or it has
@@ -184,11 +184,8 @@ impl Containment {
     /// (it may come after the container's end is reported: nothing of it runs).
     pub fn is_empty(&self, container: ContainerId) -> bool {
         let Some(leases) = &self.cgroups else { return descendants::none_adopted() };
-        let Some(dir) = leases.of(container) else { return true };
-        match std::fs::read_to_string(dir.join("cgroup.events")) {
-            Ok(events) => events.lines().any(|line| line == "populated 0"),
-            Err(err) => err.kind() == io::ErrorKind::NotFound,
-        }
+        let Some(cgroup) = leases.of(container) else { return true };
+        cgroup.populated().is_ok_and(|populated| !populated)
     }
 
     /// Ends `container`'s lease on a cgroup [`is_empty`](Containment::is_empty) found
@@ -210,23 +207,16 @@ impl Containment {
     }
 
     /// A descriptor of `container`'s cgroup directory (lent by [`prepare`]), for a child
-    /// to be born in (`CLONE_INTO_CGROUP`); `None` without cgroups.
+    /// to be born in (`CLONE_INTO_CGROUP`); `None` without cgroups. The lease holds it
+    /// open: nothing is opened per launch.
     ///
     /// [`prepare`]: Containment::prepare
-    pub fn cgroup_dir(
-        &self,
-        container: ContainerId,
-    ) -> Result<Option<std::os::fd::OwnedFd>, ContainmentError> {
+    pub fn cgroup_dir(&self, container: ContainerId) -> Result<Option<Arc<OwnedFd>>, ContainmentError> {
         let Some(leases) = &self.cgroups else { return Ok(None) };
-        let dir = leases
+        let cgroup = leases
             .lend(container)
             .map_err(|source| ContainmentError::Create { path: leases.base().to_path_buf(), source })?;
-        let opened = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY)
-            .open(&dir)
-            .map_err(|source| ContainmentError::Create { path: dir, source })?;
-        Ok(Some(opened.into()))
+        Ok(Some(cgroup.dir.clone()))
     }
 
     /// SIGKILLs every process still in `container`, waits (bounded) until none is left and
@@ -235,8 +225,8 @@ impl Containment {
     pub fn kill_container(&self, container: ContainerId) {
         match &self.cgroups {
             Some(leases) => {
-                if let Some(dir) = leases.of(container) {
-                    kill_cgroup(&dir);
+                if let Some(cgroup) = leases.of(container) {
+                    kill_cgroup(&cgroup.path);
                     leases.forget(container);
                 }
             }
@@ -313,7 +303,7 @@ fn cgroup_base(name: &str, agent_dir: &Path) -> Option<PathBuf> {
 /// Creates (if needed) and returns the agent's cgroup under its own, or why cgroup v2
 /// cannot be used. The name is stable for one work directory, so a restarted agent finds
 /// what its predecessor left.
-fn agent_cgroup(name: &str, agent_dir: &Path) -> Result<PathBuf, String> {
+pub(crate) fn agent_cgroup(name: &str, agent_dir: &Path) -> Result<PathBuf, String> {
     let base = cgroup_base(name, agent_dir)
         .ok_or("no cgroup2 file system is mounted, or this process is in no cgroup v2")?;
     std::fs::create_dir_all(&base).map_err(|e| format!("cannot create {}: {e}", base.display()))?;

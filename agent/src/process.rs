@@ -297,7 +297,7 @@ struct PreparedTask {
     /// child.
     cgroup_procs: Option<std::ffi::CString>,
     /// The container's cgroup directory, to be born in (see [`crate::spawn`]).
-    cgroup_dir: Option<std::os::fd::OwnedFd>,
+    cgroup_dir: Option<Arc<std::os::fd::OwnedFd>>,
     user: Option<UnixUser>,
 }
 

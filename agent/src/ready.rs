@@ -19,11 +19,12 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use slotmarket_common::ids::ContainerId;
 use tracing::{debug, warn};
@@ -40,12 +41,48 @@ pub(crate) struct CgroupLeases {
     next: AtomicU64,
 }
 
+/// A container cgroup, with its directory and its `cgroup.events` held open for as long
+/// as the agent keeps it: a launch and a task's end each use it without opening anything.
+#[derive(Debug)]
+pub(crate) struct Cgroup {
+    pub(crate) path: PathBuf,
+    /// For a child to be born in (`CLONE_INTO_CGROUP`).
+    pub(crate) dir: Arc<OwnedFd>,
+    events: File,
+}
+
+impl Cgroup {
+    /// Makes the cgroup `path` and opens it.
+    fn make(path: PathBuf) -> io::Result<Cgroup> {
+        std::fs::create_dir(&path)?;
+        let open = || -> io::Result<Cgroup> {
+            let dir = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECTORY).open(&path)?;
+            let events = File::open(path.join("cgroup.events"))?;
+            Ok(Cgroup { path: path.clone(), dir: Arc::new(dir.into()), events })
+        };
+        open().inspect_err(|_| remove_cgroup(&path))
+    }
+
+    /// Whether a process is in it, from one read of `cgroup.events` (the kernel writes it
+    /// afresh for every read from its start). A removed cgroup holds none.
+    pub(crate) fn populated(&self) -> io::Result<bool> {
+        let mut events = [0u8; 128];
+        let read = match self.events.read_at(&mut events, 0) {
+            Ok(read) => read,
+            // What a file of a removed cgroup answers.
+            Err(err) if err.raw_os_error() == Some(libc::ENODEV) => return Ok(false),
+            Err(err) => return Err(err),
+        };
+        Ok(events[..read].split(|&byte| byte == b'\n').any(|line| line == b"populated 1"))
+    }
+}
+
 #[derive(Debug, Default)]
 struct Leases {
     /// Empty cgroups, ready to be lent.
-    free: Vec<PathBuf>,
+    free: Vec<Arc<Cgroup>>,
     /// The cgroup each container holds.
-    lent: HashMap<ContainerId, PathBuf>,
+    lent: HashMap<ContainerId, Arc<Cgroup>>,
     /// How many empty cgroups are kept for reuse.
     keep: usize,
 }
@@ -79,7 +116,7 @@ impl CgroupLeases {
 
     /// Lends `container` a cgroup: an empty one kept for reuse, else a new one. A container
     /// that already holds one (a repeated launch) is given the same.
-    pub(crate) fn lend(&self, container: ContainerId) -> io::Result<PathBuf> {
+    pub(crate) fn lend(&self, container: ContainerId) -> io::Result<Arc<Cgroup>> {
         let mut leases = self.lock();
         if let Some(dir) = leases.lent.get(&container) {
             return Ok(dir.clone());
@@ -98,7 +135,7 @@ impl CgroupLeases {
     }
 
     /// The cgroup `container` holds, if any.
-    pub(crate) fn of(&self, container: ContainerId) -> Option<PathBuf> {
+    pub(crate) fn of(&self, container: ContainerId) -> Option<Arc<Cgroup>> {
         self.lock().lent.get(&container).cloned()
     }
 
@@ -106,21 +143,21 @@ impl CgroupLeases {
     /// while fewer than `keep` are, else removed. Does nothing if it holds none.
     pub(crate) fn give_back_empty(&self, container: ContainerId) {
         let mut leases = self.lock();
-        let Some(dir) = leases.lent.remove(&container) else { return };
+        let Some(cgroup) = leases.lent.remove(&container) else { return };
         if leases.free.len() < leases.keep {
-            leases.free.push(dir);
+            leases.free.push(cgroup);
             return;
         }
         drop(leases);
-        remove_cgroup(&dir);
+        remove_cgroup(&cgroup.path);
     }
 
     /// Ends `container`'s lease and removes its cgroup (whose processes the caller has
     /// killed); returns the cgroup it held, if any.
     pub(crate) fn forget(&self, container: ContainerId) -> Option<PathBuf> {
-        let dir = self.lock().lent.remove(&container)?;
-        remove_cgroup(&dir);
-        Some(dir)
+        let cgroup = self.lock().lent.remove(&container)?;
+        remove_cgroup(&cgroup.path);
+        Some(cgroup.path.clone())
     }
 
     /// At shutdown, once no task is live: keeps no more cgroups and removes the kept ones
@@ -133,22 +170,22 @@ impl CgroupLeases {
             leases.keep = 0;
             (std::mem::take(&mut leases.free), leases.lent.values().cloned().collect::<Vec<_>>())
         };
-        for dir in free {
-            remove_cgroup(&dir);
+        for cgroup in free {
+            remove_cgroup(&cgroup.path);
         }
-        for dir in lent {
-            if let Err(err) = std::fs::remove_dir(&dir) {
-                debug!(cgroup = %dir.display(), error = %err, "a lent cgroup stays");
+        for cgroup in lent {
+            if let Err(err) = std::fs::remove_dir(&cgroup.path) {
+                debug!(cgroup = %cgroup.path.display(), error = %err, "a lent cgroup stays");
             }
         }
     }
 
     /// Makes a new cgroup with the next free serial name.
-    fn make(&self) -> io::Result<PathBuf> {
+    fn make(&self) -> io::Result<Arc<Cgroup>> {
         loop {
             let dir = self.base.join(format!("t{}", self.next.fetch_add(1, Ordering::Relaxed)));
-            match std::fs::create_dir(&dir) {
-                Ok(()) => return Ok(dir),
+            match Cgroup::make(dir) {
+                Ok(cgroup) => return Ok(Arc::new(cgroup)),
                 // Not ours to reuse (the sweep at start removes what a previous agent
                 // left; this one is someone's): take the next name.
                 Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,

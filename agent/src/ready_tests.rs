@@ -1,8 +1,11 @@
 //! The pools of things made ahead: what is lent, kept, given back and removed.
 
+use std::sync::Arc;
+
 use slotmarket_common::ids::ContainerId;
 
 use super::{CgroupLeases, ReadyDirs};
+use crate::containment::agent_cgroup;
 
 #[test]
 fn ready_directories_are_made_taken_refilled_and_leftovers_removed() {
@@ -35,34 +38,60 @@ fn ready_directories_are_made_taken_refilled_and_leftovers_removed() {
 
 #[test]
 fn an_empty_cgroup_is_lent_again_up_to_the_number_kept_and_a_forgotten_one_never() {
-    // Plain directories stand in for cgroups: the leases only make, lend and remove them.
+    // Real cgroups (the lease holds each one's `cgroup.events` open); nothing to check
+    // where this machine gives no usable cgroup v2.
     let dir = tempfile::tempdir().unwrap();
-    let leases = CgroupLeases::new(dir.path().to_path_buf());
+    let Ok(base) = agent_cgroup("ready-test", dir.path()) else { return };
+    let leases = CgroupLeases::new(base.clone());
     leases.keep(1);
     let first = leases.lend(ContainerId(1)).unwrap();
-    assert_eq!(leases.lend(ContainerId(1)).unwrap(), first, "a repeated launch keeps its cgroup");
+    assert!(Arc::ptr_eq(&leases.lend(ContainerId(1)).unwrap(), &first), "a repeated launch keeps its cgroup");
     let second = leases.lend(ContainerId(2)).unwrap();
-    assert_ne!(first, second, "two live containers never share one");
+    assert_ne!(first.path, second.path, "two live containers never share one");
     leases.give_back_empty(ContainerId(1));
     leases.give_back_empty(ContainerId(2));
-    assert!(first.is_dir(), "kept for the next container");
-    assert!(!second.exists(), "more than kept: removed");
-    assert_eq!(leases.of(ContainerId(1)), None);
-    assert_eq!(leases.lend(ContainerId(3)).unwrap(), first, "the next container gets the emptied one");
-    assert_eq!(leases.forget(ContainerId(3)), Some(first.clone()));
-    assert!(!first.exists(), "one that held processes at its end is removed");
+    assert!(first.path.is_dir(), "kept for the next container");
+    assert!(!second.path.exists(), "more than kept: removed");
+    assert!(leases.of(ContainerId(1)).is_none());
+    assert!(
+        Arc::ptr_eq(&leases.lend(ContainerId(3)).unwrap(), &first),
+        "the next container gets the emptied one"
+    );
+    assert_eq!(leases.forget(ContainerId(3)), Some(first.path.clone()));
+    assert!(!first.path.exists(), "one that held processes at its end is removed");
     let fourth = leases.lend(ContainerId(4)).unwrap();
-    assert_ne!(fourth, first, "and its name is never lent again");
+    assert_ne!(fourth.path, first.path, "and its name is never lent again");
     let fifth = leases.lend(ContainerId(5)).unwrap();
     leases.give_back_empty(ContainerId(4));
     leases.close();
-    assert!(!fourth.exists() && !fifth.exists(), "at shutdown the kept and the empty lent ones go");
+    assert!(!fourth.path.exists() && !fifth.path.exists(), "at shutdown the kept and the empty lent ones go");
     leases.give_back_empty(ContainerId(5));
     assert_ne!(
-        leases.lend(ContainerId(6)).unwrap(),
-        fifth,
+        leases.lend(ContainerId(6)).unwrap().path,
+        fifth.path,
         "a lease given back after the shutdown is not kept"
     );
+    leases.close();
+    std::fs::remove_dir(&base).unwrap();
+}
+
+#[test]
+fn a_cgroup_reads_populated_while_a_process_is_in_it_and_not_once_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let Ok(base) = agent_cgroup("ready-populated-test", dir.path()) else { return };
+    let leases = CgroupLeases::new(base.clone());
+    let cgroup = leases.lend(ContainerId(1)).unwrap();
+    assert!(!cgroup.populated().unwrap(), "new");
+    let mut sleeper = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+    std::fs::write(cgroup.path.join("cgroup.procs"), sleeper.id().to_string()).unwrap();
+    assert!(cgroup.populated().unwrap(), "read again from the start, the same descriptor sees the process");
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    assert!(!cgroup.populated().unwrap(), "its process reaped");
+    leases.forget(ContainerId(1));
+    assert!(!cgroup.path.exists());
+    assert!(!cgroup.populated().unwrap(), "removed, through the descriptor still open");
+    std::fs::remove_dir(&base).unwrap();
 }
 
 #[test]

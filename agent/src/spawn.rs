@@ -26,8 +26,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
@@ -37,6 +37,22 @@ use crate::run_as::UnixUser;
 
 /// `CLONE_INTO_CGROUP` (Linux 5.7), not in the `libc` crate.
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+/// `CLONE_CLEAR_SIGHAND` (Linux 5.5), not in the `libc` crate.
+const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
+
+/// How the child's signal handlers go back to their defaults before it unblocks signals.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum HandlerReset {
+    /// The clone does it (`CLONE_CLEAR_SIGHAND`): ignored signals stay ignored, as across
+    /// an exec. Saves the child a `sigaction` call per signal, some 70 on every launch.
+    ByClone,
+    /// The child does it, one signal at a time: Linux 5.3 and 5.4 refuse the flag.
+    ByChild,
+}
+
+/// Whether the kernel took `CLONE_CLEAR_SIGHAND`; false once a clone with it was refused
+/// (`EINVAL`) and the same clone without it was not.
+static CLONE_CLEARS_HANDLERS: AtomicBool = AtomicBool::new(true);
 
 /// `struct clone_args` as far as `cgroup` (`CLONE_ARGS_SIZE_VER2`).
 #[repr(C)]
@@ -71,7 +87,7 @@ pub struct TaskCommand {
     stdout: std::fs::File,
     stderr: std::fs::File,
     /// The container's cgroup directory, where there is one.
-    cgroup: Option<OwnedFd>,
+    cgroup: Option<Arc<OwnedFd>>,
     user: Option<UnixUser>,
 }
 
@@ -119,7 +135,7 @@ impl TaskCommand {
         env: &[(OsString, OsString)],
         cwd: &std::path::Path,
         (stdout, stderr): (std::fs::File, std::fs::File),
-        cgroup: Option<OwnedFd>,
+        cgroup: Option<Arc<OwnedFd>>,
         user: Option<UnixUser>,
     ) -> io::Result<TaskCommand> {
         let set = |key: &OsStr| env.iter().any(|(set, _)| set == key);
@@ -188,6 +204,17 @@ pub enum SpawnFailure {
 /// once it has exec'd (or failed to). Must be called inside a tokio runtime, from a thread that lives
 /// as long as the agent (the parent-death signal follows the thread that forked).
 pub fn spawn(command: &TaskCommand) -> Result<TaskProcess, SpawnFailure> {
+    let reset = if CLONE_CLEARS_HANDLERS.load(Ordering::Relaxed) {
+        HandlerReset::ByClone
+    } else {
+        HandlerReset::ByChild
+    };
+    spawn_resetting(command, reset)
+}
+
+/// [`spawn`], the child's signal handlers reset as `reset` says; a kernel that refuses
+/// the clone's reset gets the child's, from then on.
+fn spawn_resetting(command: &TaskCommand, reset: HandlerReset) -> Result<TaskProcess, SpawnFailure> {
     let failed = |err| SpawnFailure::Failed(err);
     let devnull = dev_null().map_err(failed)?;
     let argv = null_terminated(&command.argv);
@@ -196,20 +223,30 @@ pub fn spawn(command: &TaskCommand) -> Result<TaskProcess, SpawnFailure> {
     let mut envp: Vec<*const libc::c_char> =
         inherited.chain(command.envp.iter().map(|e| e.as_ptr())).collect();
     envp.push(std::ptr::null());
-    let context = ChildContext {
+    let context = |reset| ChildContext {
         command,
         argv: argv.as_ptr(),
         direct_argv: direct_argv.as_ptr(),
         envp: envp.as_ptr(),
         devnull,
         agent: std::process::id(),
+        reset,
         error: AtomicI32::new(0),
         error_pipe: -1,
     };
     // Counted before the clone, so the agent's reaper of adopted orphans leaves it alone
     // until it is registered.
     let starting = crate::descendants::starting();
-    let started = clone_child(context)?;
+    let started = match clone_child(context(reset)) {
+        Err(SpawnFailure::Failed(err))
+            if reset == HandlerReset::ByClone && err.raw_os_error() == Some(libc::EINVAL) =>
+        {
+            let started = clone_child(context(HandlerReset::ByChild))?;
+            CLONE_CLEARS_HANDLERS.store(false, Ordering::Relaxed);
+            started
+        }
+        started => started?,
+    };
     let pid = started.pid;
     let own = starting.started(pid);
     if let Some(err) = started.error {
@@ -240,6 +277,8 @@ struct ChildContext<'a> {
     devnull: RawFd,
     /// The agent's pid, to check the parent-death signal was set in time.
     agent: u32,
+    /// Who resets the signal handlers: the clone or the child.
+    reset: HandlerReset,
     /// The child's errno if its set-up or exec failed, 0 if it exec'd. A child sharing
     /// the agent's memory (`CLONE_VM`) writes it here, read once the parent wakes up.
     error: AtomicI32,
@@ -314,14 +353,19 @@ fn clone_child(mut context: ChildContext<'_>) -> Result<Started, SpawnFailure> {
     Ok(Started { pid, pidfd, error })
 }
 
-/// The clone's arguments common to both ways: a pidfd, SIGCHLD at exit, the cgroup if any.
+/// The clone's arguments common to both ways: a pidfd, SIGCHLD at exit, the cgroup if any,
+/// the handlers cleared if the clone is to do it.
 fn clone_args(context: &ChildContext<'_>, pidfd: &mut libc::c_int) -> CloneArgs {
     let (into_cgroup, cgroup) = match &context.command.cgroup {
         Some(dir) => (CLONE_INTO_CGROUP, dir.as_raw_fd() as u64),
         None => (0, 0),
     };
+    let clear_handlers = match context.reset {
+        HandlerReset::ByClone => CLONE_CLEAR_SIGHAND,
+        HandlerReset::ByChild => 0,
+    };
     CloneArgs {
-        flags: libc::CLONE_PIDFD as u64 | into_cgroup,
+        flags: libc::CLONE_PIDFD as u64 | into_cgroup | clear_handlers,
         pidfd: std::ptr::from_mut(pidfd) as u64,
         exit_signal: libc::SIGCHLD as u64,
         cgroup,
@@ -396,7 +440,10 @@ unsafe fn child(context: &ChildContext<'_>) -> ! {
             libc::_exit(127)
         };
         // Before any signal is unblocked: no handler of the agent's may run here.
-        reset_signal_handlers();
+        match context.reset {
+            HandlerReset::ByClone => default_sigpipe(),
+            HandlerReset::ByChild => reset_signal_handlers(),
+        }
         let empty: libc::sigset_t = std::mem::zeroed();
         if libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
             fail();
@@ -430,8 +477,21 @@ unsafe fn child(context: &ChildContext<'_>) -> ! {
     }
 }
 
-/// Every signal the agent handles back to its default action, and SIGPIPE too (Rust
-/// ignores it; a task starts with it on). A handler of the agent's (tokio's, Rust's)
+/// SIGPIPE back to its default action: Rust ignores it, a task starts with it on. Runs
+/// in the child.
+///
+/// # Safety
+/// Only in the child; sigaction is a system call that reads the struct given.
+unsafe fn default_sigpipe() {
+    // SAFETY: a zeroed sigaction struct is valid (SIG_DFL, no flags, empty mask).
+    unsafe {
+        let default: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(libc::SIGPIPE, &default, std::ptr::null_mut());
+    }
+}
+
+/// Every signal the agent handles back to its default action, and SIGPIPE too, where the
+/// clone could not do it. A handler of the agent's (tokio's, Rust's)
 /// running in a `CLONE_VM` child would act on the agent's memory; exec would reset the
 /// handlers anyway, but only after the child has unblocked signals. Other ignored signals
 /// stay ignored, as across an exec. Runs in the child.

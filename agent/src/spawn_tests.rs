@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use slotmarket_common::ids::ContainerId;
 
-use super::{SpawnFailure, TaskCommand, TaskProcess, spawn};
+use super::{HandlerReset, SpawnFailure, TaskCommand, TaskProcess, spawn, spawn_resetting};
 use crate::containment::{Containment, ContainmentMode};
 use crate::run_as::{UnixUser, lookup_user};
 
@@ -166,6 +166,40 @@ async fn a_task_reads_an_empty_stdin_and_starts_with_signals_unblocked_and_sigpi
     assert_eq!(signal_mask(&out, "SigBlk:"), 0, "{out}");
     assert_eq!(signal_mask(&out, "SigIgn:") & (1 << (libc::SIGPIPE - 1)), 0, "{out}");
     containment.kill_container(ContainerId(24));
+    containment.release();
+}
+
+#[tokio::test]
+async fn handlers_reset_by_the_clone_or_by_the_child_leave_a_task_the_same_signals() {
+    // An ignored signal stays ignored, as across an exec (a `nohup`ed agent's tasks ignore
+    // SIGHUP). SIGWINCH: no test here handles or checks it, so ignoring it process-wide
+    // changes nothing else.
+    // SAFETY: setting a disposition to SIG_IGN installs no handler.
+    unsafe { libc::signal(libc::SIGWINCH, libc::SIG_IGN) };
+    let dir = tempfile::tempdir().unwrap();
+    let containment = any_containment(&dir.path().join("work"));
+    for (container, reset) in
+        [(ContainerId(27), HandlerReset::ByClone), (ContainerId(28), HandlerReset::ByChild)]
+    {
+        let out_dir = dir.path().join(container.to_string());
+        std::fs::create_dir(&out_dir).unwrap();
+        let mut command = task(&containment, container, &out_dir, &out_dir, "", None);
+        command.program = c"/bin/cat".to_owned();
+        command.argv = [c"cat", c"/proc/self/status"].map(|arg| arg.to_owned()).to_vec();
+        let mut process = match spawn_resetting(&command, reset) {
+            Ok(process) => process,
+            Err(SpawnFailure::Unsupported) => return,
+            Err(SpawnFailure::Failed(err)) => panic!("{reset:?}: spawn failed: {err}"),
+        };
+        let status = tokio::time::timeout(WAIT, process.wait()).await.unwrap().unwrap();
+        assert_eq!(status.code(), Some(0), "{reset:?}");
+        let out = std::fs::read_to_string(out_dir.join("stdout")).unwrap();
+        let ignored = signal_mask(&out, "SigIgn:");
+        assert_eq!(signal_mask(&out, "SigBlk:"), 0, "{reset:?}: {out}");
+        assert_eq!(ignored & (1 << (libc::SIGPIPE - 1)), 0, "{reset:?}: {out}");
+        assert_ne!(ignored & (1 << (libc::SIGWINCH - 1)), 0, "{reset:?}: {out}");
+        containment.kill_container(container);
+    }
     containment.release();
 }
 
