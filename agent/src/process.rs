@@ -443,8 +443,12 @@ fn prepare_blocking(
     let user = config.run_as.user_for(&AccountId(launch.account.to_string()))?.cloned();
     let job_dir = config.job_dir(launch.task.job);
     let dir = config.container_dir(launch.container);
-    std::fs::create_dir_all(&job_dir)
-        .map_err(|source| SpawnError::Prepare { path: job_dir.clone(), source })?;
+    // Made by the job's first task here: for the others one look-up, where a `mkdir`
+    // refused would also lock the directory that every agent's jobs share.
+    if !job_dir.is_dir() {
+        std::fs::create_dir_all(&job_dir)
+            .map_err(|source| SpawnError::Prepare { path: job_dir.clone(), source })?;
+    }
     let job_dir_text = job_dir.to_str().ok_or_else(|| SpawnError::NonUtf8(job_dir.clone()))?;
     let rendered = render(&launch.command, &launch.vars, job_dir_text)?;
     let (stdout, stderr) = container_dir(config, &dir)?;
