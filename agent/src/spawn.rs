@@ -242,7 +242,11 @@ fn spawn_resetting(command: &TaskCommand, reset: HandlerReset) -> Result<TaskPro
             if reset == HandlerReset::ByClone && err.raw_os_error() == Some(libc::EINVAL) =>
         {
             let started = clone_child(context(HandlerReset::ByChild))?;
-            CLONE_CLEARS_HANDLERS.store(false, Ordering::Relaxed);
+            if CLONE_CLEARS_HANDLERS.swap(false, Ordering::Relaxed) {
+                tracing::info!(
+                    "the kernel refuses CLONE_CLEAR_SIGHAND; tasks reset their signal handlers themselves"
+                );
+            }
             started
         }
         started => started?,
