@@ -73,7 +73,12 @@ impl Cgroup {
             Err(err) if err.raw_os_error() == Some(libc::ENODEV) => return Ok(false),
             Err(err) => return Err(err),
         };
-        Ok(events[..read].split(|&byte| byte == b'\n').any(|line| line == b"populated 1"))
+        let mut lines = events[..read].split(|&byte| byte == b'\n');
+        match lines.find(|line| line.starts_with(b"populated ")) {
+            Some(b"populated 0") => Ok(false),
+            Some(b"populated 1") => Ok(true),
+            _ => Err(io::Error::new(io::ErrorKind::InvalidData, "cgroup.events has no populated line")),
+        }
     }
 }
 

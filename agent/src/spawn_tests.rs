@@ -8,7 +8,12 @@ use std::time::Duration;
 
 use slotmarket_common::ids::ContainerId;
 
-use super::{HandlerReset, SpawnFailure, TaskCommand, TaskProcess, spawn, spawn_resetting};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use super::{
+    CLONE_CLEAR_SIGHAND, CLONE_CLEARS_HANDLERS, ChildContext, HandlerReset, SpawnFailure, TaskCommand,
+    TaskProcess, clone_args, spawn, spawn_resetting,
+};
 use crate::containment::{Containment, ContainmentMode};
 use crate::run_as::{UnixUser, lookup_user};
 
@@ -172,10 +177,9 @@ async fn a_task_reads_an_empty_stdin_and_starts_with_signals_unblocked_and_sigpi
 #[tokio::test]
 async fn handlers_reset_by_the_clone_or_by_the_child_leave_a_task_the_same_signals() {
     // An ignored signal stays ignored, as across an exec (a `nohup`ed agent's tasks ignore
-    // SIGHUP). SIGWINCH: no test here handles or checks it, so ignoring it process-wide
-    // changes nothing else.
+    // SIGHUP). SIGWINCH: no test here handles or checks it; restored below.
     // SAFETY: setting a disposition to SIG_IGN installs no handler.
-    unsafe { libc::signal(libc::SIGWINCH, libc::SIG_IGN) };
+    let before = unsafe { libc::signal(libc::SIGWINCH, libc::SIG_IGN) };
     let dir = tempfile::tempdir().unwrap();
     let containment = any_containment(&dir.path().join("work"));
     for (container, reset) in
@@ -200,6 +204,38 @@ async fn handlers_reset_by_the_clone_or_by_the_child_leave_a_task_the_same_signa
         assert_ne!(ignored & (1 << (libc::SIGWINCH - 1)), 0, "{reset:?}: {out}");
         containment.kill_container(container);
     }
+    // SAFETY: puts back the disposition read above.
+    unsafe { libc::signal(libc::SIGWINCH, before) };
+    containment.release();
+    // A kernel that has the flag (5.5 on) took it: the clone with it was not refused.
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut numbers = release.split(['.', '-']).map(|part| part.parse::<u32>().unwrap_or(0));
+    if (numbers.next().unwrap(), numbers.next().unwrap()) >= (5, 5) {
+        assert!(CLONE_CLEARS_HANDLERS.load(Ordering::Relaxed), "kernel {release}");
+    }
+}
+
+#[test]
+fn the_clone_is_asked_to_clear_the_handlers_only_when_it_is_to_reset_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let containment = any_containment(&dir.path().join("work"));
+    let command = task(&containment, ContainerId(29), dir.path(), dir.path(), "", None);
+    for (reset, cleared) in [(HandlerReset::ByClone, true), (HandlerReset::ByChild, false)] {
+        let context = ChildContext {
+            command: &command,
+            argv: std::ptr::null(),
+            direct_argv: std::ptr::null(),
+            envp: std::ptr::null(),
+            devnull: -1,
+            agent: 0,
+            reset,
+            error: AtomicI32::new(0),
+            error_pipe: -1,
+        };
+        let flags = clone_args(&context, &mut -1).flags;
+        assert_eq!(flags & CLONE_CLEAR_SIGHAND != 0, cleared, "{reset:?}");
+    }
+    containment.kill_container(ContainerId(29));
     containment.release();
 }
 

@@ -93,8 +93,9 @@ pub(super) unsafe fn clone_on_child_stack(
     args.stack = stack.bottom();
     args.stack_size = STACK_SIZE as u64;
     // Every signal blocked while the child shares this memory: a handler of the agent's
-    // (tokio's, Rust's) run by the child would act on the agent's state. The child resets
-    // the handlers to their defaults before it unblocks signals (see `spawn::child`).
+    // (tokio's, Rust's) run by the child would act on the agent's state. The clone (or, on
+    // kernels without `CLONE_CLEAR_SIGHAND`, the child) resets the handlers to their
+    // defaults before the child unblocks signals (see `spawn::child`).
     let old_mask = block_all_signals();
     // SAFETY: the caller's contract; the stack is mapped, unused and 16-byte aligned at
     // its top (`STACK_SIZE` is a multiple of 16).
