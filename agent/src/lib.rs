@@ -16,6 +16,7 @@
 //! - [`set_up`]: whether a task's set-up runs on the async worker or in the blocking pool
 //!   (local or possibly remote file systems).
 //! - [`data_dir`]: the data directory's id, which tells agents sharing it from others.
+//! - [`open_files`]: the agent's limit on open descriptors, raised; its tasks' as it was.
 //! - [`run_as`]: which Unix user a task runs as (`[run_as]`, for agents running as root).
 //! - [`stderr_tail`]: the last lines of a failed task's stderr, for its report.
 //! - [`task_logs`]: reading a container's stdout or stderr for `slotmarket logs`.
@@ -34,6 +35,7 @@ pub mod data_dir;
 pub mod descendants;
 pub mod driver;
 pub mod job_outputs;
+pub mod open_files;
 pub mod plain_command;
 pub mod process;
 pub mod ready;

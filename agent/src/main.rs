@@ -172,6 +172,9 @@ async fn main() -> Result<(), Report> {
     slotmarket_common::logging::init(tracing::Level::INFO);
     let config = AgentConfig::try_from(Args::parse())?;
     check_certificate(&config)?;
+    if let Err(err) = slotmarket_agent::open_files::raise() {
+        tracing::warn!(error = %err, "cannot raise the limit on open files; many slots may exhaust it");
+    }
     // On a worker, not on this thread: see `run_on_worker`.
     driver::run_on_worker(config, shutdown_signal()).await?;
     Ok(())

@@ -444,7 +444,9 @@ fn prepare_blocking(
     let job_dir = config.job_dir(launch.task.job);
     let dir = config.container_dir(launch.container);
     // Made by the job's first task here: for the others one look-up, where a `mkdir`
-    // refused would also lock the directory that every agent's jobs share.
+    // refused would also lock the directory that every agent's jobs share. (On NFS the
+    // look-up may answer from cached attributes; a job's directory is removed only after
+    // the job ended.)
     if !job_dir.is_dir() {
         std::fs::create_dir_all(&job_dir)
             .map_err(|source| SpawnError::Prepare { path: job_dir.clone(), source })?;
@@ -534,13 +536,14 @@ fn output_file(path: &Path) -> Result<std::fs::File, SpawnError> {
     std::fs::File::create(path).map_err(|source| SpawnError::Prepare { path: path.to_path_buf(), source })
 }
 
-/// What the child does between fork and exec: joins its cgroup (if any), becomes its
-/// account's Unix user (if mapped), then asks the kernel to SIGKILL it if the agent dies
-/// (Linux only; after the user switch, which would clear it).
+/// What the child does between fork and exec: joins its cgroup (if any), gets the limit on
+/// open files the agent started with, becomes its account's Unix user (if mapped), then
+/// asks the kernel to SIGKILL it if the agent dies (Linux only; after the user switch,
+/// which would clear it).
 fn child_setup(command: &mut Command, cgroup_procs: Option<std::ffi::CString>, user: Option<UnixUser>) {
     let agent = std::process::id();
     // SAFETY: the closure runs in the forked child before exec and only makes
-    // async-signal-safe system calls (open/write/close, setgroups/setgid/setuid, prctl,
+    // async-signal-safe system calls (open/write/close, setrlimit, setgroups/setgid/setuid, prctl,
     // getppid) on data prepared before the fork; it allocates nothing.
     // The death signal fires when the *thread* that forked exits; tasks are spawned from
     // tokio worker threads, which live as long as the runtime, i.e. the agent.
@@ -549,6 +552,9 @@ fn child_setup(command: &mut Command, cgroup_procs: Option<std::ffi::CString>, u
             // First, so that nothing the task starts can be outside the cgroup.
             if let Some(procs) = &cgroup_procs {
                 join_cgroup_in_child(procs)?;
+            }
+            if crate::open_files::restore_in_child() != 0 {
+                return Err(io::Error::last_os_error());
             }
             if let Some(user) = &user {
                 become_user(user)?;

@@ -418,7 +418,8 @@ fn read_child_error(errors: &OwnedFd) -> io::Result<Option<io::Error>> {
 }
 
 /// The child between clone and exec: signal handlers and mask, standard streams, working
-/// directory, own process group, the account's user, the parent-death signal, exec. On
+/// directory, own process group, the limit on open files, the account's user, the
+/// parent-death signal, exec. On
 /// any failure it reports its errno (see [`ChildContext`]) and exits with 127.
 ///
 /// The rules it keeps, since with `CLONE_VM` it runs in the agent's memory while the
@@ -457,6 +458,7 @@ unsafe fn child(context: &ChildContext<'_>) -> ! {
             || redirect(command.stderr.as_raw_fd(), 2) < 0
             || libc::chdir(command.cwd.as_ptr()) != 0
             || libc::setpgid(0, 0) != 0
+            || crate::open_files::restore_in_child() != 0
         {
             fail();
         }
