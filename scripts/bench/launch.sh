@@ -18,6 +18,8 @@
 #   NO_BUILD=1 ...                      # use the release binaries as they are
 #   CONTAINMENT=scan ...                # every agent (the baseline's too) contains its tasks
 #       # by the process scan, as one run by a normal user does, instead of cgroups
+#   MASTER_TMPDIR=/dev/shm ...          # the masters' data directories there, the agents'
+#       # under TMPDIR: splits what the disk costs between the master and the agents
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -32,21 +34,26 @@ SLOTS=8
 BIN=${CARGO_TARGET_DIR:-$PWD/target}/release
 . scripts/bench/lib.sh
 bench_workdir launch-bench
+MASTER_WORK=
+if [ -n "${MASTER_TMPDIR:-}" ]; then
+    MASTER_WORK=$(mktemp -d "$MASTER_TMPDIR/slotmarket-launch-masters.XXXXXX")
+    trap 'bench_cleanup; rm -rf "$MASTER_WORK"' EXIT INT TERM
+fi
 
 # Starts a master and two agents from the binaries in $1, in $WORK/$2; sets CLUSTER_PIDS
 # and exports SLOTMARKET_MASTER for the CLI.
 start_cluster() { # bin_dir name
     local bin=$1 dir=$WORK/$2
-    CLUSTER_DIR=$dir
+    CLUSTER_MASTER_DIR=${MASTER_WORK:-$dir}/${MASTER_WORK:+$2-}master
     CLUSTER_PIDS=()
     mkdir -p "$dir"
     "$bin/slotmarket" pki init --dir "$dir/pki" >/dev/null
-    setsid "$bin/slotmarket-master" --listen 127.0.0.1:0 --data-dir "$dir/master" --cert-dir "$dir/pki" \
+    setsid "$bin/slotmarket-master" --listen 127.0.0.1:0 --data-dir "$CLUSTER_MASTER_DIR" --cert-dir "$dir/pki" \
         2>"$dir/master.log" &
     CLUSTER_PIDS+=($!)
     PIDS+=($!)
-    for _ in $(seq 100); do [ -s "$dir/master/master.addr" ] && break; sleep 0.05; done
-    export SLOTMARKET_MASTER=$(cat "$dir/master/master.addr")
+    for _ in $(seq 100); do [ -s "$CLUSTER_MASTER_DIR/master.addr" ] && break; sleep 0.05; done
+    export SLOTMARKET_MASTER=$(cat "$CLUSTER_MASTER_DIR/master.addr")
     export SLOTMARKET_CERT_DIR=$dir/pki SLOTMARKET_IDENTITY=admin
     local config=()
     if [ -n "${CONTAINMENT:-}" ]; then
@@ -98,7 +105,7 @@ slotmarket_run() { # name tasks command
     "$CLUSTER_BIN/slotmarket" submit --wait "$spec" >/dev/null 2>"$WORK/$1.submit.log"
     end=$(now)
     if command -v sqlite3 >/dev/null; then
-        echo "  ${CLUSTER_LABEL:+$CLUSTER_LABEL }$1 phases (means): $(sqlite3 "$CLUSTER_DIR/master/slotmarket.db" \
+        echo "  ${CLUSTER_LABEL:+$CLUSTER_LABEL }$1 phases (means): $(sqlite3 "$CLUSTER_MASTER_DIR/slotmarket.db" \
             <scripts/bench/phases.sql)" >&2
     fi
     if [ -n "$attached" ]; then
