@@ -91,6 +91,16 @@ pub struct Containment {
     scans: Arc<ScanQueue>,
 }
 
+/// How a task enters its container's cgroup.
+#[derive(Debug)]
+pub struct TaskCgroup {
+    /// The cgroup's directory, for a child born in it (`CLONE_INTO_CGROUP`); the lease
+    /// holds it open, so nothing is opened per launch.
+    pub dir: Arc<OwnedFd>,
+    /// Its `cgroup.procs`, for a child that joins it between fork and exec.
+    pub procs: CString,
+}
+
 impl Containment {
     /// Chooses the mechanism for the agent `name` working in `agent_dir`.
     pub fn new(mode: ContainmentMode, name: &str, agent_dir: &Path) -> Result<Containment, ContainmentError> {
@@ -154,16 +164,19 @@ impl Containment {
     }
 
     /// Lends `container` a cgroup (when cgroups are used: an emptied one kept ready, else
-    /// a new one) and returns the path of its `cgroup.procs`, for the child to join
-    /// between fork and exec.
-    pub fn prepare(&self, container: ContainerId) -> Result<Option<CString>, ContainmentError> {
+    /// a new one) and returns how a task enters it.
+    pub fn prepare(&self, container: ContainerId) -> Result<Option<TaskCgroup>, ContainmentError> {
         let Some(leases) = &self.cgroups else { return Ok(None) };
         let cgroup = leases
             .lend(container)
             .map_err(|source| ContainmentError::Create { path: leases.base().to_path_buf(), source })?;
         let procs = cgroup.path.join("cgroup.procs");
         // A path from our own directory names never holds a NUL byte.
-        Ok(CString::new(procs.as_os_str().as_bytes()).ok())
+        let procs = CString::new(procs.as_os_str().as_bytes()).map_err(|_| ContainmentError::Create {
+            path: procs,
+            source: io::ErrorKind::InvalidInput.into(),
+        })?;
+        Ok(Some(TaskCgroup { dir: cgroup.dir.clone(), procs }))
     }
 
     /// The cgroup `container` holds (see [`prepare`](Containment::prepare)), if any.
@@ -204,19 +217,6 @@ impl Containment {
             self.give_back_empty(container);
         }
         empty
-    }
-
-    /// A descriptor of `container`'s cgroup directory (lent by [`prepare`]), for a child
-    /// to be born in (`CLONE_INTO_CGROUP`); `None` without cgroups. The lease holds it
-    /// open: nothing is opened per launch.
-    ///
-    /// [`prepare`]: Containment::prepare
-    pub fn cgroup_dir(&self, container: ContainerId) -> Result<Option<Arc<OwnedFd>>, ContainmentError> {
-        let Some(leases) = &self.cgroups else { return Ok(None) };
-        let cgroup = leases
-            .lend(container)
-            .map_err(|source| ContainmentError::Create { path: leases.base().to_path_buf(), source })?;
-        Ok(Some(cgroup.dir.clone()))
     }
 
     /// SIGKILLs every process still in `container`, waits (bounded) until none is left and

@@ -85,7 +85,7 @@ fn a_scan_reads_each_environment_whole_small_or_larger_than_its_buffer() {
 /// Starts `sh -c SCRIPT` in its own group with the container's markers, joining the
 /// container's cgroup first when there is one, as the agent's tasks do.
 fn spawn_task(containment: &Containment, container: ContainerId, script: &str) -> Child {
-    let procs = containment.prepare(container).unwrap();
+    let procs = containment.prepare(container).unwrap().map(|cgroup| cgroup.procs);
     let mut command = Command::new("/bin/sh");
     command.args(["-c", script]).envs(containment.markers(container)).process_group(0);
     // SAFETY: the closure only calls `join_cgroup_in_child` (async-signal-safe).

@@ -29,7 +29,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
-use crate::containment::{Containment, ContainmentError, join_cgroup_in_child};
+use crate::containment::{Containment, ContainmentError, TaskCgroup, join_cgroup_in_child};
 use crate::core::TaskExit;
 use crate::descendants::OwnChild;
 use crate::plain_command::{PlainCommand, plain_command};
@@ -293,11 +293,9 @@ struct PreparedTask {
     stderr: std::fs::File,
     /// Set on top of the agent's own environment, in order (later entries win).
     env: Vec<(OsString, OsString)>,
-    /// `cgroup.procs` of the container's cgroup, for the fallback that joins it in the
-    /// child.
-    cgroup_procs: Option<std::ffi::CString>,
-    /// The container's cgroup directory, to be born in (see [`crate::spawn`]).
-    cgroup_dir: Option<Arc<std::os::fd::OwnedFd>>,
+    /// The container's cgroup: born in (see [`crate::spawn`]), or joined in the child by
+    /// the fallback.
+    cgroup: Option<TaskCgroup>,
     user: Option<UnixUser>,
 }
 
@@ -309,18 +307,9 @@ impl PreparedTask {
     /// born in its cgroup if it has one; where `clone3` is refused, through
     /// `tokio::process` with the cgroup joined between fork and exec.
     fn start(self) -> io::Result<TaskChild> {
-        let PreparedTask {
-            container,
-            rendered,
-            plain,
-            dir,
-            mut stdout,
-            mut stderr,
-            env,
-            cgroup_procs,
-            cgroup_dir,
-            user,
-        } = self;
+        let PreparedTask { container, rendered, plain, dir, mut stdout, mut stderr, env, cgroup, user } =
+            self;
+        let (cgroup_dir, cgroup_procs) = cgroup.map(|c| (c.dir, c.procs)).unzip();
         let shell = [OsStr::new("/bin/sh"), OsStr::new("-c"), OsStr::new(&rendered)];
         if !CLONE3_REFUSED.load(Ordering::Relaxed) {
             let mut command =
@@ -461,8 +450,7 @@ fn prepare_blocking(
                 .map_err(|source| SpawnError::Prepare { path, source })?;
         }
     }
-    let cgroup_procs = config.containment.prepare(launch.container)?;
-    let cgroup_dir = config.containment.cgroup_dir(launch.container)?;
+    let cgroup = config.containment.prepare(launch.container)?;
 
     let mut env: Vec<(OsString, OsString)> = vec![
         ("SLOTMARKET_JOB".into(), launch.task.job.to_string().into()),
@@ -499,18 +487,8 @@ fn prepare_blocking(
         None => plain_command(&rendered, std::env::var_os("PATH").as_deref()),
     };
     debug!(container = %launch.container, command = %rendered, dir = %dir.display(), plain = plain.is_some(), "prepared");
-    let prepared = PreparedTask {
-        container: launch.container,
-        rendered,
-        plain,
-        dir,
-        stdout,
-        stderr,
-        env,
-        cgroup_procs,
-        cgroup_dir,
-        user,
-    };
+    let prepared =
+        PreparedTask { container: launch.container, rendered, plain, dir, stdout, stderr, env, cgroup, user };
     Ok((prepared, token))
 }
 

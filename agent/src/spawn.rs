@@ -419,8 +419,8 @@ fn read_child_error(errors: &OwnedFd) -> io::Result<Option<io::Error>> {
 
 /// The child between clone and exec: signal handlers and mask, standard streams, working
 /// directory, own process group, the limit on open files, the account's user, the
-/// parent-death signal, exec. On
-/// any failure it reports its errno (see [`ChildContext`]) and exits with 127.
+/// parent-death signal, exec. On any failure it reports its errno (see [`ChildContext`])
+/// and exits with 127.
 ///
 /// The rules it keeps, since with `CLONE_VM` it runs in the agent's memory while the
 /// agent's other threads go on: it only reads what was prepared before the clone, writes

@@ -49,8 +49,7 @@ fn task(
     script: &str,
     user: Option<UnixUser>,
 ) -> TaskCommand {
-    containment.prepare(container).unwrap();
-    let cgroup = containment.cgroup_dir(container).unwrap();
+    let cgroup = containment.prepare(container).unwrap().map(|cgroup| cgroup.dir);
     let outputs = (
         std::fs::File::create(dir.join("stdout")).unwrap(),
         std::fs::File::create(dir.join("stderr")).unwrap(),
@@ -132,8 +131,7 @@ async fn a_killed_task_reports_the_signal_and_a_bad_program_fails_the_spawn() {
     assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
     containment.kill_container(ContainerId(22));
 
-    containment.prepare(ContainerId(23)).unwrap();
-    let cgroup = containment.cgroup_dir(ContainerId(23)).unwrap();
+    let cgroup = containment.prepare(ContainerId(23)).unwrap().map(|cgroup| cgroup.dir);
     let outputs = (tempfile::tempfile().unwrap(), tempfile::tempfile().unwrap());
     let missing = dir.path().join("no-such-program");
     let command =
