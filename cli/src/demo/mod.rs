@@ -7,12 +7,14 @@
 //! - `purchase` — the MRM step: a quote and a bought deadline before the workload;
 //! - `workload` — the embedded job specs, submission and progress;
 //! - `rates` — `--rates`: DP's market instead, two users' shares following their rates;
+//! - `slo` — `--slo`: Jockey instead, a deadline job's guarantee following its progress;
 //! - `report` — progress lines, the final table and the JSON document.
 
 mod cluster;
 mod purchase;
 mod rates;
 mod report;
+mod slo;
 mod workload;
 
 use std::net::SocketAddr;
@@ -53,6 +55,12 @@ pub(crate) struct DemoArgs {
     /// waiting the map slots split in proportion (2 : 4 of the default three agents' six).
     #[arg(long)]
     pub(crate) rates: bool,
+    /// Show Jockey instead: under the `jockey` policy a 12-task job runs alone to leave
+    /// its profile, then comes back with a deadline and tasks three times as long, amid
+    /// best-effort jobs; its guaranteed slots rise as it falls behind and it meets the
+    /// deadline (about 30 s).
+    #[arg(long, conflicts_with = "rates")]
+    pub(crate) slo: bool,
 }
 
 /// What a successful run produced.
@@ -66,6 +74,7 @@ pub(crate) async fn run(args: DemoArgs, json: bool) -> Result<ExitCode> {
     // Everything that can fail without side effects goes first.
     let specs = workload::specs()?;
     let deadline_job = purchase::deadline_spec()?;
+    let slo_specs = slo::specs()?;
     let bins = Binaries::locate()?;
     let mut cluster = Cluster::create(bins)?;
     eprintln!("demo directory: {}", cluster.root().display());
@@ -73,6 +82,8 @@ pub(crate) async fn run(args: DemoArgs, json: bool) -> Result<ExitCode> {
         ran = async {
             if args.rates {
                 drive_rates(&mut cluster, &args).await
+            } else if args.slo {
+                drive_slo(&mut cluster, &args, slo_specs).await
             } else {
                 drive(&mut cluster, &args, deadline_job, specs).await
             }
@@ -175,6 +186,30 @@ async fn drive_rates(cluster: &mut Cluster, args: &DemoArgs) -> Result<Ran> {
     let elapsed = workload_elapsed(&jobs, start).unwrap_or_else(|| started.elapsed());
     let mut report = report::build(&jobs, ids.len(), start, elapsed);
     report.shares = Some(shares);
+    Ok(Ran { report, master })
+}
+
+/// Starts the master under Jockey and the agents, then runs [`slo`]'s scenario as the
+/// demo user.
+async fn drive_slo(cluster: &mut Cluster, args: &DemoArgs, specs: slo::Specs) -> Result<Ran> {
+    cluster.make_certificates(args.agents, &[DEMO_USER])?;
+    let master = cluster.start_master(slo::MASTER_TOML).await?;
+    eprintln!(
+        "master listening on {master}, policy jockey (a control step a second); starting {} agents",
+        args.agents
+    );
+    cluster.start_agents(args.agents, master)?;
+    let admin = connect(cluster, master, ADMIN_NAME).await?;
+    workload::wait_for_agents(&admin, cluster, args.agents).await?;
+    connection::close(admin).await;
+    let client = connect(cluster, master, DEMO_USER).await?;
+    let (start, started) = (output::now(), Instant::now());
+    let timeout = Duration::from_secs(args.timeout);
+    let (ids, jobs, slo) = slo::run(&client, cluster, specs, started, timeout).await?;
+    connection::close(client).await;
+    let elapsed = workload_elapsed(&jobs, start).unwrap_or_else(|| started.elapsed());
+    let mut report = report::build(&jobs, ids.len(), start, elapsed);
+    report.slo = Some(slo);
     Ok(Ran { report, master })
 }
 

@@ -54,6 +54,9 @@ pub(crate) struct DemoReport {
     /// With `--rates`: how the users' slots split while both had work.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) shares: Option<super::rates::SharesReport>,
+    /// With `--slo`: what Jockey's control loop did with the deadline job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) slo: Option<super::slo::SloReport>,
 }
 
 /// Builds the report from the jobs' last summaries; `expected` jobs were submitted, so a
@@ -83,7 +86,13 @@ pub(crate) fn build(jobs: &[JobSummary], expected: usize, start: Timestamp, elap
         })
         .collect();
     let all_completed = jobs.len() == expected && jobs.iter().all(|j| j.state == JobState::Completed);
-    DemoReport { jobs: rows, all_completed, elapsed_s: round_ms(elapsed.as_secs_f64()), shares: None }
+    DemoReport {
+        jobs: rows,
+        all_completed,
+        elapsed_s: round_ms(elapsed.as_secs_f64()),
+        shares: None,
+        slo: None,
+    }
 }
 
 /// Rounds to milliseconds so the JSON does not carry float noise.
@@ -129,7 +138,8 @@ pub(crate) fn render(report: &DemoReport) -> String {
         format!("{completed} of {} jobs completed ({:.1}s)", report.jobs.len(), report.elapsed_s)
     };
     let shares = report.shares.as_ref().map(super::rates::render).unwrap_or_default();
-    format!("times in seconds since the first submit\n{}\n{shares}{verdict}\n", table.render())
+    let slo = report.slo.as_ref().map(super::slo::render).unwrap_or_default();
+    format!("times in seconds since the first submit\n{}\n{shares}{slo}{verdict}\n", table.render())
 }
 
 /// `[12.0s] 3/6 jobs done, 5 tasks running`, plus how many failed if any did.

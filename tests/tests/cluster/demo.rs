@@ -1,5 +1,7 @@
 //! `slotmarket demo --json` runs its whole workload on a fresh local cluster and exits 0
-//! with every job completed; `demo --rates` shows DP's shares following the users' rates.
+//! with every job completed; `demo --rates` shows DP's shares following the users' rates;
+//! `demo --slo` shows Jockey raising a slow deadline job's guarantee until it meets its
+//! deadline.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -48,6 +50,23 @@ fn under_dp_the_demo_users_slots_follow_their_rates() {
     // the slots); a sample may catch a slot between two tasks.
     let ratio = user(1, "mean_running") / user(0, "mean_running");
     assert!((1.4..=2.6).contains(&ratio), "running slots 1 : {ratio:.2}, rates 1 : 2: {report}");
+}
+
+#[test]
+fn under_jockey_the_demo_deadline_jobs_guarantee_rises_and_its_deadline_is_met() {
+    let report = demo(&["--slo"]);
+    assert_eq!(report["all_completed"], true, "{report}");
+    let slo = &report["slo"];
+    assert_eq!(slo["met"], true, "{report}");
+    // Its tasks sleep three times as long as the profiled run's, plus the same work.
+    assert!(slo["slowdown"].as_f64().unwrap() > 1.5, "{report}");
+    let guarantees: Vec<u64> =
+        slo["samples"].as_array().unwrap().iter().map(|s| s["guaranteed"].as_u64().unwrap()).collect();
+    // Planned from the profile it starts small; once its first tasks show the run
+    // slower, the control loop raises it.
+    let (first, peak) = (guarantees[0], guarantees.iter().copied().max().unwrap());
+    assert!(peak > first, "the guarantee never rose: {guarantees:?}");
+    assert!(slo["peak_guaranteed"].as_u64().unwrap() >= peak, "{report}");
 }
 
 #[test]
