@@ -55,10 +55,10 @@ pub(crate) struct DemoArgs {
     /// waiting the map slots split in proportion (2 : 4 of the default three agents' six).
     #[arg(long)]
     pub(crate) rates: bool,
-    /// Show Jockey instead: under the `jockey` policy a 12-task job runs alone to leave
-    /// its profile, then comes back with a deadline and tasks three times as long, amid
-    /// best-effort jobs; its guaranteed slots rise as it falls behind and it meets the
-    /// deadline (about 30 s).
+    /// Show Jockey instead: under the `jockey` policy a pi job of 12 maps runs alone to
+    /// leave its profile, then comes back with a deadline, its maps sleeping three times
+    /// as long, behind six best-effort jobs; its guaranteed slots rise as it falls behind
+    /// and it meets the deadline (about 30 s).
     #[arg(long, conflicts_with = "rates")]
     pub(crate) slo: bool,
 }
@@ -106,6 +106,11 @@ pub(crate) async fn run(args: DemoArgs, json: bool) -> Result<ExitCode> {
         output::print_json(&ran.report)?;
     } else {
         print!("{}", report::render(&ran.report));
+        if !args.rates && !args.slo {
+            eprintln!(
+                "also: `slotmarket demo --rates` shows DP's market, `slotmarket demo --slo` shows Jockey"
+            );
+        }
     }
     if args.keep {
         print_kept(cluster, ran.master, json);

@@ -79,9 +79,7 @@ pub(crate) fn build(jobs: &[JobSummary], expected: usize, start: Timestamp, elap
             tasks: job.tasks_total,
             tasks_completed: job.tasks_completed,
             deadline_s: job.deadline.map(since_start),
-            met: job
-                .deadline
-                .map(|d| job.state == JobState::Completed && job.finished.is_some_and(|f| f <= d)),
+            met: met(job),
             paid: job.paid.map(|p| p.to_string()),
         })
         .collect();
@@ -93,6 +91,11 @@ pub(crate) fn build(jobs: &[JobSummary], expected: usize, start: Timestamp, elap
         shares: None,
         slo: None,
     }
+}
+
+/// Whether `job` completed by its deadline; `None` without one.
+pub(crate) fn met(job: &JobSummary) -> Option<bool> {
+    job.deadline.map(|d| job.state == JobState::Completed && job.finished.is_some_and(|f| f <= d))
 }
 
 /// Rounds to milliseconds so the JSON does not carry float noise.

@@ -17,7 +17,7 @@ use slotmarket_common::protocol::{JobState, JobStatus, JobSummary};
 use slotmarket_common::spec::JobSpec;
 
 use super::cluster::Cluster;
-use super::workload;
+use super::{report, workload};
 use crate::connection;
 use crate::output::secs_between;
 use crate::submit;
@@ -36,9 +36,6 @@ const BATCH: (&str, &str) = ("pi-batch.toml", include_str!("jobs/pi-batch.toml")
 /// three agents' six map slots busy for as long as it runs.
 const BATCH_JOBS: usize = 6;
 
-/// How often the deadline job is read and a line printed.
-const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
-
 /// The scenario's job specs, parsed before anything starts.
 pub(crate) struct Specs {
     profiled: JobSpec,
@@ -46,11 +43,9 @@ pub(crate) struct Specs {
     batch: Vec<JobSpec>,
 }
 
-/// Parses the embedded specs; a failure here is a bug in the demo, named by file.
+/// Parses the embedded specs.
 pub(crate) fn specs() -> Result<Specs> {
-    let parse = |(file, text): (&str, &str)| {
-        JobSpec::from_toml(text).with_context(|| format!("embedded demo job {file}"))
-    };
+    let parse = |(file, text)| workload::parse_embedded(file, text);
     let batch = parse(BATCH)?;
     let batch =
         (1..=BATCH_JOBS).map(|k| JobSpec { name: format!("{}-{k}", batch.name), ..batch.clone() }).collect();
@@ -60,8 +55,8 @@ pub(crate) fn specs() -> Result<Specs> {
 /// The deadline job's control in one sample.
 #[derive(Debug, Serialize, PartialEq)]
 pub(crate) struct SloSample {
-    /// Seconds since the deadline job's submission.
-    pub(crate) t_s: u64,
+    /// Seconds since the deadline job's submission (the demo's clock), to a tenth.
+    pub(crate) t_s: f64,
     /// Its progress by the policy's indicator, 0 to 1.
     pub(crate) progress: f64,
     /// Slots guaranteed to it.
@@ -76,18 +71,19 @@ pub(crate) struct SloReport {
     /// `j7`.
     pub(crate) job: String,
     /// Its deadline, seconds after its submission.
-    pub(crate) deadline_s: f64,
+    pub(crate) deadline_s: Option<f64>,
     /// When it ended, seconds after its submission, or null.
     pub(crate) finished_s: Option<f64>,
     /// Whether it completed by its deadline.
     pub(crate) met: bool,
     /// The work its profile holds, slot-seconds.
     pub(crate) profiled_work_s: f64,
-    /// How much longer than profiled its tasks run, as the control loop last estimated
-    /// it (drawn toward 1 while few of them have completed).
-    pub(crate) slowdown: f64,
-    /// The largest guarantee it had.
-    pub(crate) peak_guaranteed: u32,
+    /// The control loop's last estimate of how much longer than profiled its tasks run
+    /// (its completed tasks' times pooled with ten tasks' worth of "as profiled", so
+    /// below what they took), or null if the policy never took the job on.
+    pub(crate) slowdown: Option<f64>,
+    /// The largest guarantee it had, or null as `slowdown`.
+    pub(crate) peak_guaranteed: Option<u32>,
     /// One sample a second from its submission to its end.
     pub(crate) samples: Vec<SloSample>,
 }
@@ -102,26 +98,7 @@ pub(crate) async fn run(
     started: Instant,
     timeout: Duration,
 ) -> Result<(Vec<JobId>, Vec<JobSummary>, SloReport)> {
-    let name = specs.profiled.name.clone();
-    let first = submit::submit(client, specs.profiled).await?;
-    eprintln!(
-        "[{:.1}s] submitted {first} {name} alone, to leave its profile",
-        started.elapsed().as_secs_f64()
-    );
-    let profiled = workload::follow(client, cluster, &[first], started, timeout).await?;
-    if profiled.first().map(|job| job.state) != Some(JobState::Completed) {
-        bail!("the profiling run {first} did not complete");
-    }
-    let profile = connection::bounded(client.profile(name.clone()))
-        .await
-        .with_context(|| format!("reading {name}'s profile"))?;
-    let profiled_work_s = profile.work_ms as f64 / 1000.0;
-    eprintln!(
-        "profile of {name}: {} run, {profiled_work_s:.1} slot-seconds of work, critical path {:.1}s",
-        profile.runs,
-        profile.critical_path_ms as f64 / 1000.0
-    );
-
+    let (first, profiled_work_s) = profile_alone(client, cluster, specs.profiled, started, timeout).await?;
     let mut ids = vec![first];
     let batch_tasks: u64 = specs.batch.iter().map(JobSpec::total_tasks).sum();
     for spec in specs.batch {
@@ -132,13 +109,14 @@ pub(crate) async fn run(
         started.elapsed().as_secs_f64(),
         ids.len() - 1
     );
-    let deadline_spec = specs.deadline_run.deadline.map(|d| d.to_string()).unwrap_or_default();
-    let slo = submit::submit(client, specs.deadline_run).await?;
-    let slo_submitted = Instant::now();
-    ids.push(slo);
+    let (name, deadline) = (specs.deadline_run.name.clone(), specs.deadline_run.deadline);
+    let deadline_job = submit::submit(client, specs.deadline_run).await?;
+    let submitted = Instant::now();
+    ids.push(deadline_job);
     eprintln!(
-        "[{:.1}s] submitted {slo} {name} again, deadline {deadline_spec}, its tasks three times as long as profiled",
-        started.elapsed().as_secs_f64()
+        "[{:.1}s] submitted {deadline_job} {name} again, deadline {}, its map tasks sleeping three times as long",
+        started.elapsed().as_secs_f64(),
+        deadline.map(|d| d.to_string()).unwrap_or_default()
     );
 
     let mut samples = Vec::new();
@@ -147,14 +125,16 @@ pub(crate) async fn run(
         cluster.check_alive()?;
         let jobs = workload::our_jobs(client, &ids).await?;
         if last.as_ref().is_none_or(|status| !status.summary.state.is_terminal()) {
-            let status =
-                connection::bounded(client.status(slo)).await.with_context(|| format!("reading {slo}"))?;
-            let others: u64 = jobs.iter().filter(|job| job.id != slo).map(|job| job.tasks_running).sum();
+            let status = connection::bounded(client.status(deadline_job))
+                .await
+                .with_context(|| format!("reading {deadline_job}"))?;
+            let others: u64 =
+                jobs.iter().filter(|job| job.id != deadline_job).map(|job| job.tasks_running).sum();
             eprintln!("{}", status_line(started.elapsed(), &status, others));
-            if let Some(sample) = sample(&status, slo_submitted.elapsed()) {
-                samples.push(sample);
-            }
+            samples.extend(sample(&status, submitted.elapsed()));
             last = Some(status);
+        } else {
+            eprintln!("{}", report::progress_line(started.elapsed(), &jobs, ids.len()));
         }
         let ended = jobs.len() == ids.len() && jobs.iter().all(|job| job.state.is_terminal());
         if ended || started.elapsed() > timeout {
@@ -162,17 +142,45 @@ pub(crate) async fn run(
                 eprintln!("gave up waiting after {}s (raise it with --timeout)", timeout.as_secs());
             }
             let status = last.context("the deadline job was never read")?;
-            return Ok((ids, jobs, report(&status, profiled_work_s, samples)));
+            return Ok((ids, jobs, summarize(&status, profiled_work_s, samples)));
         }
-        tokio::time::sleep(SAMPLE_INTERVAL).await;
+        tokio::time::sleep(workload::PROGRESS_INTERVAL).await;
     }
+}
+
+/// Runs `spec` alone to its end, which leaves its profile; answers the job and the work
+/// its profile holds, slot-seconds.
+async fn profile_alone(
+    client: &Client,
+    cluster: &mut Cluster,
+    spec: JobSpec,
+    started: Instant,
+    timeout: Duration,
+) -> Result<(JobId, f64)> {
+    let name = spec.name.clone();
+    let job = submit::submit(client, spec).await?;
+    eprintln!("[{:.1}s] submitted {job} {name} alone, to leave its profile", started.elapsed().as_secs_f64());
+    let ran = workload::follow(client, cluster, &[job], started, timeout).await?;
+    if ran.first().map(|job| job.state) != Some(JobState::Completed) {
+        bail!("the profiling run {job} did not complete");
+    }
+    let profile = connection::bounded(client.profile(name.clone()))
+        .await
+        .with_context(|| format!("reading {name}'s profile"))?;
+    let work_s = profile.work_ms as f64 / 1000.0;
+    eprintln!(
+        "profile of {name}: {} run, {work_s:.1} slot-seconds of work, critical path {:.1}s",
+        profile.runs,
+        profile.critical_path_ms as f64 / 1000.0
+    );
+    Ok((job, work_s))
 }
 
 /// The deadline job's control `since` its submission, if the policy has taken it on.
 fn sample(status: &JobStatus, since: Duration) -> Option<SloSample> {
     let slo = status.slo.as_ref()?;
     Some(SloSample {
-        t_s: since.as_secs_f64().round() as u64,
+        t_s: (since.as_secs_f64() * 10.0).round() / 10.0,
         progress: f64::from(slo.progress_permille) / 1000.0,
         guaranteed: slo.guaranteed,
         running: status.summary.tasks_running,
@@ -206,45 +214,46 @@ fn status_line(elapsed: Duration, status: &JobStatus, others_running: u64) -> St
 }
 
 /// The report from the deadline job's last status and the samples.
-fn report(status: &JobStatus, profiled_work_s: f64, samples: Vec<SloSample>) -> SloReport {
+fn summarize(status: &JobStatus, profiled_work_s: f64, samples: Vec<SloSample>) -> SloReport {
     let summary = &status.summary;
     let since_submit = |t| (secs_between(t, summary.submitted) * 10.0).round() / 10.0;
-    let finished_s = summary.finished.map(since_submit);
-    let met = summary.state == JobState::Completed
-        && summary.finished.zip(summary.deadline).is_some_and(|(finished, deadline)| finished <= deadline);
     let slo = status.slo.as_ref();
     SloReport {
         job: summary.id.to_string(),
-        deadline_s: summary.deadline.map_or(0.0, since_submit),
-        finished_s,
-        met,
+        deadline_s: summary.deadline.map(since_submit),
+        finished_s: summary.finished.map(since_submit),
+        met: report::met(summary) == Some(true),
         profiled_work_s,
-        slowdown: slo.map_or(1.0, |slo| f64::from(slo.slowdown_permille) / 1000.0),
-        peak_guaranteed: slo.map_or(0, |slo| slo.peak_guaranteed),
+        slowdown: slo.map(|slo| f64::from(slo.slowdown_permille) / 1000.0),
+        peak_guaranteed: slo.map(|slo| slo.peak_guaranteed),
         samples,
     }
 }
 
 /// The deadline job's outcome and its guarantee second by second.
 pub(crate) fn render(report: &SloReport) -> String {
-    let finished = match report.finished_s {
-        Some(finished) => {
-            format!("finished at {finished:.1}s: {}", if report.met { "met" } else { "missed" })
-        }
-        None => "not finished".into(),
+    let secs = |value: Option<f64>| value.map_or_else(|| "-".into(), |v| format!("{v:.1}s"));
+    let outcome = match report.finished_s {
+        Some(_) if report.met => "met",
+        Some(_) => "missed",
+        None => "not finished",
     };
     let guarantees: Vec<String> = report.samples.iter().map(|s| s.guaranteed.to_string()).collect();
+    let estimate = match (report.slowdown, report.peak_guaranteed) {
+        (Some(slowdown), Some(peak)) => format!(
+            "the control loop's last estimate of its tasks' times: {slowdown:.2} × its profile's \
+             ({:.1} slot-seconds in all); the guarantee peaked at {peak}\n",
+            report.profiled_work_s
+        ),
+        _ => "the jockey policy never took it on\n".into(),
+    };
     format!(
-        "deadline job {}: deadline {:.1}s after its submission, {finished}\n\
-         its guaranteed slots, a second apart: {}\n\
-         the control loop's last estimate of its tasks' times: {:.2} × its profile's ({:.1} slot-seconds in all); \
-         the guarantee peaked at {}\n",
+        "deadline job {}: deadline {} after its submission, finished at {}: {outcome}\n\
+         its guaranteed slots, a second apart: {}\n{estimate}",
         report.job,
-        report.deadline_s,
+        secs(report.deadline_s),
+        secs(report.finished_s),
         guarantees.join(" "),
-        report.slowdown,
-        report.profiled_work_s,
-        report.peak_guaranteed
     )
 }
 
@@ -256,14 +265,15 @@ mod tests {
     use super::*;
     use crate::output::tests::summary;
 
-    /// Seconds a map task of `spec` sleeps before its work.
-    fn map_sleep_s(spec: &JobSpec) -> u32 {
+    /// The seconds a map task of `spec` sleeps before its work, and the work.
+    fn map_sleep_s(spec: &JobSpec) -> (u32, &str) {
         let command = &spec.stages[spec.stage_index("map").unwrap()].command;
         let rest = command.strip_prefix("sleep ").expect("a map task sleeps first");
-        rest.split_whitespace().next().unwrap().parse().unwrap()
+        let (secs, work) = rest.split_once(" && ").unwrap();
+        (secs.parse().unwrap(), work)
     }
 
-    /// A running deadline job 5 s after its submission at 10 s, deadline at 30 s.
+    /// A running deadline job submitted at 10 s with its deadline at 30 s.
     fn running(guaranteed: u32, predicted_ms: u64) -> JobStatus {
         JobStatus {
             summary: JobSummary {
@@ -299,7 +309,9 @@ mod tests {
             (profiled.deadline, deadline_run.deadline.map(|d| d.to_string())),
             (None, Some("+22s".into()))
         );
-        assert!(map_sleep_s(deadline_run) >= 2 * map_sleep_s(profiled), "slower than profiled");
+        let ((profiled_s, profiled_work), (slower_s, work)) =
+            (map_sleep_s(profiled), map_sleep_s(deadline_run));
+        assert_eq!((slower_s, work), (3 * profiled_s, profiled_work), "the same work, three times the sleep");
     }
 
     #[test]
@@ -337,17 +349,17 @@ mod tests {
         status.summary.state = JobState::Completed;
         status.summary.finished = Some(Timestamp(27_500));
         let samples = [1, 2, 3, 1].iter().enumerate().map(|(t, &guaranteed)| SloSample {
-            t_s: t as u64,
+            t_s: t as f64,
             progress: 0.5,
             guaranteed,
             running: 2,
         });
-        let report = report(&status, 12.6, samples.collect());
+        let report = summarize(&status, 12.6, samples.collect());
         assert_eq!(
             (report.job.as_str(), report.deadline_s, report.finished_s, report.met),
-            ("j7", 20.0, Some(17.5), true)
+            ("j7", Some(20.0), Some(17.5), true)
         );
-        assert_eq!((report.slowdown, report.peak_guaranteed), (2.95, 3));
+        assert_eq!((report.slowdown, report.peak_guaranteed), (Some(2.95), Some(3)));
         let text = render(&report);
         assert!(
             text.starts_with(
@@ -360,17 +372,26 @@ mod tests {
                         the guarantee peaked at 3\n";
         assert!(text.contains(estimate), "{text}");
 
+        let mut never = JobStatus { slo: None, ..running(1, 0) };
+        never.summary.finished = None;
+        let text = render(&summarize(&never, 12.6, Vec::new()));
+        assert_eq!(
+            text,
+            "deadline job j7: deadline 20.0s after its submission, finished at -: not finished\n\
+             its guaranteed slots, a second apart: \nthe jockey policy never took it on\n"
+        );
+
         status.summary.finished = Some(Timestamp(30_001));
-        assert!(!super::report(&status, 12.6, Vec::new()).met, "a millisecond late");
+        assert!(!summarize(&status, 12.6, Vec::new()).met, "a millisecond late");
         status.summary.state = JobState::Failed;
         status.summary.finished = Some(Timestamp(20_000));
-        assert!(!super::report(&status, 12.6, Vec::new()).met, "failed in time");
+        assert!(!summarize(&status, 12.6, Vec::new()).met, "failed in time");
     }
 
     #[test]
     fn a_sample_needs_the_policys_view() {
         let sample = sample(&running(2, 27_900), Duration::from_millis(4_600)).unwrap();
-        assert_eq!(sample, SloSample { t_s: 5, progress: 0.417, guaranteed: 2, running: 3 });
+        assert_eq!(sample, SloSample { t_s: 4.6, progress: 0.417, guaranteed: 2, running: 3 });
         let plain = JobStatus { slo: None, ..running(2, 27_900) };
         assert_eq!(super::sample(&plain, Duration::ZERO), None);
     }

@@ -31,15 +31,18 @@ pub(crate) const JOBS: &[(&str, &str)] = &[
 /// report, short enough that later jobs still queue behind earlier ones.
 const SUBMIT_SPACING: Duration = Duration::from_millis(400);
 /// How often progress is polled and printed.
-const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 /// How long agents get to register after they are started.
 const AGENTS_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Parses every embedded spec; a failure here is a bug in the demo, named by file.
+/// Parses every embedded spec.
 pub(crate) fn specs() -> Result<Vec<JobSpec>> {
-    JOBS.iter()
-        .map(|(file, text)| JobSpec::from_toml(text).with_context(|| format!("embedded demo job {file}")))
-        .collect()
+    JOBS.iter().map(|&(file, text)| parse_embedded(file, text)).collect()
+}
+
+/// Parses the embedded spec `text`; a failure here is a bug in the demo, named by `file`.
+pub(crate) fn parse_embedded(file: &str, text: &str) -> Result<JobSpec> {
+    JobSpec::from_toml(text).with_context(|| format!("embedded demo job {file}"))
 }
 
 /// Polls `Nodes` until `agents` agents are connected, failing early if a process dies.

@@ -58,15 +58,16 @@ fn under_jockey_the_demo_deadline_jobs_guarantee_rises_and_its_deadline_is_met()
     assert_eq!(report["all_completed"], true, "{report}");
     let slo = &report["slo"];
     assert_eq!(slo["met"], true, "{report}");
-    // Its tasks sleep three times as long as the profiled run's, plus the same work.
+    // The control loop pools the completed maps' times with ten tasks' worth of "as
+    // profiled", so with 12 maps it reads above 1.5 only if they ran over 1.9 times as
+    // long as profiled (their sleep is three times as long).
     assert!(slo["slowdown"].as_f64().unwrap() > 1.5, "{report}");
     let guarantees: Vec<u64> =
         slo["samples"].as_array().unwrap().iter().map(|s| s["guaranteed"].as_u64().unwrap()).collect();
-    // Planned from the profile it starts small; once its first tasks show the run
+    // Planned from the profile it starts small; once its first maps show the run
     // slower, the control loop raises it.
-    let (first, peak) = (guarantees[0], guarantees.iter().copied().max().unwrap());
-    assert!(peak > first, "the guarantee never rose: {guarantees:?}");
-    assert!(slo["peak_guaranteed"].as_u64().unwrap() >= peak, "{report}");
+    let first = *guarantees.first().unwrap_or_else(|| panic!("no samples: {report}"));
+    assert!(guarantees.iter().any(|&g| g > first), "the guarantee never rose: {report}");
 }
 
 #[test]
