@@ -4,14 +4,12 @@
 //! which lists only the reserved jobs the caller may see.
 
 use slotmarket_common::ids::{AccountId, AgentId, JobId};
-#[cfg(test)]
-use slotmarket_common::protocol::JobState;
 use std::ops::Bound;
 
 use slotmarket_common::protocol::{
-    AccountSummary, DemandClass, ErrorKind, ErrorReply, JobHistory, JobStatus, JobSummary, JobsQuery,
-    LedgerPage, NodeSummary, ProfileView, ReservationView, ReservedKind, RunCursor, SloStatus, StageOutputs,
-    StageStatus,
+    AccountSummary, DemandClass, ErrorKind, ErrorReply, JobHistory, JobState, JobStatus, JobSummary,
+    JobsQuery, LedgerPage, NodeSummary, ProfileView, ReservationView, ReservedKind, RunCursor, SloStatus,
+    StageOutputs, StageStatus,
 };
 use slotmarket_common::spec::{JobSpec, StageSpec};
 use std::collections::BTreeSet;
@@ -75,10 +73,14 @@ impl<'a> CoreView<'a> {
         let utility_from_spec = j.is_some_and(|j| j.spec.utility.is_some());
         let mut status = j.map(status).ok_or_else(|| no_such_job(job))?;
         status.summary.demand_class = self.demand_class(job);
+        // The controller keeps an ended job's last step; the job itself holds no
+        // guarantee any more, and a completed one has done all its work.
+        let (ended, completed) =
+            (status.summary.state.is_terminal(), status.summary.state == JobState::Completed);
         status.slo = self.policy.and_then(|p| p.slo_state(job)).map(|s| SloStatus {
-            progress_permille: (s.progress * 1000.0).round() as u32,
+            progress_permille: if completed { 1000 } else { (s.progress * 1000.0).round() as u32 },
             predicted_finish: s.predicted_finish,
-            guaranteed: s.guarantee,
+            guaranteed: if ended { 0 } else { s.guarantee },
             peak_guaranteed: s.peak_guarantee,
             finish_interval: s.finish_interval,
             slowdown_permille: (s.slowdown * 1000.0).round() as u32,

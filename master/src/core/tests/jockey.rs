@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use slotmarket_common::container::ContainerState;
 use slotmarket_common::ids::{ContainerId, JobId};
-use slotmarket_common::protocol::{JobHistory, Response, StageHistory};
+use slotmarket_common::protocol::{JobHistory, JobState, Response, StageHistory};
 use slotmarket_common::spec::{DeadlineSpec, SlotKind, UtilityCurve};
 use slotmarket_common::time::Timestamp;
 
@@ -120,6 +120,42 @@ fn the_simulator_model_is_asked_for_once_and_used_once_built() {
     assert_eq!((shown.guaranteed, shown.progress_permille), (4, 0));
     assert_eq!(shown.predicted_finish, slo.predicted_finish);
     assert!(env.take_all_launches().is_empty());
+}
+
+#[test]
+fn an_ended_deadline_job_shows_no_guarantee_and_a_completed_one_all_its_progress() {
+    let mut env = env_with_history("amdahl");
+    let etl = env.submit(etl_due_in(10));
+    let cancelled = env.submit(etl_due_in(10));
+    let launches = env.take_all_launches();
+    let of = |job| launches.iter().filter(move |l| l.task.job == job).map(|l| l.container);
+    let mut running: Vec<ContainerId> = of(etl).collect();
+    let shown = |env: &TestEnv, job| env.status(job).slo.expect("a deadline job under jockey");
+    assert!(shown(&env, cancelled).guaranteed > 0);
+    assert_eq!(
+        env.cancel_as(alice(), cancelled),
+        Response::Cancelled { job: cancelled, state: JobState::Cancelled }
+    );
+    for (_, container, _) in env.take_kills(of(cancelled).count()) {
+        env.report(container, ContainerState::Killed);
+    }
+    for _ in 0..100 {
+        let Some(done) = running.pop() else { break };
+        env.finish(done);
+        running.extend(env.take_all_launches().iter().filter(|l| l.task.job == etl).map(|l| l.container));
+    }
+    env.advance(60);
+    env.heartbeat("n1");
+    env.tick();
+    assert_eq!(env.status(etl).summary.state, JobState::Completed);
+    // The controller's last step left a guarantee and the progress it then measured.
+    let last = env.jockey_state(etl);
+    assert!(last.guarantee > 0 && last.progress < 1.0, "{last:?}");
+    let (done, gone) = (shown(&env, etl), shown(&env, cancelled));
+    assert_eq!((done.guaranteed, done.progress_permille), (0, 1000));
+    assert!(done.peak_guaranteed >= 4, "the peak stays: {done:?}");
+    assert_eq!(gone.guaranteed, 0);
+    assert!(gone.progress_permille < 1000, "{gone:?}");
 }
 
 #[test]
