@@ -107,13 +107,21 @@ parallel_rate() {
     awk -v n=$((PARALLEL * SUBMITS)) -v us=$((end - start)) 'BEGIN { printf "%.0f\n", n / (us / 1e6) }'
 }
 
-# parallel_rate RATE_ROUNDS times (default 3); prints the median, then every round's rate.
-# One round lasts about half a second, and this VM's cores change speed from one second to
-# the next.
+# Clock ticks all CPUs have spent busy since boot (user, nice, system, irq, softirq).
+machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
+
+# parallel_rate RATE_ROUNDS times (default 3); prints the median, the whole machine's busy
+# time per job in ms and as a share of all its cores, then every round's rate. One round
+# lasts about half a second, and this VM's cores change speed from one second to the next.
 rate_rounds() {
-    local rates=()
+    local rates=() ticks start
+    ticks=$(machine_ticks) start=$(us)
     for _ in $(seq "$RATE_ROUNDS"); do rates+=("$(parallel_rate)"); done
-    echo "$(printf '%s\n' "${rates[@]}" | sort -n | sed -n "$(( (${#rates[@]} + 1) / 2 ))p") ${rates[*]}"
+    local busy
+    busy=$(awk -v t=$(($(machine_ticks) - ticks)) -v hz="$(getconf CLK_TCK)" -v us=$(($(us) - start)) \
+        -v n=$((PARALLEL * SUBMITS * RATE_ROUNDS)) -v cores="$(nproc)" \
+        'BEGIN { printf "%.2f %.0f", t / hz * 1000 / n, t / hz / (us / 1e6) / cores * 100 }')
+    echo "$(printf '%s\n' "${rates[@]}" | sort -n | sed -n "$(( (${#rates[@]} + 1) / 2 ))p") $busy ${rates[*]}"
 }
 
 # The rate of PARALLEL CLIs each submitting SUBMITS specs in one invocation; prints jobs/s.
@@ -201,18 +209,20 @@ for i in "${!clis[@]}"; do
     printf '%-34s --version %s ms  nodes %s ms  submit %s ms\n' "CPU per run ($label)" \
         "$(cpu_median "$i" version)" "$(cpu_median "$i" nodes)" "$(cpu_median "$i" submit)"
 done
-read -r rate rates < <(rate_rounds)
-printf '%-34s %7s jobs/s (median of %s)\n' "$PARALLEL parallel CLIs x $SUBMITS submits" "$rate" "${rates// /, }"
+read -r rate busy busy_pct rates < <(rate_rounds)
+printf '%-34s %7s jobs/s (median of %s; machine busy %s ms per job, %s %% of its cores)\n' \
+    "$PARALLEL parallel CLIs x $SUBMITS submits" "$rate" "${rates// /, }" "$busy" "$busy_pct"
 # The row above also pays for running every job: the agent starts each `true` task on the
 # same cores, and the master handles its reports and commits its end. This one sends the
 # same submits to a master with no agent, where the jobs only queue: what submission alone
 # costs, the figure the goal of 500 one-job CLIs a second is about. Both are kept.
 lone_cpu=$(cpu_s "$LONE_PID")
-read -r lone lones < <(SLOTMARKET_MASTER=$LONE_MASTER SLOTMARKET_CERT_DIR=$WORK/lone/pki rate_rounds)
+read -r lone lone_busy lone_busy_pct lones < <(SLOTMARKET_MASTER=$LONE_MASTER SLOTMARKET_CERT_DIR=$WORK/lone/pki rate_rounds)
 lone_cpu=$(awk -v a="$lone_cpu" -v b="$(cpu_s "$LONE_PID")" -v n=$((PARALLEL * SUBMITS * RATE_ROUNDS)) \
     'BEGIN { printf "%.2f", (b - a) * 1000 / n }')
-printf '%-34s %7s jobs/s (median of %s; master CPU %s ms per job)\n' \
-    "$PARALLEL parallel CLIs x $SUBMITS submits, no agent (submission only)" "$lone" "${lones// /, }" "$lone_cpu"
+printf '%-34s %7s jobs/s (median of %s; master CPU %s ms per job; machine busy %s ms per job, %s %% of its cores)\n' \
+    "$PARALLEL parallel CLIs x $SUBMITS submits, no agent (submission only)" "$lone" "${lones// /, }" "$lone_cpu" \
+    "$lone_busy" "$lone_busy_pct"
 if [ -n "${BASELINE_BIN:-}" ]; then
     # The same row for this build's CLI and the baseline's, alternating three times
     # against the same agentless master, so both see the same load.
