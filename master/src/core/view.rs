@@ -73,14 +73,13 @@ impl<'a> CoreView<'a> {
         let utility_from_spec = j.is_some_and(|j| j.spec.utility.is_some());
         let mut status = j.map(status).ok_or_else(|| no_such_job(job))?;
         status.summary.demand_class = self.demand_class(job);
-        // The controller keeps an ended job's last step; the job itself holds no
-        // guarantee any more, and a completed one has done all its work.
-        let (ended, completed) =
-            (status.summary.state.is_terminal(), status.summary.state == JobState::Completed);
+        // The controller keeps an ended job's last measured progress; a completed one has
+        // done all its work.
+        let completed = status.summary.state == JobState::Completed;
         status.slo = self.policy.and_then(|p| p.slo_state(job)).map(|s| SloStatus {
             progress_permille: if completed { 1000 } else { (s.progress * 1000.0).round() as u32 },
             predicted_finish: s.predicted_finish,
-            guaranteed: if ended { 0 } else { s.guarantee },
+            guaranteed: s.guarantee,
             peak_guaranteed: s.peak_guarantee,
             finish_interval: s.finish_interval,
             slowdown_permille: (s.slowdown * 1000.0).round() as u32,

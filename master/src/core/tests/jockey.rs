@@ -148,14 +148,34 @@ fn an_ended_deadline_job_shows_no_guarantee_and_a_completed_one_all_its_progress
     env.heartbeat("n1");
     env.tick();
     assert_eq!(env.status(etl).summary.state, JobState::Completed);
-    // The controller's last step left a guarantee and the progress it then measured.
+    // The controller keeps the progress its last step measured.
     let last = env.jockey_state(etl);
-    assert!(last.guarantee > 0 && last.progress < 1.0, "{last:?}");
+    assert!(last.progress < 1.0, "{last:?}");
     let (done, gone) = (shown(&env, etl), shown(&env, cancelled));
     assert_eq!((done.guaranteed, done.progress_permille), (0, 1000));
     assert!(done.peak_guaranteed >= 4, "the peak stays: {done:?}");
     assert_eq!(gone.guaranteed, 0);
     assert!(gone.progress_permille < 1000, "{gone:?}");
+}
+
+#[test]
+fn a_job_whose_deadline_is_cleared_keeps_running_with_no_guarantee() {
+    let mut env = env_with_history("amdahl");
+    let etl = env.submit(etl_due_in(10));
+    for launch in env.take_launches(4) {
+        env.start(launch.container);
+    }
+    assert_eq!(env.status(etl).slo.map(|slo| slo.guaranteed), Some(4));
+    let request = env.request();
+    env.handle(Event::DeadlineSetRequested { request, caller: alice(), job: etl, deadline: None });
+    assert_eq!(env.take_reply(request), Response::DeadlineSet { job: etl, deadline: None });
+    env.advance(60);
+    env.heartbeat("n1");
+    env.tick();
+    let status = env.status(etl);
+    assert_eq!(status.summary.state, JobState::Running);
+    let slo = status.slo.expect("its controller's last view is kept");
+    assert_eq!((slo.guaranteed, slo.peak_guaranteed), (0, 4));
 }
 
 #[test]

@@ -206,9 +206,11 @@ impl Jockey {
             slo.peak_guarantee = slo.peak_guarantee.max(slo.guarantee);
             live.insert(job.id(), slo);
         }
-        // What is left ended (or lost its deadline): keep its final state for reports.
+        // What is left ended (or lost its deadline): keep its final state for reports,
+        // holding no guarantee from now on.
         for (job, mut slo) in std::mem::replace(&mut self.jobs, live) {
             slo.account(now);
+            slo.guarantee = 0;
             self.ended.insert(job, slo);
         }
         while self.ended.len() > ENDED_KEPT {
