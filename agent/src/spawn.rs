@@ -445,10 +445,10 @@ unsafe fn child(context: &ChildContext<'_>) -> ! {
             libc::_exit(127)
         };
         // Before any signal is unblocked: no handler of the agent's may run here.
-        match context.reset {
-            HandlerReset::ByClone => default_sigpipe(),
-            HandlerReset::ByChild => reset_signal_handlers(),
+        if context.reset == HandlerReset::ByChild {
+            reset_signal_handlers();
         }
+        default_sigpipe();
         let empty: libc::sigset_t = std::mem::zeroed();
         if libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
             fail();
@@ -496,11 +496,11 @@ unsafe fn default_sigpipe() {
     }
 }
 
-/// Every signal the agent handles back to its default action, and SIGPIPE too, where the
-/// clone could not do it. A handler of the agent's (tokio's, Rust's)
-/// running in a `CLONE_VM` child would act on the agent's memory; exec would reset the
-/// handlers anyway, but only after the child has unblocked signals. Other ignored signals
-/// stay ignored, as across an exec. Runs in the child.
+/// Every signal the agent handles back to its default action, where the clone could not
+/// do it. A handler of the agent's (tokio's, Rust's) running in a `CLONE_VM` child would
+/// act on the agent's memory; exec would reset the handlers anyway, but only after the
+/// child has unblocked signals. Ignored signals stay ignored, as across an exec (SIGPIPE
+/// is [`default_sigpipe`]'s). Runs in the child.
 ///
 /// # Safety
 /// Only in the child; sigaction is a system call that reads and writes the structs given.
@@ -515,8 +515,7 @@ unsafe fn reset_signal_handlers() {
             if libc::sigaction(signal, std::ptr::null(), &mut current) != 0 {
                 continue;
             }
-            let handled = current.sa_sigaction != libc::SIG_DFL && current.sa_sigaction != libc::SIG_IGN;
-            if handled || signal == libc::SIGPIPE {
+            if current.sa_sigaction != libc::SIG_DFL && current.sa_sigaction != libc::SIG_IGN {
                 libc::sigaction(signal, &default, std::ptr::null_mut());
             }
         }
