@@ -131,13 +131,7 @@ async fn drive(
     deadline_job: JobSpec,
     specs: Vec<JobSpec>,
 ) -> Result<Ran> {
-    cluster.make_certificates(args.agents, &[DEMO_USER])?;
-    let master = cluster.start_master(purchase::MASTER_TOML).await?;
-    eprintln!("master listening on {master}; starting {} agents", args.agents);
-    cluster.start_agents(args.agents, master)?;
-    // Listing nodes is an admin's view; the workload runs as an ordinary user.
-    let admin = connect(cluster, master, ADMIN_NAME).await?;
-    workload::wait_for_agents(&admin, cluster, args.agents).await?;
+    let (master, admin) = start_with_agents(cluster, args, purchase::MASTER_TOML, "").await?;
     purchase::fund(&admin).await?;
     connection::close(admin).await;
     eprintln!(
@@ -153,8 +147,32 @@ async fn drive(
     let timeout = Duration::from_secs(args.timeout);
     let jobs = workload::follow(&client, cluster, &ids, started, timeout).await?;
     connection::close(client).await;
-    let elapsed = workload_elapsed(&jobs, start).unwrap_or_else(|| started.elapsed());
-    Ok(Ran { report: report::build(&jobs, ids.len(), start, elapsed), master })
+    Ok(Ran { report: build_report(&jobs, ids.len(), start, started), master })
+}
+
+/// Makes the certificates, starts the master with `master_toml` (`policy` describes it
+/// in the line that says so) and the agents, and waits for them to register; answers the
+/// master's address and an admin client (listing nodes is an admin's view; the workloads
+/// run as ordinary users).
+async fn start_with_agents(
+    cluster: &mut Cluster,
+    args: &DemoArgs,
+    master_toml: &str,
+    policy: &str,
+) -> Result<(SocketAddr, Client)> {
+    cluster.make_certificates(args.agents, &[DEMO_USER])?;
+    let master = cluster.start_master(master_toml).await?;
+    eprintln!("master listening on {master}{policy}; starting {} agents", args.agents);
+    cluster.start_agents(args.agents, master)?;
+    let admin = connect(cluster, master, ADMIN_NAME).await?;
+    workload::wait_for_agents(&admin, cluster, args.agents).await?;
+    Ok((master, admin))
+}
+
+/// The report of `jobs` (`expected` submitted), their times counted from `start`.
+fn build_report(jobs: &[JobSummary], expected: usize, start: Timestamp, started: Instant) -> DemoReport {
+    let elapsed = workload_elapsed(jobs, start).unwrap_or_else(|| started.elapsed());
+    report::build(jobs, expected, start, elapsed)
 }
 
 /// Starts the master under DP, has each of [`rates::USERS`] submit the same job, starts
@@ -188,8 +206,7 @@ async fn drive_rates(cluster: &mut Cluster, args: &DemoArgs) -> Result<Ran> {
     let timeout = Duration::from_secs(args.timeout);
     let (jobs, shares) = rates::follow(&admin, cluster, &ids, started, timeout).await?;
     connection::close(admin).await;
-    let elapsed = workload_elapsed(&jobs, start).unwrap_or_else(|| started.elapsed());
-    let mut report = report::build(&jobs, ids.len(), start, elapsed);
+    let mut report = build_report(&jobs, ids.len(), start, started);
     report.shares = Some(shares);
     Ok(Ran { report, master })
 }
@@ -197,23 +214,15 @@ async fn drive_rates(cluster: &mut Cluster, args: &DemoArgs) -> Result<Ran> {
 /// Starts the master under Jockey and the agents, then runs [`slo`]'s scenario as the
 /// demo user.
 async fn drive_slo(cluster: &mut Cluster, args: &DemoArgs, specs: slo::Specs) -> Result<Ran> {
-    cluster.make_certificates(args.agents, &[DEMO_USER])?;
-    let master = cluster.start_master(slo::MASTER_TOML).await?;
-    eprintln!(
-        "master listening on {master}, policy jockey (a control step a second); starting {} agents",
-        args.agents
-    );
-    cluster.start_agents(args.agents, master)?;
-    let admin = connect(cluster, master, ADMIN_NAME).await?;
-    workload::wait_for_agents(&admin, cluster, args.agents).await?;
+    let policy = ", policy jockey (a control step a second)";
+    let (master, admin) = start_with_agents(cluster, args, slo::MASTER_TOML, policy).await?;
     connection::close(admin).await;
     let client = connect(cluster, master, DEMO_USER).await?;
     let (start, started) = (output::now(), Instant::now());
     let timeout = Duration::from_secs(args.timeout);
     let (ids, jobs, slo) = slo::run(&client, cluster, specs, started, timeout).await?;
     connection::close(client).await;
-    let elapsed = workload_elapsed(&jobs, start).unwrap_or_else(|| started.elapsed());
-    let mut report = report::build(&jobs, ids.len(), start, elapsed);
+    let mut report = build_report(&jobs, ids.len(), start, started);
     report.slo = Some(slo);
     Ok(Ran { report, master })
 }
