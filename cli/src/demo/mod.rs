@@ -131,7 +131,7 @@ async fn drive(
     deadline_job: JobSpec,
     specs: Vec<JobSpec>,
 ) -> Result<Ran> {
-    let (master, admin) = start_with_agents(cluster, args, purchase::MASTER_TOML, "").await?;
+    let (master, admin) = start_with_agents(cluster, args, purchase::MASTER_TOML, None).await?;
     purchase::fund(&admin).await?;
     connection::close(admin).await;
     eprintln!(
@@ -150,18 +150,19 @@ async fn drive(
     Ok(Ran { report: build_report(&jobs, ids.len(), start, started), master })
 }
 
-/// Makes the certificates, starts the master with `master_toml` (`policy` describes it
-/// in the line that says so) and the agents, and waits for them to register; answers the
+/// Makes the certificates, starts the master with `master_toml` (`policy`, when not the
+/// default, named in the line that says so) and the agents, and waits for them to register; answers the
 /// master's address and an admin client (listing nodes is an admin's view; the workloads
 /// run as ordinary users).
 async fn start_with_agents(
     cluster: &mut Cluster,
     args: &DemoArgs,
     master_toml: &str,
-    policy: &str,
+    policy: Option<&str>,
 ) -> Result<(SocketAddr, Client)> {
     cluster.make_certificates(args.agents, &[DEMO_USER])?;
     let master = cluster.start_master(master_toml).await?;
+    let policy = policy.map(|p| format!(", policy {p}")).unwrap_or_default();
     eprintln!("master listening on {master}{policy}; starting {} agents", args.agents);
     cluster.start_agents(args.agents, master)?;
     let admin = connect(cluster, master, ADMIN_NAME).await?;
@@ -214,7 +215,7 @@ async fn drive_rates(cluster: &mut Cluster, args: &DemoArgs) -> Result<Ran> {
 /// Starts the master under Jockey and the agents, then runs [`slo`]'s scenario as the
 /// demo user.
 async fn drive_slo(cluster: &mut Cluster, args: &DemoArgs, specs: slo::Specs) -> Result<Ran> {
-    let policy = ", policy jockey (a control step a second)";
+    let policy = Some("jockey (a control step a second)");
     let (master, admin) = start_with_agents(cluster, args, slo::MASTER_TOML, policy).await?;
     connection::close(admin).await;
     let client = connect(cluster, master, DEMO_USER).await?;
