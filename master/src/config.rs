@@ -6,13 +6,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use slotmarket_common::config::{ConfigFileError, DEFAULT_MASTER_ADDR, DaemonLayout};
 use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
 use thiserror::Error;
 
 use crate::core::AdmissionSettings;
-use crate::core::policy::{PolicySettings, PolicySettingsError};
+use crate::core::policy::{PolicyName, PolicySettings, PolicySettingsError};
 use crate::core::{CoreConfig, HistoryLimits, NodeHealth};
 
 /// Address the master listens on when nothing else is said: where agents and clients look
@@ -29,7 +29,9 @@ pub struct MasterFile {
     pub data_dir: Option<PathBuf>,
     /// Directory holding `ca.pem`, `master.pem` and `master.key`.
     pub cert_dir: Option<PathBuf>,
-    /// The `[policy]` table: which policy runs, with its settings (default `fifo`).
+    /// The `[policy]` table: which policy runs, with its settings (default `fifo`), its
+    /// `preset` filled in.
+    #[serde(default, deserialize_with = "policy_table")]
     pub policy: Option<PolicySettings>,
     /// Silence after which an agent is declared lost, in milliseconds.
     pub agent_timeout_ms: Option<u64>,
@@ -137,6 +139,12 @@ impl MasterFile {
             None => ConfigError::File(ConfigFileError::parse(path, &text, &err)),
         })
     }
+}
+
+/// A `[policy]` table as [`PolicyTable::parse`] reads it: its `preset` filled in.
+fn policy_table<'de, D: Deserializer<'de>>(table: D) -> Result<Option<PolicySettings>, D::Error> {
+    let table = PolicyTable(toml::Table::deserialize(table)?);
+    table.parse().map(Some).map_err(serde::de::Error::custom)
 }
 
 /// The first old-style policy setting in `text`, if the file has one.
@@ -292,13 +300,18 @@ impl PolicyTable {
         PolicyTable(toml::Table::from_iter([("name".to_string(), toml::Value::String(name.to_string()))]))
     }
 
-    /// The table that parses back into `settings`.
-    pub fn of(settings: &PolicySettings) -> Result<PolicyTable, ConfigError> {
-        match toml::Value::try_from(settings) {
-            Ok(toml::Value::Table(table)) => Ok(PolicyTable(table)),
-            Ok(other) => Err(ConfigError::PolicyTable(format!("settings serialize to {other}, not a table"))),
-            Err(e) => Err(ConfigError::PolicyTable(e.to_string())),
-        }
+    /// The `[policy]` table of the `master.toml` at `path` as written, its `preset` not yet
+    /// filled in (so that layers above it may name one); the whole file is read and checked.
+    fn in_file(path: &Path) -> Result<PolicyTable, ConfigError> {
+        MasterFile::load(path)?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigFileError::Read { path: path.to_path_buf(), source })?;
+        let mut file: toml::Table =
+            toml::from_str(&text).map_err(|e| ConfigError::PolicyTable(e.to_string()))?;
+        Ok(match file.remove("policy") {
+            Some(toml::Value::Table(table)) => PolicyTable(table),
+            _ => PolicyTable::default(),
+        })
     }
 
     /// Applies one `KEY=VALUE` override. KEY is a field of the table, dotted for a field
@@ -331,10 +344,46 @@ impl PolicyTable {
         if self.0.is_empty() {
             return Ok(PolicySettings::default());
         }
-        let settings = PolicySettings::deserialize(toml::Value::Table(self.0))
-            .map_err(|e| ConfigError::PolicyTable(e.to_string()))?;
+        let settings = self.parse()?;
         settings.check()?;
         Ok(settings)
+    }
+
+    /// Parses the table, unchecked, after filling in its `preset`.
+    fn parse(mut self) -> Result<PolicySettings, ConfigError> {
+        self.fill_in_preset()?;
+        PolicySettings::deserialize(toml::Value::Table(self.0))
+            .map_err(|e| ConfigError::PolicyTable(e.to_string()))
+    }
+
+    /// Replaces `preset = "NAME"` by every key of that preset of the named policy the
+    /// table does not give itself: keys written out win, wherever they are layered.
+    fn fill_in_preset(&mut self) -> Result<(), ConfigError> {
+        let Some(preset) = self.0.remove("preset") else {
+            return Ok(());
+        };
+        let refuse = |problem: String| ConfigError::PolicyTable(format!("preset: {problem}"));
+        let Some(preset) = preset.as_str() else {
+            return Err(refuse(format!("must be a preset's name, got {preset}")));
+        };
+        let Some(name) = self.0.get("name").and_then(toml::Value::as_str) else {
+            return Err(refuse("needs `name`, the policy the preset is for".to_string()));
+        };
+        let policy: PolicyName = name.parse().map_err(refuse)?;
+        let presets = policy.presets();
+        let Some((_, keys)) = presets.iter().find(|(known, _)| *known == preset) else {
+            let known: Vec<&str> = presets.iter().map(|(known, _)| *known).collect();
+            return Err(refuse(match known.as_slice() {
+                [] => format!("{policy} has no presets"),
+                known => format!("{policy} has no preset \"{preset}\"; its presets: {}", known.join(", ")),
+            }));
+        };
+        let keys: toml::Table =
+            toml::from_str(keys).map_err(|e| refuse(format!("{preset} does not parse: {e}")))?;
+        for (key, value) in keys {
+            self.0.entry(key).or_insert(value);
+        }
+        Ok(())
     }
 
     /// The settings from layers, later ones winning: the `[policy]` table of a
@@ -347,13 +396,12 @@ impl PolicyTable {
         overrides: &[String],
     ) -> Result<PolicySettings, ConfigError> {
         let from_file = match file {
-            Some(path) => MasterFile::load(path)?.policy,
-            None => None,
+            Some(path) => PolicyTable::in_file(path)?,
+            None => PolicyTable::default(),
         };
-        let mut table = match (name, from_file) {
-            (Some(name), _) => PolicyTable::named(name),
-            (None, Some(settings)) => PolicyTable::of(&settings)?,
-            (None, None) => PolicyTable::default(),
+        let mut table = match name {
+            Some(name) => PolicyTable::named(name),
+            None => from_file,
         };
         for assignment in overrides {
             table.set(assignment)?;
@@ -576,6 +624,53 @@ max_queued_tasks_per_account = 100
         let fair = PolicyTable::layered(Some(&path), Some("fair"), &[]).unwrap();
         assert_eq!(fair, PolicySettings::Fair { preemption: false });
         assert_eq!(PolicyTable::layered(None, None, &[]).unwrap(), PolicySettings::Fifo {});
+    }
+
+    #[test]
+    fn a_preset_fills_in_the_keys_its_table_leaves_out_from_every_layer() {
+        let dir = tempfile::tempdir().unwrap();
+        let jockey = |settings: PolicySettings| match settings {
+            PolicySettings::Jockey(jockey) => *jockey,
+            other => panic!("not jockey: {other:?}"),
+        };
+        let file = load(&dir, "[policy]\nname = \"jockey\"\npreset = \"tuned\"\nslack = 1.3\n").unwrap();
+        let from_master = jockey(MasterConfig::try_from(file).unwrap().core.policy);
+        assert_eq!((from_master.stage_reserve, from_master.slack), (0.7, 1.3));
+        assert_eq!(from_master.all_in_within_s, Some(180.0));
+        // The simulator's layers: the file's preset, then a key over it; a preset named
+        // by `--set` over a file that names none.
+        let path = dir.path().join("master.toml");
+        let layered = |path: Option<&Path>, name, sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            PolicyTable::layered(path, name, &sets).map(jockey)
+        };
+        assert_eq!(layered(Some(&path), None, &[]).unwrap(), from_master);
+        assert_eq!(layered(Some(&path), None, &["stage_reserve=0.5"]).unwrap().stage_reserve, 0.5);
+        let plain = layered(None, Some("jockey"), &[]).unwrap();
+        assert_eq!(plain.stage_reserve, 0.0);
+        let named = layered(None, Some("jockey"), &["slack=1.3", "preset=tuned"]).unwrap();
+        assert_eq!(named, from_master);
+        // A key written out wins even when it equals the plain default.
+        let kept = layered(None, Some("jockey"), &["preset=tuned", "raise_early=false"]).unwrap();
+        assert!(!kept.raise_early && plain.raise_early == kept.raise_early);
+    }
+
+    #[test]
+    fn a_preset_that_does_not_exist_is_refused_with_the_known_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let layered = |name, sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            PolicyTable::layered(None, name, &sets).map_err(|e| e.to_string())
+        };
+        let err = layered(Some("jockey"), &["preset=fast"]).unwrap_err();
+        assert!(err.contains("no preset \"fast\"") && err.contains("tuned"), "{err}");
+        let err = layered(Some("fifo"), &["preset=tuned"]).unwrap_err();
+        assert!(err.contains("fifo has no presets"), "{err}");
+        assert!(layered(None, &["preset=tuned"]).unwrap_err().contains("needs `name`"));
+        assert!(layered(Some("jockey"), &["preset=3"]).unwrap_err().contains("preset's name"));
+        // In master.toml too, where it is a parse error of the file.
+        let err = load(&dir, "[policy]\nname = \"jockey\"\npreset = \"fast\"\n").unwrap_err();
+        assert!(err.to_string().contains("no preset \"fast\""), "{err}");
     }
 
     #[test]

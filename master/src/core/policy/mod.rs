@@ -103,6 +103,15 @@ impl PolicyName {
             PolicyName::Jockey => "jockey",
         }
     }
+
+    /// This policy's presets, by name: `[policy]` keys as TOML, which a table naming the
+    /// preset (`preset = "NAME"`) starts from.
+    pub fn presets(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            PolicyName::Jockey => jockey::PRESETS,
+            _ => &[],
+        }
+    }
 }
 
 impl fmt::Display for PolicyName {

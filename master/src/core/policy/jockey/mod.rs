@@ -40,7 +40,7 @@ pub use model::{
 };
 pub use profile::{JobProfile, SLOWDOWN_PRIOR_TASKS, SLOWDOWN_RANGE, StageProfile};
 pub use progress::Indicator;
-pub use settings::{JockeySettings, JockeySettingsError};
+pub use settings::{JockeySettings, JockeySettingsError, PRESETS};
 
 /// Points of C(p, a)'s spread a model keeps for [`JockeyConfig::expected_utility`].
 const SPREAD_POINTS: u32 = 20;
