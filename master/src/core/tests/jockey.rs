@@ -716,6 +716,20 @@ fn a_stage_reserve_priced_by_its_chance_holds_less_than_the_worst_case() {
     // one time in 22: fewer slots than the worst case, more than none.
     let chance = etl_with_a_last_stage("stage_reserve = 1.0\nstage_reserve_chance = 0.02");
     assert_eq!((plain.raw, reserved.raw, chance.raw), (2, 4, 3));
+    // What `status` shows is the finish the allocation is sized for, no straggler past
+    // the profile; the ahead test keeps the reserve. Added in full, the two are one.
+    assert!(chance.predicted_finish < chance.reserved_finish);
+    assert_eq!(reserved.predicted_finish, reserved.reserved_finish);
+    let shown = |slo: crate::core::policy::jockey::SloState| {
+        slo.predicted_finish.unwrap().0 - slo.stepped_at.unwrap().0
+    };
+    let reserved_ms = |slo: crate::core::policy::jockey::SloState| {
+        slo.reserved_finish.unwrap().0 - slo.stepped_at.unwrap().0
+    };
+    // 7.2 minutes of reserve with slack 1.2, less the model's own tail reserve that
+    // the straggler's replaces: a little under 8.64 minutes apart.
+    let apart = reserved_ms(chance) - shown(chance);
+    assert!((500_000..518_400).contains(&apart), "{apart}");
 }
 
 /// [`etl_and_a_last_stage`] run until both reduce tasks are running (every map task

@@ -54,8 +54,14 @@ pub struct SloState {
     pub guarantee: u32,
     /// Progress at the last step.
     pub progress: f64,
-    /// Predicted finish at the last step, with slack, under the guarantee.
+    /// Predicted finish at the last step, with slack, under the guarantee, as `status`
+    /// shows it: with `stage_reserve_chance`, the finish if no task left straggles past
+    /// its profile, the outcome the allocation is sized for (the straggler is priced by
+    /// its chance, not added).
     pub predicted_finish: Option<Timestamp>,
+    /// The same with every straggler reserve added in full, as the ahead test reads the
+    /// last step's prediction (equal to `predicted_finish` without `stage_reserve_chance`).
+    pub reserved_finish: Option<Timestamp>,
     /// The allocation is kept as it is (no adaptation, once model-based).
     pub frozen: bool,
     /// Guaranteed slot-milliseconds so far: the guarantee integrated over time.
@@ -296,8 +302,13 @@ impl Jockey {
             (smoothed.ceil() as u32, 0.0)
         };
         let model_based = prediction.model.is_some() || self.config.predictor != Predictor::Simulator;
-        let finish = now.0 as f64 + control.slack * remaining(guarantee);
         let at = |ms: f64| Timestamp((now.0 as f64 + ms).max(0.0) as u64);
+        let reserved_finish = at(control.slack * remaining(guarantee));
+        let predicted_finish =
+            match (self.config.stage_reserve_chance, prediction.outcomes_ms(guarantee).first()) {
+                (Some(_), Some(&(_, no_straggler_ms))) => at(control.slack * no_straggler_ms),
+                _ => reserved_finish,
+            };
         let finish_interval = prediction.interval_ms(guarantee).map(|(lo, hi)| (at(lo), at(hi)));
         *slo = SloState {
             // A guess made while the simulated model is being built is not a history to
@@ -307,7 +318,8 @@ impl Jockey {
             smoothed: model_based.then_some(if keep { law_smoothed } else { smoothed }),
             guarantee,
             progress: prediction.progress,
-            predicted_finish: Some(Timestamp(finish.max(0.0) as u64)),
+            predicted_finish: Some(predicted_finish),
+            reserved_finish: Some(reserved_finish),
             frozen: !self.config.adapt && model_based,
             slowdown: prediction.slowdown,
             finish_interval,

@@ -100,8 +100,7 @@ impl Prediction {
     /// stands still while the clock runs), is not ahead. `false` without an earlier
     /// model-based step to compare with.
     pub(super) fn ran_ahead(&self, now: Timestamp, slack: f64, last: &SloState) -> bool {
-        let (Some(_), Some(at), Some(finish)) = (last.smoothed, last.stepped_at, last.predicted_finish)
-        else {
+        let (Some(_), Some(at), Some(finish)) = (last.smoothed, last.stepped_at, last.reserved_finish) else {
             return false;
         };
         if self.slowdown >= 1.0 || slack <= 0.0 {
@@ -334,7 +333,7 @@ mod tests {
             smoothed: Some(10.0),
             target: 10,
             stepped_at: Some(Timestamp(0)),
-            predicted_finish: Some(Timestamp((1.2 * remaining) as u64)),
+            reserved_finish: Some(Timestamp((1.2 * remaining) as u64)),
             ..SloState::default()
         }
     }
