@@ -12,8 +12,8 @@ use super::{Control, Indicator, JockeyConfig, Predictor, Utility};
 /// in every key of the preset the table does not give itself.
 ///
 /// `tuned` is the row the simulator's §5 runs found best, R + U in
-/// `docs/experiments/jockey.md`: on 2,000 runs per deadline it missed 1.6 % and 1.9 % at
-/// 14 % and 20 % above the oracle.
+/// `docs/experiments/jockey.md`: on about 3,000 runs per deadline it missed 1.2 % and
+/// 1.8 % at 14 % and 20 % above the oracle (0.6 % and 1.2 % with a profile of five runs).
 /// Its utility drops to −1 three seconds past the deadline, not ten minutes: a job that
 /// must finish on time is raised as soon as any lateness is predicted. It was tuned at
 /// the paper's scale (a control step a minute, deadlines of half an hour and more):
