@@ -266,7 +266,10 @@ fn quantiles(buckets: &[Vec<f64>], q: f64) -> Vec<f64> {
 }
 
 /// One simulated run of `profile` on `slots` slots (of any kind: Jockey's tokens): ready
-/// tasks start in stage order as slots free up, each draws its run time from its stage's
+/// tasks start in the order they became ready as slots free up (the core starts the
+/// lowest stage first; simulating that made the model less pessimistic about DAGs and
+/// missed more deadlines for the allocation it saved, `docs/experiments/jockey.md`,
+/// twenty-first session), each draws its run time from its stage's
 /// samples (or, for a stage `shape` pools, its mean times a draw from the pooled spread) and fails
 /// (and runs again) with the stage's failure probability. Calls
 /// `step(done, at)` at the start and after every task completion with each stage's
