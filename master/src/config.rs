@@ -132,13 +132,22 @@ impl MasterFile {
     /// `capacity_queues` or `preemption`, `policy = "NAME"`) are refused with a message
     /// saying how to write them in `[policy]`.
     pub fn load(path: &Path) -> Result<MasterFile, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigFileError::Read { path: path.to_path_buf(), source })?;
-        toml::from_str(&text).map_err(|err| match moved_to_policy(&text) {
+        MasterFile::parse(path, &read(path)?)
+    }
+
+    /// Parses `text`, the contents of the `master.toml` at `path`, as [`load`](Self::load) does.
+    fn parse(path: &Path, text: &str) -> Result<MasterFile, ConfigError> {
+        toml::from_str(text).map_err(|err| match moved_to_policy(text) {
             Some((key, hint)) => ConfigError::MovedToPolicy { path: path.to_path_buf(), key, hint },
-            None => ConfigError::File(ConfigFileError::parse(path, &text, &err)),
+            None => ConfigError::File(ConfigFileError::parse(path, text, &err)),
         })
     }
+}
+
+/// The text of the file at `path`.
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path)
+        .map_err(|source| ConfigFileError::Read { path: path.to_path_buf(), source }.into())
 }
 
 /// A `[policy]` table as [`PolicyTable::parse`] reads it: its `preset` filled in.
@@ -301,11 +310,10 @@ impl PolicyTable {
     }
 
     /// The `[policy]` table of the `master.toml` at `path` as written, its `preset` not yet
-    /// filled in (so that layers above it may name one); the whole file is read and checked.
+    /// filled in (so that layers above it may name one); the whole file is checked.
     fn in_file(path: &Path) -> Result<PolicyTable, ConfigError> {
-        MasterFile::load(path)?;
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigFileError::Read { path: path.to_path_buf(), source })?;
+        let text = read(path)?;
+        MasterFile::parse(path, &text)?;
         let mut file: toml::Table =
             toml::from_str(&text).map_err(|e| ConfigError::PolicyTable(e.to_string()))?;
         Ok(match file.remove("policy") {

@@ -304,11 +304,12 @@ impl Jockey {
         let model_based = prediction.model.is_some() || self.config.predictor != Predictor::Simulator;
         let at = |ms: f64| Timestamp((now.0 as f64 + ms).max(0.0) as u64);
         let reserved_finish = at(control.slack * remaining(guarantee));
-        let predicted_finish =
-            match (self.config.stage_reserve_chance, prediction.outcomes_ms(guarantee).first()) {
-                (Some(_), Some(&(_, no_straggler_ms))) => at(control.slack * no_straggler_ms),
-                _ => reserved_finish,
-            };
+        // Only a chance-priced reserve needs the outcomes: the first has no straggler.
+        let no_straggler_ms = match self.config.stage_reserve_chance {
+            Some(_) => prediction.outcomes_ms(guarantee).first().map(|&(_, ms)| ms),
+            None => None,
+        };
+        let predicted_finish = no_straggler_ms.map_or(reserved_finish, |ms| at(control.slack * ms));
         let finish_interval = prediction.interval_ms(guarantee).map(|(lo, hi)| (at(lo), at(hi)));
         *slo = SloState {
             // A guess made while the simulated model is being built is not a history to
