@@ -284,6 +284,36 @@ fn a_job_late_even_on_the_most_it_can_use_is_given_it_at_once() {
     assert_eq!((any.guarantee, any.all_in), (10, true));
 }
 
+/// etl (20 tasks profiled at 60 s) submitted under Amdahl due in 5 minutes, with no
+/// dead zone and no task completed yet: the controller's state at submission; `extra`:
+/// more settings.
+fn etl_due_in_five_unread(extra: &str) -> crate::core::policy::jockey::SloState {
+    let toml = format!(
+        "name = \"jockey\"\npredictor = \"amdahl\"\ninterval_s = 60\ndead_zone_s = 0\nspare = false\n{extra}"
+    );
+    let mut env = recovered_env(toml::from_str(&toml).expect("jockey settings parse"), vec![etl_run(7)], 10);
+    let etl = env.submit(etl_due_in(5));
+    env.jockey_state(etl)
+}
+
+#[test]
+fn a_job_late_at_the_most_it_can_use_were_it_heavier_starts_there_until_its_slowdown_is_read() {
+    // Profiled, 1.2 × (60 + 1140 / a) s fits 300 s from 6 slots on; on all 10, 174 s.
+    // Unread, the slowdown is 1, not above 1.3: the all-in test alone waits.
+    let law = etl_due_in_five_unread("all_in_within_s = 180\nall_in_slowdown = 1.3\n");
+    assert_eq!((law.guarantee, law.all_in), (6, false));
+    // Twice slower than profiled, 348 s on all 10: past the deadline, so all 10 at once.
+    let unread = etl_due_in_five_unread("all_in_within_s = 180\nall_in_slowdown = 1.3\nall_in_unread = 2\n");
+    assert_eq!((unread.guarantee, unread.all_in), (10, true));
+    // One and a half times slower, 261 s: on time at the most it can use; the law's 6.
+    let milder = etl_due_in_five_unread("all_in_within_s = 180\nall_in_slowdown = 1.3\nall_in_unread = 1.5\n");
+    assert_eq!((milder.guarantee, milder.all_in), (6, false));
+    // Once tasks have completed the slowdown is read (1.57 here, not above 2): the
+    // reading decides, not the unread test.
+    let read = three_times_slower(true, "all_in_within_s = 180\nall_in_slowdown = 2\nall_in_unread = 2\n");
+    assert_eq!((read.guarantee, read.all_in), (7, false));
+}
+
 #[test]
 fn the_all_in_test_can_take_its_own_slack() {
     // On all 10 slots 1.571 × 139.2 s = 218.7 s are left four minutes in: with the

@@ -272,6 +272,13 @@ impl Jockey {
                     within,
                 )
         });
+        // Before the slowdown has a reading, a heavier run than profiled is still
+        // possible: a job that would then be late even at the cap starts on it.
+        let unread = job.stages().zip(&profile.stages).all(|(s, p)| s.completed == 0 || p.run_ms.is_empty());
+        let all_in = all_in
+            || self.config.all_in_unread.is_some_and(|slowdown| {
+                unread && now.0 as f64 + slowdown * prediction.remaining_ms_with_reserve(cap, 0.0) > deadline.0 as f64
+            });
         let keep = all_in && self.config.all_in_keep_smoothed;
         // The control law's own raw allocation; all in, the cap unless the law's
         // smoothing is kept beside it.

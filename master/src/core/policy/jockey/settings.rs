@@ -188,6 +188,11 @@ pub struct JockeySettings {
     /// allocation keeps, in [0, 1] (default 1: all of them).
     #[serde(default = "defaults::one")]
     pub all_in_reserve: f64,
+    /// Before the run's slowdown has a reading, the all-in test reads the job's finish
+    /// at the largest allocation this many times slower than profiled, at least 1
+    /// (default unset: no all-in test until a reading).
+    #[serde(default)]
+    pub all_in_unread: Option<f64>,
     /// The slack at progress 1: `slack` applies at progress 0 and the slack runs
     /// linearly between (default unset: `slack` throughout).
     #[serde(default)]
@@ -327,6 +332,7 @@ impl JockeySettings {
             all_in_slack,
             all_in_margin,
             all_in_reserve,
+            all_in_unread,
             slack_at_end,
             stage_reserve_below,
             stage_reserve_chance,
@@ -360,6 +366,9 @@ impl JockeySettings {
         }
         within("all_in_margin", "in [0, 1)", *all_in_margin, (0.0..1.0).contains(all_in_margin))?;
         within("all_in_reserve", "in [0, 1]", *all_in_reserve, (0.0..=1.0).contains(all_in_reserve))?;
+        if let Some(slowdown) = all_in_unread {
+            within("all_in_unread", "at least 1", *slowdown, *slowdown >= 1.0)?;
+        }
         if let Some(slack) = slack_at_end {
             within("slack_at_end", "at least 0.1", *slack, *slack >= 0.1)?;
         }
@@ -407,6 +416,7 @@ impl JockeySettings {
         needs("all_in_keep_smoothed", ALL_IN, *all_in_keep_smoothed, all_in_on)?;
         needs("all_in_slack", ALL_IN, all_in_slack.is_some(), all_in_on)?;
         needs("all_in_reserve", ALL_IN, *all_in_reserve != 1.0, all_in_on)?;
+        needs("all_in_unread", ALL_IN, all_in_unread.is_some(), all_in_on)?;
         needs("slowdown_prior", "count_running is false", *slowdown_prior != 1.0, !*count_running)?;
         // The policy's curve applies to deadline jobs only, so it always has a deadline.
         let utility = if utility.0.is_empty() {
@@ -453,6 +463,7 @@ impl JockeySettings {
             all_in_slack: *all_in_slack,
             all_in_margin: *all_in_margin,
             all_in_reserve: *all_in_reserve,
+            all_in_unread: *all_in_unread,
             slack_at_end: *slack_at_end,
             stage_reserve_below: *stage_reserve_below,
             stage_reserve_chance: *stage_reserve_chance,
@@ -591,6 +602,10 @@ mod tests {
         assert_eq!(err.to_string(), "all_in_margin: must be in [0, 1), got 1");
         let err = parse("all_in_reserve = 1.5").config().unwrap_err();
         assert_eq!(err.to_string(), "all_in_reserve: must be in [0, 1], got 1.5");
+        let unread = parse("all_in_margin = 0.1\nall_in_unread = 2").config().unwrap();
+        assert_eq!((unread.all_in_unread, config.all_in_unread), (Some(2.0), None));
+        let err = parse("all_in_margin = 0.1\nall_in_unread = 0.9").config().unwrap_err();
+        assert_eq!(err.to_string(), "all_in_unread: must be at least 1, got 0.9");
         let err = parse("all_in_slowdown = -1").config().unwrap_err();
         assert_eq!(err.to_string(), "all_in_slowdown: must be at least 0, got -1");
         let err = parse("ahead_slack = 0").config().unwrap_err();
@@ -627,6 +642,7 @@ mod tests {
             ("all_in_keep_smoothed = true", "all_in_within_s or all_in_margin is set"),
             ("all_in_slack = 1.0", "all_in_within_s or all_in_margin is set"),
             ("all_in_reserve = 0.5", "all_in_within_s or all_in_margin is set"),
+            ("all_in_unread = 2", "all_in_within_s or all_in_margin is set"),
             ("count_running = true\nslowdown_prior = 1.35", "count_running is false"),
         ];
         for (text, needs) in refused {
@@ -642,7 +658,7 @@ mod tests {
             "stage_reserve = 0.7\nstage_reserve_quantile = 0.9\nstage_reserve_below = 20\nstage_reserve_chance = 0.005\nstage_reserve_until_started = true",
             "pace_floor = 0.85\npace_ceiling = 1.2\npace_scales_reserves = true\npace_decay = 0.5",
             "ahead_steps = 1\nahead_hysteresis = 0.5\nahead_slack = 0.7",
-            "all_in_within_s = 180\nall_in_slowdown = 1.3\nall_in_keep_smoothed = true\nall_in_slack = 1.0\nall_in_reserve = 0.5",
+            "all_in_within_s = 180\nall_in_slowdown = 1.3\nall_in_keep_smoothed = true\nall_in_slack = 1.0\nall_in_reserve = 0.5\nall_in_unread = 2",
             "all_in_margin = 0.2\nall_in_slowdown = 1.3",
             "slowdown_prior = 1.35",
             "stage_reserve_quantile = 1\npace_decay = 1\nahead_hysteresis = 1\nall_in_slowdown = 0\nall_in_reserve = 1\ncount_running = true\nslowdown_prior = 1",
