@@ -306,12 +306,46 @@ fn a_job_late_at_the_most_it_can_use_were_it_heavier_starts_there_until_its_slow
     let unread = etl_due_in_five_unread("all_in_within_s = 180\nall_in_slowdown = 1.3\nall_in_unread = 2\n");
     assert_eq!((unread.guarantee, unread.all_in), (10, true));
     // One and a half times slower, 261 s: on time at the most it can use; the law's 6.
-    let milder = etl_due_in_five_unread("all_in_within_s = 180\nall_in_slowdown = 1.3\nall_in_unread = 1.5\n");
+    let milder =
+        etl_due_in_five_unread("all_in_within_s = 180\nall_in_slowdown = 1.3\nall_in_unread = 1.5\n");
     assert_eq!((milder.guarantee, milder.all_in), (6, false));
-    // Once tasks have completed the slowdown is read (1.57 here, not above 2): the
-    // reading decides, not the unread test.
+    // Four tasks completed are fewer than a reading needs (the slowdown's prior of ten):
+    // the test reads the job at least twice as slow as profiled, not the 1.57 read so
+    // far on top of it, and at 240 s + 2 × 139 s it is on time on all 10 slots.
     let read = three_times_slower(true, "all_in_within_s = 180\nall_in_slowdown = 2\nall_in_unread = 2\n");
     assert_eq!((read.guarantee, read.all_in), (7, false));
+}
+
+#[test]
+fn a_first_wave_all_in_is_checked_again_soon_and_ends_with_the_first_reading() {
+    // Control steps 4 minutes apart, so the step due a quarter of that on is the recheck.
+    let toml = "name = \"jockey\"\npredictor = \"amdahl\"\ninterval_s = 240\ndead_zone_s = 0\nspare = false\n\
+                all_in_within_s = 180\nall_in_slowdown = 1.3\nall_in_unread = 2\n";
+    let mut env = recovered_env(toml::from_str(toml).expect("jockey settings parse"), vec![etl_run(7)], 10);
+    let etl = env.submit(etl_due_in(5));
+    let submitted = env.now;
+    env.tick();
+    let first = env.jockey_state(etl);
+    assert_eq!((first.guarantee, first.all_in), (10, true));
+    let recheck = Timestamp(submitted.0 + 60_000);
+    assert_eq!(first.recheck_at, Some(recheck));
+    assert!(env.core.next_wakeup().is_some_and(|at| at <= recheck));
+    // Its first ten tasks complete at their profiled minute: a reading of 1, on ten
+    // tasks. The recheck finds the job on time at the law's allocation and leaves the
+    // whole agent.
+    let wave = env.take_launches(10);
+    for launch in &wave {
+        env.start(launch.container);
+    }
+    env.advance(60);
+    env.heartbeat("n1");
+    for launch in &wave {
+        env.report(launch.container, ContainerState::Completed);
+    }
+    env.tick();
+    let read = env.jockey_state(etl);
+    assert_eq!((read.slowdown, read.all_in, read.recheck_at), (1.0, false, None));
+    assert!(read.guarantee < 10, "{read:?}");
 }
 
 #[test]

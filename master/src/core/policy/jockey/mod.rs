@@ -105,6 +105,9 @@ pub struct SloState {
     pub rounding_carry: f64,
     /// When the last control step ran.
     pub stepped_at: Option<Timestamp>,
+    /// A step due before the next control step: the job was taken all in while its
+    /// slowdown was unread ([`JockeyConfig::all_in_unread`]), which a reading may end.
+    pub recheck_at: Option<Timestamp>,
     /// Consecutive control steps, up to the last, at which the job ran ahead of its
     /// model (counted only with [`JockeyConfig::ahead_steps`] on).
     pub ahead_steps: u32,
@@ -182,8 +185,9 @@ impl Jockey {
         &self.jobs
     }
 
-    /// Runs the control step for every SLO job (`all`), or only for those not seen yet.
-    fn control(&mut self, now: Timestamp, view: &SchedView<'_>, all: bool) {
+    /// Runs the control step for every SLO job (`all`), or only for those not seen yet
+    /// and, at a `tick`, those whose recheck is due.
+    fn control(&mut self, now: Timestamp, view: &SchedView<'_>, all: bool, tick: bool) {
         let total = SlotKind::ALL.iter().map(|&k| view.total_slots(k)).sum::<u32>().max(1);
         let mut live = BTreeMap::new();
         for job in view.active_jobs() {
@@ -195,7 +199,8 @@ impl Jockey {
                 // follow it, so the next step jumps to its raw allocation at once.
                 slo.smoothed = None;
             }
-            if (all || slo.smoothed.is_none()) && !slo.frozen {
+            let recheck = tick && slo.recheck_at.is_some_and(|at| now >= at);
+            if (all || recheck || slo.smoothed.is_none()) && !slo.frozen {
                 self.step(now, view, job, deadline, total, &mut slo);
                 slo.target = slo.guarantee;
             }
@@ -274,11 +279,21 @@ impl Jockey {
         });
         // Before the slowdown has a reading, a heavier run than profiled is still
         // possible: a job that would then be late even at the cap starts on it.
-        let unread = job.stages().zip(&profile.stages).all(|(s, p)| s.completed == 0 || p.run_ms.is_empty());
-        let all_in = all_in
-            || self.config.all_in_unread.is_some_and(|slowdown| {
-                unread && now.0 as f64 + slowdown * prediction.remaining_ms_with_reserve(cap, 0.0) > deadline.0 as f64
+        let seen: u32 = job
+            .stages()
+            .zip(&profile.stages)
+            .filter(|(_, p)| !p.run_ms.is_empty())
+            .map(|(s, _)| s.completed)
+            .sum();
+        let unread_all_in = !all_in
+            && self.config.all_in_unread.is_some_and(|slowdown| {
+                let heavier = slowdown.max(prediction.slowdown) / prediction.slowdown.max(f64::MIN_POSITIVE);
+                f64::from(seen) < SLOWDOWN_PRIOR_TASKS
+                    && now.0 as f64 + heavier * prediction.remaining_ms_with_reserve(cap, 0.0)
+                        > deadline.0 as f64
             });
+        let all_in = all_in || unread_all_in;
+        let recheck_at = unread_all_in.then(|| Timestamp(now.0 + (self.config.interval_ms / 4).max(1)));
         let keep = all_in && self.config.all_in_keep_smoothed;
         // The control law's own raw allocation; all in, the cap unless the law's
         // smoothing is kept beside it.
@@ -335,6 +350,7 @@ impl Jockey {
             raw,
             rounding_carry: if model_based { rounding_carry } else { 0.0 },
             stepped_at: Some(now),
+            recheck_at,
             ahead_steps,
             all_in,
             pace_clock_ms: prediction.pace_sums.0,
@@ -535,11 +551,12 @@ impl Policy for Jockey {
     }
 
     fn schedule(&mut self, now: Timestamp, view: &SchedView<'_>, trigger: Trigger) -> Decisions {
-        let due = trigger == Trigger::Tick && now >= self.next_control;
+        let tick = trigger == Trigger::Tick;
+        let due = tick && now >= self.next_control;
         if due {
             self.next_control = Timestamp(now.0 + self.config.interval_ms.max(1));
         }
-        self.control(now, view, due);
+        self.control(now, view, due, tick);
         let mut decisions = Decisions::default();
         let mut given = BTreeMap::new();
         for kind in SlotKind::ALL {
@@ -560,7 +577,8 @@ impl Policy for Jockey {
     }
 
     fn next_wakeup(&self) -> Option<Timestamp> {
-        (!self.jobs.is_empty()).then_some(self.next_control)
+        let recheck = self.jobs.values().filter_map(|slo| slo.recheck_at).min();
+        (!self.jobs.is_empty()).then(|| recheck.map_or(self.next_control, |at| at.min(self.next_control)))
     }
 
     fn take_model_requests(&mut self) -> Vec<ModelRequest> {
