@@ -285,15 +285,21 @@ impl Jockey {
             .filter(|(_, p)| !p.run_ms.is_empty())
             .map(|(s, _)| s.completed)
             .sum();
+        // Taken all in so, a job holds it until its recheck: a step in between (the
+        // wave it launched moves the prediction) would preempt the wave it just started.
+        let held = slo.recheck_at.filter(|&at| now < at);
         let unread_all_in = !all_in
-            && self.config.all_in_unread.is_some_and(|slowdown| {
-                let heavier = slowdown.max(prediction.slowdown) / prediction.slowdown.max(f64::MIN_POSITIVE);
-                f64::from(seen) < SLOWDOWN_PRIOR_TASKS
-                    && now.0 as f64 + heavier * prediction.remaining_ms_with_reserve(cap, 0.0)
-                        > deadline.0 as f64
-            });
+            && (held.is_some()
+                || self.config.all_in_unread.is_some_and(|slowdown| {
+                    let heavier =
+                        slowdown.max(prediction.slowdown) / prediction.slowdown.max(f64::MIN_POSITIVE);
+                    f64::from(seen) < SLOWDOWN_PRIOR_TASKS
+                        && now.0 as f64 + heavier * prediction.remaining_ms_with_reserve(cap, 0.0)
+                            > deadline.0 as f64
+                }));
         let all_in = all_in || unread_all_in;
-        let recheck_at = unread_all_in.then(|| Timestamp(now.0 + (self.config.interval_ms / 4).max(1)));
+        let recheck_at =
+            unread_all_in.then(|| held.unwrap_or(Timestamp(now.0 + (self.config.interval_ms / 4).max(1))));
         let keep = all_in && self.config.all_in_keep_smoothed;
         // The control law's own raw allocation; all in, the cap unless the law's
         // smoothing is kept beside it.
