@@ -120,12 +120,14 @@ pub struct JockeyConfig {
     /// small, so a large reserve alone can find a job late there and take it all in
     /// while its tasks run well ahead of the deadline.
     pub all_in_reserve: f64,
-    /// Before any task of a profiled stage has completed (the slowdown is unread, 1),
-    /// a job whose finish at the cap, this many times slower than profiled, is past the
-    /// deadline is taken all in until the first reading. Not the paper's: a run can need
-    /// up to twice its profiled work (Table 3), and a job whose critical path is most of
-    /// its deadline cannot win back a first wave run narrow while that was unknown; a
-    /// job with room to spare is left to the control law. `None`: no such test.
+    /// Before [`SLOWDOWN_PRIOR_TASKS`](super::SLOWDOWN_PRIOR_TASKS) tasks of profiled
+    /// stages have completed (the slowdown is unread), a job whose finish at the cap,
+    /// this many times slower than profiled, is past the deadline is taken all in, held
+    /// until a quarter of the interval later and then tested again. Not the paper's: a
+    /// run can need up to twice its profiled work (Table 3), and a job whose critical
+    /// path is most of its deadline cannot win back a first wave run narrow while that
+    /// was unknown; a job with room to spare is left to the control law. `None`: no
+    /// such test.
     pub all_in_unread: Option<f64>,
     /// The slack at progress 1: the control's `slack` applies at progress 0 and the
     /// slack runs linearly between; `None`: the control's throughout, as §4.3 has it.

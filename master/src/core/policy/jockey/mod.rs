@@ -112,7 +112,8 @@ pub struct SloState {
     /// model (counted only with [`JockeyConfig::ahead_steps`] on).
     pub ahead_steps: u32,
     /// The last control step found the job late even under the largest allocation it
-    /// can use and took that allocation at once ([`JockeyConfig::all_in_within_ms`]).
+    /// can use and took that allocation at once ([`JockeyConfig::all_in_within_ms`]), or
+    /// would be were it heavier than profiled ([`JockeyConfig::all_in_unread`]).
     pub all_in: bool,
     /// With [`JockeyConfig::pace_floor`]: milliseconds of run between model-based
     /// control steps, summed.
@@ -277,26 +278,13 @@ impl Jockey {
                     within,
                 )
         });
-        // Before the slowdown has a reading, a heavier run than profiled is still
-        // possible: a job that would then be late even at the cap starts on it.
-        let seen: u32 = job
-            .stages()
-            .zip(&profile.stages)
-            .filter(|(_, p)| !p.run_ms.is_empty())
-            .map(|(s, _)| s.completed)
-            .sum();
-        // Taken all in so, a job holds it until its recheck: a step in between (the
-        // wave it launched moves the prediction) would preempt the wave it just started.
+        // Taken all in while its slowdown was unread, a job holds it until its recheck:
+        // a step in between (the wave it launched moves the prediction) would preempt
+        // the wave it just started.
         let held = slo.recheck_at.filter(|&at| now < at);
         let unread_all_in = !all_in
             && (held.is_some()
-                || self.config.all_in_unread.is_some_and(|slowdown| {
-                    let heavier =
-                        slowdown.max(prediction.slowdown) / prediction.slowdown.max(f64::MIN_POSITIVE);
-                    f64::from(seen) < SLOWDOWN_PRIOR_TASKS
-                        && now.0 as f64 + heavier * prediction.remaining_ms_with_reserve(cap, 0.0)
-                            > deadline.0 as f64
-                }));
+                || self.late_at_cap_were_it_heavier(now, deadline, cap, &job, &profile, &prediction));
         let all_in = all_in || unread_all_in;
         let recheck_at =
             unread_all_in.then(|| held.unwrap_or(Timestamp(now.0 + (self.config.interval_ms / 4).max(1))));
@@ -364,6 +352,29 @@ impl Jockey {
             ran_slot_ms: slo.used_slot_ms + slo.spare_slot_ms,
             ..*slo
         };
+    }
+
+    /// With `all_in_unread`, whether a job whose slowdown is still unread (fewer than
+    /// [`SLOWDOWN_PRIOR_TASKS`] tasks of its profiled stages completed) would finish past
+    /// `deadline` even on `cap` slots, were it `all_in_unread` times slower than
+    /// profiled (or than read so far, if that is more): a heavier run is still possible,
+    /// and a job whose critical path is most of its deadline cannot win back a first
+    /// wave run narrow.
+    fn late_at_cap_were_it_heavier(
+        &self,
+        now: Timestamp,
+        deadline: Timestamp,
+        cap: u32,
+        job: &JobInfo<'_>,
+        profile: &JobProfile,
+        prediction: &predict::Prediction,
+    ) -> bool {
+        let Some(slowdown) = self.config.all_in_unread else { return false };
+        let profiled = job.stages().zip(&profile.stages).filter(|(_, p)| !p.run_ms.is_empty());
+        let seen: u32 = profiled.map(|(s, _)| s.completed).sum();
+        let heavier = slowdown.max(prediction.slowdown) / prediction.slowdown.max(f64::MIN_POSITIVE);
+        f64::from(seen) < SLOWDOWN_PRIOR_TASKS
+            && now.0 as f64 + heavier * prediction.remaining_ms_with_reserve(cap, 0.0) > deadline.0 as f64
     }
 
     /// The all-in test's margin before `deadline` at `now`: `all_in_within_ms`, or with
