@@ -644,7 +644,7 @@ max_queued_tasks_per_account = 100
         let file = load(&dir, "[policy]\nname = \"jockey\"\npreset = \"tuned\"\nslack = 1.3\n").unwrap();
         let from_master = jockey(MasterConfig::try_from(file).unwrap().core.policy);
         assert_eq!((from_master.stage_reserve, from_master.slack), (0.7, 1.3));
-        assert_eq!(from_master.all_in_within_s, Some(180.0));
+        assert_eq!((from_master.all_in_within_s, from_master.all_in_unread), (Some(180.0), Some(2.0)));
         // The simulator's layers: the file's preset, then a key over it; a preset named
         // by `--set` over a file that names none.
         let path = dir.path().join("master.toml");
