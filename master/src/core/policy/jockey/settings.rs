@@ -369,7 +369,12 @@ impl JockeySettings {
         within("all_in_margin", "in [0, 1)", *all_in_margin, (0.0..1.0).contains(all_in_margin))?;
         within("all_in_reserve", "in [0, 1]", *all_in_reserve, (0.0..=1.0).contains(all_in_reserve))?;
         if let Some(slowdown) = all_in_unread {
-            within("all_in_unread", "at least 1", *slowdown, *slowdown >= 1.0)?;
+            within(
+                "all_in_unread",
+                "a finite number at least 1",
+                *slowdown,
+                slowdown.is_finite() && *slowdown >= 1.0,
+            )?;
         }
         if let Some(slack) = slack_at_end {
             within("slack_at_end", "at least 0.1", *slack, *slack >= 0.1)?;
@@ -607,7 +612,9 @@ mod tests {
         let unread = parse("all_in_margin = 0.1\nall_in_unread = 2").config().unwrap();
         assert_eq!((unread.all_in_unread, config.all_in_unread), (Some(2.0), None));
         let err = parse("all_in_margin = 0.1\nall_in_unread = 0.9").config().unwrap_err();
-        assert_eq!(err.to_string(), "all_in_unread: must be at least 1, got 0.9");
+        assert_eq!(err.to_string(), "all_in_unread: must be a finite number at least 1, got 0.9");
+        let err = parse("all_in_margin = 0.1\nall_in_unread = inf").config().unwrap_err();
+        assert_eq!(err.to_string(), "all_in_unread: must be a finite number at least 1, got inf");
         let err = parse("all_in_slowdown = -1").config().unwrap_err();
         assert_eq!(err.to_string(), "all_in_slowdown: must be at least 0, got -1");
         let err = parse("ahead_slack = 0").config().unwrap_err();
