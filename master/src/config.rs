@@ -360,8 +360,27 @@ impl PolicyTable {
     /// Parses the table, unchecked, after filling in its `preset`.
     fn parse(mut self) -> Result<PolicySettings, ConfigError> {
         self.fill_in_preset()?;
-        PolicySettings::deserialize(toml::Value::Table(self.0))
-            .map_err(|e| ConfigError::PolicyTable(e.to_string()))
+        PolicySettings::deserialize(toml::Value::Table(self.0.clone()))
+            .map_err(|e| ConfigError::PolicyTable(self.naming_the_key(e.to_string())))
+    }
+
+    /// `message` led by the key it is about. The policy's tagged enum buffers the table
+    /// and a type error loses its key (`invalid type: string "x", expected f64`): the
+    /// first key that fails alone beside `name` with the same message is the one.
+    fn naming_the_key(&self, message: String) -> String {
+        let name = self.0.get("name");
+        let culprit = self.0.iter().filter(|(key, _)| *key != "name").find(|&(key, value)| {
+            let alone = name
+                .map(|n| ("name".to_string(), n.clone()))
+                .into_iter()
+                .chain([(key.clone(), value.clone())]);
+            let alone = toml::Value::Table(alone.collect());
+            PolicySettings::deserialize(alone).is_err_and(|e| e.to_string() == message)
+        });
+        match culprit {
+            Some((key, _)) if !message.contains(&format!("`{key}`")) => format!("{key}: {message}"),
+            _ => message,
+        }
     }
 
     /// Replaces `preset = "NAME"` by every key of that preset of the named policy the
@@ -679,6 +698,8 @@ max_queued_tasks_per_account = 100
         // In master.toml too, where it is a parse error of the file.
         let err = load(&dir, "[policy]\nname = \"jockey\"\npreset = \"fast\"\n").unwrap_err();
         assert!(err.to_string().contains("no preset \"fast\""), "{err}");
+        let err = load(&dir, "[policy]\nname = \"jockey\"\npreset = \"tuned\"\nslack = \"x\"\n").unwrap_err();
+        assert!(err.to_string().contains("[policy]: slack: invalid type: string \"x\""), "{err}");
     }
 
     #[test]
@@ -690,8 +711,9 @@ max_queued_tasks_per_account = 100
         assert!(layered(&["preemption"]).unwrap_err().contains("write KEY=VALUE"));
         assert!(layered(&["queues..a=0.1"]).unwrap_err().contains("empty part"));
         assert!(layered(&["preemption=true", "preemption.x=1"]).unwrap_err().contains("not a table"));
+        // A value of the wrong type is named by its key, which serde's tagged enum loses.
         let err = layered(&["preemption=yes"]).unwrap_err();
-        assert!(err.starts_with("[policy]: ") && err.contains("yes"), "{err}");
+        assert!(err.starts_with("[policy]: preemption: invalid type") && err.contains("yes"), "{err}");
         assert!(layered(&["queues.a=1.5"]).unwrap_err().starts_with("[policy] queues.a: share"));
         assert!(layered(&["quues.a=0.5"]).unwrap_err().contains("quues"));
         // A value with a line break stays one string value.
