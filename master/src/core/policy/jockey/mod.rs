@@ -370,10 +370,9 @@ impl Jockey {
         prediction: &predict::Prediction,
     ) -> bool {
         let Some(slowdown) = self.config.all_in_unread else { return false };
-        let profiled = job.stages().zip(&profile.stages).filter(|(_, p)| !p.run_ms.is_empty());
-        let seen: u32 = profiled.map(|(s, _)| s.completed).sum();
-        let heavier = slowdown.max(prediction.slowdown) / prediction.slowdown.max(f64::MIN_POSITIVE);
-        f64::from(seen) < SLOWDOWN_PRIOR_TASKS
+        // The slowdown is kept within `SLOWDOWN_RANGE`, above 0.
+        let heavier = slowdown.max(prediction.slowdown) / prediction.slowdown;
+        f64::from(tasks_seen(job, profile)) < SLOWDOWN_PRIOR_TASKS
             && now.0 as f64 + heavier * prediction.remaining_ms_with_reserve(cap, 0.0) > deadline.0 as f64
     }
 
@@ -405,9 +404,7 @@ impl Jockey {
             if prior == 1.0 {
                 return slowdown;
             }
-            let seen = job.stages().zip(&profile.stages).filter(|(_, p)| !p.run_ms.is_empty());
-            let seen: u32 = seen.map(|(s, _)| s.completed).sum();
-            return shrunk_toward(slowdown, seen, prior);
+            return shrunk_toward(slowdown, tasks_seen(job, profile), prior);
         }
         let mut running_ms = vec![Vec::new(); completed.len()];
         for c in view.live_unordered().filter(|c| c.task.job == job.id()) {
@@ -553,6 +550,13 @@ fn shrunk_toward(slowdown: f64, seen: u32, prior: f64) -> f64 {
     (slowdown + (prior - 1.0) * weight).clamp(SLOWDOWN_RANGE.0, SLOWDOWN_RANGE.1)
 }
 
+/// The completed tasks of `job`'s stages that `profile` has task times for: what its
+/// slowdown has been read from.
+fn tasks_seen(job: &JobInfo<'_>, profile: &JobProfile) -> u32 {
+    let profiled = job.stages().zip(&profile.stages).filter(|(_, p)| !p.run_ms.is_empty());
+    profiled.map(|(s, _)| s.completed).sum()
+}
+
 /// Up to `n` assignments of `kind` to `job` from `free`; how many there were.
 fn give(free: &mut FreeSlots, job: JobId, kind: SlotKind, n: u32, out: &mut Vec<Assignment>) -> u32 {
     for given in 0..n {
@@ -594,8 +598,8 @@ impl Policy for Jockey {
     }
 
     fn next_wakeup(&self) -> Option<Timestamp> {
-        let recheck = self.jobs.values().filter_map(|slo| slo.recheck_at).min();
-        (!self.jobs.is_empty()).then(|| recheck.map_or(self.next_control, |at| at.min(self.next_control)))
+        let rechecks = self.jobs.values().filter_map(|slo| slo.recheck_at);
+        (!self.jobs.is_empty()).then(|| rechecks.fold(self.next_control, Timestamp::min))
     }
 
     fn take_model_requests(&mut self) -> Vec<ModelRequest> {
