@@ -345,8 +345,12 @@ impl JockeySettings {
             pace_decay,
             slowdown_prior,
         } = self;
-        let within = |field, range, value: f64, ok: bool| {
-            if ok { Ok(()) } else { Err(JockeySettingsError::OutOfRange { field, range, value }) }
+        // Every number is finite: `slack = inf` or `dead_zone_s = inf` parse as TOML but
+        // would leave a job all in or never cut, which no one writes on purpose.
+        let within = |field, range, value: f64, ok: bool| match (value.is_finite(), ok) {
+            (true, true) => Ok(()),
+            (false, _) => Err(JockeySettingsError::OutOfRange { field, range: "a finite number", value }),
+            (true, false) => Err(JockeySettingsError::OutOfRange { field, range, value }),
         };
         within("interval_s", "above 0", *interval_s, *interval_s > 0.0)?;
         within("slack", "at least 0.1", *slack, *slack >= 0.1)?;
@@ -360,7 +364,7 @@ impl JockeySettings {
             within("ahead_slack", "at least 0.1", *slack, *slack >= 0.1)?;
         }
         if let Some(within_s) = all_in_within_s {
-            within("all_in_within_s", "a finite number", *within_s, within_s.is_finite())?;
+            within("all_in_within_s", "a finite number", *within_s, true)?;
         }
         within("all_in_slowdown", "at least 0", *all_in_slowdown, *all_in_slowdown >= 0.0)?;
         if let Some(slack) = all_in_slack {
@@ -369,12 +373,7 @@ impl JockeySettings {
         within("all_in_margin", "in [0, 1)", *all_in_margin, (0.0..1.0).contains(all_in_margin))?;
         within("all_in_reserve", "in [0, 1]", *all_in_reserve, (0.0..=1.0).contains(all_in_reserve))?;
         if let Some(slowdown) = all_in_unread {
-            within(
-                "all_in_unread",
-                "a finite number at least 1",
-                *slowdown,
-                slowdown.is_finite() && *slowdown >= 1.0,
-            )?;
+            within("all_in_unread", "at least 1", *slowdown, *slowdown >= 1.0)?;
         }
         if let Some(slack) = slack_at_end {
             within("slack_at_end", "at least 0.1", *slack, *slack >= 0.1)?;
@@ -612,9 +611,7 @@ mod tests {
         let unread = parse("all_in_margin = 0.1\nall_in_unread = 2").config().unwrap();
         assert_eq!((unread.all_in_unread, config.all_in_unread), (Some(2.0), None));
         let err = parse("all_in_margin = 0.1\nall_in_unread = 0.9").config().unwrap_err();
-        assert_eq!(err.to_string(), "all_in_unread: must be a finite number at least 1, got 0.9");
-        let err = parse("all_in_margin = 0.1\nall_in_unread = inf").config().unwrap_err();
-        assert_eq!(err.to_string(), "all_in_unread: must be a finite number at least 1, got inf");
+        assert_eq!(err.to_string(), "all_in_unread: must be at least 1, got 0.9");
         let err = parse("all_in_slowdown = -1").config().unwrap_err();
         assert_eq!(err.to_string(), "all_in_slowdown: must be at least 0, got -1");
         let err = parse("ahead_slack = 0").config().unwrap_err();
@@ -632,6 +629,45 @@ mod tests {
         let three = toml::from_str::<JockeySettings>("utility = [[0, 1.0, 7]]");
         assert!(three.unwrap_err().to_string().contains("pair of numbers"), "a third number is refused");
         assert!(toml::from_str::<JockeySettings>("predictor = \"psychic\"").is_err());
+    }
+
+    #[test]
+    fn every_jockey_number_must_be_finite() {
+        // Those bounded on one side only would take `inf` but for the finite check; the
+        // partners make each one count.
+        let keys = [
+            "interval_s",
+            "slack",
+            "dead_zone_s",
+            "stage_reserve",
+            "stage_reserve_chance",
+            "expected_utility",
+            "ahead_slack",
+            "all_in_within_s",
+            "all_in_slowdown",
+            "all_in_slack",
+            "all_in_unread",
+            "slack_at_end",
+            "pace_ceiling",
+            "hysteresis",
+            "quantile",
+            "slowdown_prior",
+        ];
+        let partners = ["stage_reserve = 0.7", "ahead_steps = 1", "all_in_margin = 0.2", "pace_floor = 0.85"];
+        for key in keys {
+            let others: Vec<&str> =
+                partners.into_iter().filter(|p| !p.starts_with(&format!("{key} "))).collect();
+            for value in ["inf", "-inf", "nan"] {
+                let text = format!("{}\n{key} = {value}", others.join("\n"));
+                let err = toml::from_str::<JockeySettings>(&text).unwrap().config().unwrap_err();
+                let shown = value.trim_start_matches('-').replace("nan", "NaN");
+                assert!(
+                    err.to_string().starts_with(&format!("{key}: must be a finite number, got ")),
+                    "{key} = {value}: {err}"
+                );
+                assert!(err.to_string().ends_with(&shown), "{key} = {value}: {err}");
+            }
+        }
     }
 
     #[test]
