@@ -57,8 +57,13 @@ pub const SLO_ARRIVAL_S: f64 = 4.0 * 3600.0;
 /// The trace id of the deadline run.
 pub const SLO_ID: &str = "slo";
 /// Seconds between the starts of the earlier runs: each has long finished on the idle
-/// cluster before the next starts (at most five fit before the background begins).
+/// cluster before the next starts, up to five runs.
 const PROFILE_SPACING_S: f64 = 2400.0;
+/// The latest an earlier run starts: five runs' worth of spacing, so that the last has
+/// finished before the background begins. More than five runs are packed closer into
+/// that span and may overlap one another; their task times, which the profile keeps,
+/// are the same either way.
+const LAST_PROFILE_START_S: f64 = 4.0 * PROFILE_SPACING_S;
 /// Tasks of each best-effort job, and their mean length in seconds.
 const BACKGROUND_TASKS: u32 = 40;
 const BACKGROUND_TASK_S: f64 = 30.0;
@@ -121,6 +126,7 @@ impl JockeyMix {
         emit: &mut impl FnMut(TraceJob) -> Result<(), E>,
     ) -> Result<(), E> {
         let mut rng = Rng::new(self.seed ^ 0x005E_ED0F_EA21_1E12);
+        let spacing = PROFILE_SPACING_S.min(LAST_PROFILE_START_S / f64::from(self.profile_runs.max(2) - 1));
         for run in 2..=self.profile_runs {
             let factor = if self.profile_runs_slowed {
                 0.7 + rng.unit() * (self.max_work_factor - 0.7).max(0.0)
@@ -128,7 +134,7 @@ impl JockeyMix {
                 1.0
             };
             let stages = draw_stages(shape, factor, &mut rng);
-            let at = f64::from(run - 1) * PROFILE_SPACING_S;
+            let at = f64::from(run - 1) * spacing;
             let id = format!("profile{run}");
             emit(TraceJob { name: Some("dag".into()), ..TraceJob::new(id, at, "analyst", stages) })?;
         }
@@ -292,5 +298,19 @@ mod tests {
         let slowed = jobs(&JockeyMix { profile_runs: 3, profile_runs_slowed: true, ..JockeyMix::default() });
         assert_eq!(&slowed[..one.len()], &one[..]);
         assert_ne!(&slowed[one.len()..], more);
+    }
+
+    #[test]
+    fn up_to_five_earlier_runs_are_spaced_apart_and_more_are_packed_before_the_background() {
+        let starts = |runs| {
+            let trace = jobs(&JockeyMix { profile_runs: runs, ..JockeyMix::default() });
+            trace.iter().filter(|j| j.id.starts_with("profile")).map(|j| j.arrival_s).collect::<Vec<_>>()
+        };
+        let five: Vec<f64> = (0..5).map(|k| f64::from(k) * PROFILE_SPACING_S).collect();
+        assert_eq!(starts(5), five);
+        let ten = starts(10);
+        assert_eq!(ten.len(), 10);
+        assert!(ten.windows(2).all(|w| w[0] < w[1]), "{ten:?}");
+        assert_eq!(ten.last().copied(), Some(LAST_PROFILE_START_S));
     }
 }

@@ -73,7 +73,7 @@ pub(crate) struct JockeyArgs {
     plot_seed: u64,
     /// Earlier runs of the job in its history before the deadline run (the first sets
     /// the deadline; the profile pools up to the policy's `profile_runs` of them).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=5))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10))]
     profile_runs: u32,
     /// The earlier runs after the first need a drawn work factor, as the deadline run
     /// does (the cluster's slowdown then); without it they need the profiled work.
