@@ -136,6 +136,13 @@ pub struct JockeyConfig {
     /// less is left to get wrong; the straggler reserves, not the slack, keep time for
     /// a long task in the tail.
     pub slack_at_end: Option<f64>,
+    /// The slack a job is sized with again when the control law, at its own slack,
+    /// sizes it at the most it can use; `None`: it keeps that cap. Not the paper's: the
+    /// law gives the cap to a job no allocation meets the deadline for with the slack
+    /// on top, and at the cap the slack mostly stretches the critical path, which more
+    /// slots do not shorten; sized again without (most of) it, such a job takes the
+    /// fewest slots that meet the deadline by the model's own quantile and reserves.
+    pub slack_at_cap: Option<f64>,
     /// With `stage_reserve` (not the paper's: §4.1's model is the only margin there
     /// besides S): stages whose profile holds at least this many task times are kept
     /// out of the reserve, since their own tail is in C(p, a)
@@ -225,6 +232,7 @@ impl Default for JockeyConfig {
             all_in_reserve: 1.0,
             all_in_unread: None,
             slack_at_end: None,
+            slack_at_cap: None,
             stage_reserve_below: 0,
             stage_reserve_chance: None,
             stage_reserve_until_started: false,

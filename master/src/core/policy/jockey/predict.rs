@@ -254,7 +254,8 @@ impl Jockey {
     /// the predicted finish's utility, or its expected utility over the model's spread
     /// (`expected_utility`). Every allocation is a candidate, not only the modelled ones:
     /// picking from a grid of 15 % steps would round each raw allocation up by up to 15 %.
-    /// A job running ahead of its model (`ahead`) is sized with `ahead_slack` when set.
+    /// A job running ahead of its model (`ahead`) is sized with `ahead_slack` when set,
+    /// and one sized at `cap` is sized again with `slack_at_cap` when that is smaller.
     pub(super) fn raw_allocation(
         &self,
         control: &Control,
@@ -264,10 +265,29 @@ impl Jockey {
         prediction: &Prediction,
         ahead: bool,
     ) -> u32 {
+        let with_slack = |slack| Control { slack, ..control.clone() };
         let control = match self.config.ahead_slack {
-            Some(slack) if ahead => Cow::Owned(Control { slack, ..control.clone() }),
+            Some(slack) if ahead => Cow::Owned(with_slack(slack)),
             _ => Cow::Borrowed(control),
         };
+        let raw = self.sized(&control, now, deadline, cap, prediction);
+        match self.config.slack_at_cap {
+            Some(slack) if raw == cap && slack < control.slack => {
+                self.sized(&with_slack(slack), now, deadline, cap, prediction)
+            }
+            _ => raw,
+        }
+    }
+
+    /// The smallest allocation up to `cap` that `control` finds best for `prediction`.
+    fn sized(
+        &self,
+        control: &Control,
+        now: Timestamp,
+        deadline: Timestamp,
+        cap: u32,
+        prediction: &Prediction,
+    ) -> u32 {
         let grid: Vec<u32> = (1..=cap).collect();
         let (now_ms, deadline_ms) = (now.0 as i64, deadline.0 as i64);
         if let (Some(tolerance), Some(_)) = (self.config.stage_reserve_chance, &prediction.model) {
@@ -392,6 +412,35 @@ mod tests {
         // No earlier model-based step: nothing measured yet.
         let first = SloState { smoothed: None, ..last };
         assert_eq!(jockey(0.2).pace(ten_minutes, &first, model.as_ref(), 0.4, 1.0), (1.0, (0.0, 0.0)));
+    }
+
+    #[test]
+    fn a_job_sized_at_its_cap_is_sized_again_with_the_slack_at_cap() {
+        // 100 minutes left on one slot, 20 on ten (the critical path), in between as 1/a.
+        let rows = [100.0, 20.0].map(|m| vec![m * MINUTE_MS; BUCKETS]);
+        let model = CompletionModel {
+            allocations: vec![1, 10],
+            remaining_ms: rows.to_vec(),
+            ..job_at(0.0, 1.0).model.unwrap()
+        };
+        let job = Prediction { model: Some(model), ..job_at(0.0, 1.0) };
+        let jockey =
+            |slack_at_cap| Jockey::new(super::super::JockeyConfig { slack_at_cap, ..Default::default() });
+        let control = Control { slack: 1.2, dead_zone_ms: 0, ..Control::default() };
+        let raw = |slack_at_cap, deadline_minutes: f64| {
+            let deadline = Timestamp((deadline_minutes * MINUTE_MS) as u64);
+            jockey(slack_at_cap).raw_allocation(&control, Timestamp(0), deadline, 10, &job, false)
+        };
+        // 23 minutes: late at every allocation with the slack (24 at ten slots), so the
+        // law gives the cap; without the slack eight slots (22.2 minutes) are on time.
+        assert_eq!(raw(None, 23.0), 10);
+        assert_eq!(raw(Some(1.0), 23.0), 8);
+        // A slack at the cap as large as the law's changes nothing.
+        assert_eq!(raw(Some(1.2), 23.0), 10);
+        // 30 minutes: seven slots (23.8 minutes, 28.6 with the slack) are on time below
+        // the cap, and the slack at the cap is not read.
+        assert_eq!(raw(None, 30.0), 7);
+        assert_eq!(raw(Some(1.0), 30.0), 7);
     }
 
     #[test]

@@ -199,6 +199,10 @@ pub struct JockeySettings {
     /// linearly between (default unset: `slack` throughout).
     #[serde(default)]
     pub slack_at_end: Option<f64>,
+    /// A deadline job the control law sizes at the most it can use is sized again
+    /// with this smaller slack (default unset: it keeps the cap).
+    #[serde(default)]
+    pub slack_at_cap: Option<f64>,
     /// With `stage_reserve`: stages whose profile holds at least this many task
     /// times are kept out of the reserve (default 0: every stage with tasks left).
     #[serde(default)]
@@ -336,6 +340,7 @@ impl JockeySettings {
             all_in_reserve,
             all_in_unread,
             slack_at_end,
+            slack_at_cap,
             stage_reserve_below,
             stage_reserve_chance,
             stage_reserve_until_started,
@@ -377,6 +382,9 @@ impl JockeySettings {
         }
         if let Some(slack) = slack_at_end {
             within("slack_at_end", "at least 0.1", *slack, *slack >= 0.1)?;
+        }
+        if let Some(slack) = slack_at_cap {
+            within("slack_at_cap", "at least 0.1", *slack, *slack >= 0.1)?;
         }
         within("dead_zone_s", "at least 0", *dead_zone_s, *dead_zone_s >= 0.0)?;
         within("model_runs", "at least 1", f64::from(*model_runs), *model_runs >= 1)?;
@@ -471,6 +479,7 @@ impl JockeySettings {
             all_in_reserve: *all_in_reserve,
             all_in_unread: *all_in_unread,
             slack_at_end: *slack_at_end,
+            slack_at_cap: *slack_at_cap,
             stage_reserve_below: *stage_reserve_below,
             stage_reserve_chance: *stage_reserve_chance,
             stage_reserve_until_started: *stage_reserve_until_started,
@@ -559,6 +568,8 @@ mod tests {
         assert_eq!(config.all_in_slack, None);
         assert_eq!(parse("slack_at_end = 1.05").config().unwrap().slack_at_end, Some(1.05));
         assert_eq!(config.slack_at_end, None);
+        assert_eq!(parse("slack_at_cap = 1.0").config().unwrap().slack_at_cap, Some(1.0));
+        assert_eq!(config.slack_at_cap, None);
         assert_eq!(
             parse("stage_reserve = 1\nstage_reserve_below = 20").config().unwrap().stage_reserve_below,
             20
@@ -599,6 +610,8 @@ mod tests {
         assert_eq!(err.to_string(), "pace_ceiling: must be at least 1, got 0.9");
         let err = parse("slack_at_end = 0").config().unwrap_err();
         assert_eq!(err.to_string(), "slack_at_end: must be at least 0.1, got 0");
+        let err = parse("slack_at_cap = 0").config().unwrap_err();
+        assert_eq!(err.to_string(), "slack_at_cap: must be at least 0.1, got 0");
         let err = parse("all_in_slack = 0.05").config().unwrap_err();
         assert_eq!(err.to_string(), "all_in_slack: must be at least 0.1, got 0.05");
         let all_in = parse("all_in_margin = 0.1\nall_in_reserve = 0.5").config().unwrap();
@@ -648,6 +661,7 @@ mod tests {
             "all_in_slack",
             "all_in_unread",
             "slack_at_end",
+            "slack_at_cap",
             "pace_ceiling",
             "hysteresis",
             "quantile",
