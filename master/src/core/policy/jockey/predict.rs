@@ -265,47 +265,35 @@ impl Jockey {
         prediction: &Prediction,
         ahead: bool,
     ) -> u32 {
+        let grid: Vec<u32> = (1..=cap).collect();
+        let (now_ms, deadline_ms) = (now.0 as i64, deadline.0 as i64);
+        let sized = |control: &Control| {
+            if let (Some(tolerance), Some(_)) = (self.config.stage_reserve_chance, &prediction.model) {
+                return control
+                    .weighted_allocation(now_ms, deadline_ms, &grid, |a| prediction.outcomes_ms(a), tolerance)
+                    .unwrap_or(cap);
+            }
+            match self.config.expected_utility {
+                Some(tolerance) if prediction.has_spread() => control.expected_allocation(
+                    now_ms,
+                    deadline_ms,
+                    &grid,
+                    |a| prediction.spread_ms(a),
+                    tolerance,
+                ),
+                _ => control.raw_allocation(now_ms, deadline_ms, &grid, |a| prediction.remaining_ms(a)),
+            }
+            .unwrap_or(cap)
+        };
         let with_slack = |slack| Control { slack, ..control.clone() };
         let control = match self.config.ahead_slack {
             Some(slack) if ahead => Cow::Owned(with_slack(slack)),
             _ => Cow::Borrowed(control),
         };
-        let raw = self.sized(&control, now, deadline, cap, prediction);
-        match self.config.slack_at_cap {
-            Some(slack) if raw == cap && slack < control.slack => {
-                self.sized(&with_slack(slack), now, deadline, cap, prediction)
-            }
-            _ => raw,
+        match (sized(&control), self.config.slack_at_cap) {
+            (raw, Some(slack)) if raw == cap && slack < control.slack => sized(&with_slack(slack)),
+            (raw, _) => raw,
         }
-    }
-
-    /// The smallest allocation up to `cap` that `control` finds best for `prediction`.
-    fn sized(
-        &self,
-        control: &Control,
-        now: Timestamp,
-        deadline: Timestamp,
-        cap: u32,
-        prediction: &Prediction,
-    ) -> u32 {
-        let grid: Vec<u32> = (1..=cap).collect();
-        let (now_ms, deadline_ms) = (now.0 as i64, deadline.0 as i64);
-        if let (Some(tolerance), Some(_)) = (self.config.stage_reserve_chance, &prediction.model) {
-            return control
-                .weighted_allocation(now_ms, deadline_ms, &grid, |a| prediction.outcomes_ms(a), tolerance)
-                .unwrap_or(cap);
-        }
-        match self.config.expected_utility {
-            Some(tolerance) if prediction.has_spread() => control.expected_allocation(
-                now_ms,
-                deadline_ms,
-                &grid,
-                |a| prediction.spread_ms(a),
-                tolerance,
-            ),
-            _ => control.raw_allocation(now_ms, deadline_ms, &grid, |a| prediction.remaining_ms(a)),
-        }
-        .unwrap_or(cap)
     }
 }
 
