@@ -127,6 +127,35 @@ impl ConfigFileError {
     }
 }
 
+impl ConfigFileError {
+    /// The error `message` about the key `key_path` leads to (`["policy", "queues",
+    /// "small"]`) in `text`, read from `path`: placed at that key, or at the deepest key
+    /// along the path that the file writes (a key a preset filled in is not in the file).
+    pub fn at_key(path: &Path, text: &str, key_path: &[&str], message: String) -> ConfigFileError {
+        let at = key_offset(text, key_path).map(|offset| line_and_column(text, offset));
+        let message = message.lines().map(str::trim).filter(|line| !line.is_empty()).collect::<Vec<_>>();
+        ConfigFileError::Parse { path: path.to_path_buf(), at, message: message.join(" ") }
+    }
+}
+
+/// The byte offset in `text` of the deepest key along `key_path` that it writes.
+fn key_offset(text: &str, key_path: &[&str]) -> Option<usize> {
+    let document = toml::de::DeTable::parse(text).ok()?;
+    let mut table = document.get_ref();
+    let mut offset = None;
+    for part in key_path {
+        let Some((key, value)) = table.iter().find(|(key, _)| key.get_ref().as_ref() == *part) else {
+            break;
+        };
+        offset = Some(key.span().start);
+        match value.get_ref() {
+            toml::de::DeValue::Table(inner) => table = inner,
+            _ => break,
+        }
+    }
+    offset
+}
+
 /// `line L, column C: `, or nothing where TOML named no place.
 fn place(at: &Option<(usize, usize)>) -> String {
     at.map(|(line, column)| format!("line {line}, column {column}: ")).unwrap_or_default()

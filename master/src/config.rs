@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use slotmarket_common::config::{ConfigFileError, DEFAULT_MASTER_ADDR, DaemonLayout};
 use slotmarket_common::protocol::DEFAULT_MAX_FRAME;
 use thiserror::Error;
@@ -30,9 +30,13 @@ pub struct MasterFile {
     /// Directory holding `ca.pem`, `master.pem` and `master.key`.
     pub cert_dir: Option<PathBuf>,
     /// The `[policy]` table: which policy runs, with its settings (default `fifo`), its
-    /// `preset` filled in.
-    #[serde(default, deserialize_with = "policy_table")]
+    /// `preset` filled in and checked.
+    #[serde(skip)]
     pub policy: Option<PolicySettings>,
+    /// The `[policy]` table as written. [`load`](Self::load) reads it into `policy` and
+    /// leaves this `None`: read there, an error in it names the line of its key.
+    #[serde(default, rename = "policy")]
+    pub policy_written: Option<toml::Table>,
     /// Silence after which an agent is declared lost, in milliseconds.
     pub agent_timeout_ms: Option<u64>,
     /// How often agents must send heartbeats, in milliseconds.
@@ -91,8 +95,13 @@ pub enum ConfigError {
     },
     /// The `[policy]` table does not describe a policy (unknown name, a field the policy
     /// does not take, a value of the wrong type).
-    #[error("[policy]: {0}")]
-    PolicyTable(String),
+    #[error("[policy]: {message}")]
+    PolicyTable {
+        /// The key the message is about, when one is.
+        key: Option<String>,
+        /// What is wrong, led by that key.
+        message: String,
+    },
     /// The `[policy]` table parses but a value cannot work. The message carries the
     /// setting's own, so it is not also the error's source (a report would say it twice).
     #[error("[policy] {0}")]
@@ -135,12 +144,28 @@ impl MasterFile {
         MasterFile::parse(path, &read(path)?)
     }
 
-    /// Parses `text`, the contents of the `master.toml` at `path`, as [`load`](Self::load) does.
+    /// Parses `text`, the contents of the `master.toml` at `path`, as [`load`](Self::load)
+    /// does, and checks its `[policy]` table: an error there is placed at the key it is
+    /// about.
     fn parse(path: &Path, text: &str) -> Result<MasterFile, ConfigError> {
-        toml::from_str(text).map_err(|err| match moved_to_policy(text) {
+        let mut file: MasterFile = toml::from_str(text).map_err(|err| match moved_to_policy(text) {
             Some((key, hint)) => ConfigError::MovedToPolicy { path: path.to_path_buf(), key, hint },
             None => ConfigError::File(ConfigFileError::parse(path, text, &err)),
-        })
+        })?;
+        if let Some(table) = file.policy_written.take() {
+            let settings = PolicyTable(table).settings().map_err(|err| {
+                let key = match &err {
+                    ConfigError::PolicyTable { key, .. } => key.clone(),
+                    ConfigError::Policy(err) => Some(err.key()),
+                    _ => None,
+                };
+                let mut key_path = vec!["policy"];
+                key_path.extend(key.as_deref().into_iter().flat_map(|key| key.split('.')));
+                ConfigError::File(ConfigFileError::at_key(path, text, &key_path, err.to_string()))
+            })?;
+            file.policy = Some(settings);
+        }
+        Ok(file)
     }
 }
 
@@ -148,12 +173,6 @@ impl MasterFile {
 fn read(path: &Path) -> Result<String, ConfigError> {
     std::fs::read_to_string(path)
         .map_err(|source| ConfigFileError::Read { path: path.to_path_buf(), source }.into())
-}
-
-/// A `[policy]` table as [`PolicyTable::parse`] reads it: its `preset` filled in.
-fn policy_table<'de, D: Deserializer<'de>>(table: D) -> Result<Option<PolicySettings>, D::Error> {
-    let table = PolicyTable(toml::Table::deserialize(table)?);
-    table.parse().map(Some).map_err(serde::de::Error::custom)
 }
 
 /// The first old-style policy setting in `text`, if the file has one.
@@ -199,7 +218,12 @@ impl MasterConfig {
     pub fn resolve(file: MasterFile, layout: DaemonLayout) -> Result<MasterConfig, ConfigError> {
         let defaults = CoreConfig::default();
         let node_health = node_health(&file, defaults.node_health)?;
-        let policy = file.policy.unwrap_or(defaults.policy.clone());
+        let policy = match (file.policy, file.policy_written) {
+            (Some(policy), _) => policy,
+            // A file deserialized without `load` still has its table as written.
+            (None, Some(table)) => PolicyTable(table).settings()?,
+            (None, None) => defaults.policy.clone(),
+        };
         policy.check()?;
         let agent_timeout = file.agent_timeout_ms.map_or(defaults.agent_timeout, Duration::from_millis);
         let heartbeat_interval = file
@@ -314,8 +338,8 @@ impl PolicyTable {
     fn in_file(path: &Path) -> Result<PolicyTable, ConfigError> {
         let text = read(path)?;
         MasterFile::parse(path, &text)?;
-        let mut file: toml::Table =
-            toml::from_str(&text).map_err(|e| ConfigError::PolicyTable(e.to_string()))?;
+        let mut file: toml::Table = toml::from_str(&text)
+            .map_err(|e| ConfigError::PolicyTable { key: None, message: e.to_string() })?;
         Ok(match file.remove("policy") {
             Some(toml::Value::Table(table)) => PolicyTable(table),
             _ => PolicyTable::default(),
@@ -360,14 +384,17 @@ impl PolicyTable {
     /// Parses the table, unchecked, after filling in its `preset`.
     fn parse(mut self) -> Result<PolicySettings, ConfigError> {
         self.fill_in_preset()?;
-        PolicySettings::deserialize(toml::Value::Table(self.0.clone()))
-            .map_err(|e| ConfigError::PolicyTable(self.naming_the_key(e.to_string())))
+        PolicySettings::deserialize(toml::Value::Table(self.0.clone())).map_err(|e| {
+            let (key, message) = self.naming_the_key(e.to_string());
+            ConfigError::PolicyTable { key, message }
+        })
     }
 
-    /// `message` led by the key it is about. The policy's tagged enum buffers the table
-    /// and a type error loses its key (`invalid type: string "x", expected f64`): the
-    /// first key that fails alone beside `name` with the same message is the one.
-    fn naming_the_key(&self, message: String) -> String {
+    /// The key `message` is about, and the message led by it. The policy's tagged enum
+    /// buffers the table and a type error loses its key (`invalid type: string "x",
+    /// expected f64`): the first key that fails alone beside `name` with the same message
+    /// is the one.
+    fn naming_the_key(&self, message: String) -> (Option<String>, String) {
         let name = self.0.get("name");
         let culprit = self.0.iter().filter(|(key, _)| *key != "name").find(|&(key, value)| {
             let alone = name
@@ -378,8 +405,12 @@ impl PolicyTable {
             PolicySettings::deserialize(alone).is_err_and(|e| e.to_string() == message)
         });
         match culprit {
-            Some((key, _)) if !message.contains(&format!("`{key}`")) => format!("{key}: {message}"),
-            _ => message,
+            Some((key, _)) if !message.contains(&format!("`{key}`")) => {
+                (Some(key.clone()), format!("{key}: {message}"))
+            }
+            Some((key, _)) => (Some(key.clone()), message),
+            // No other key fails alone: the policy's name itself (or its absence).
+            None => (Some("name".to_string()), message),
         }
     }
 
@@ -389,7 +420,10 @@ impl PolicyTable {
         let Some(preset) = self.0.remove("preset") else {
             return Ok(());
         };
-        let refuse = |problem: String| ConfigError::PolicyTable(format!("preset: {problem}"));
+        let refuse = |problem: String| ConfigError::PolicyTable {
+            key: Some("preset".to_string()),
+            message: format!("preset: {problem}"),
+        };
         let Some(preset) = preset.as_str() else {
             return Err(refuse(format!("must be a preset's name, got {preset}")));
         };
@@ -632,6 +666,43 @@ max_queued_tasks_per_account = 100
     }
 
     #[test]
+    fn a_policy_error_in_a_file_names_the_line_of_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let jockey = "# a comment\n\n[policy]\nname = \"jockey\"\npreset = \"tuned\"\n";
+        for (text, line, says) in [
+            // A value serde refuses, a key the policy does not take, one that cannot work.
+            (format!("{jockey}slack = \"fast\"\n"), 6, "[policy]: slack: invalid type"),
+            (format!("{jockey}slak = 1.0\n"), 6, "unknown field `slak`"),
+            (format!("{jockey}\nslack_at_cap = inf\n"), 7, "[policy] slack_at_cap: must be a finite number"),
+            // The preset itself, and the name (its message on one line).
+            ("[policy]\nname = \"jockey\"\npreset = \"fast\"\n".to_string(), 3, "no preset \"fast\""),
+            ("\n[policy]\nname = \"jokey\"\n".to_string(), 3, "unknown variant `jokey`"),
+            // A key of a nested table, as a header or dotted.
+            (
+                "[policy]\nname = \"capacity\"\n[policy.queues]\nsmall = 0.7\nbig = 1.5\n".to_string(),
+                5,
+                "queues.big",
+            ),
+            (
+                "[policy]\nname = \"capacity\"\nqueues.small = 0.7\nqueues.big = 0.5\n".to_string(),
+                3,
+                "add up to 1.2",
+            ),
+        ] {
+            let err = load(&dir, &text).unwrap_err();
+            let message = err.to_string();
+            assert!(message.contains(&format!("master.toml: line {line}, column 1: ")), "{text}: {message}");
+            assert!(message.contains(says) && !message.contains('\n'), "{text}: {message}");
+        }
+        // A preset's key that cannot work is not in the file: the error is placed at the
+        // table's header.
+        let err = load(&dir, "\n[policy]\nname = \"jockey\"\npreset = \"tuned\"\nstage_reserve = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("master.toml: line 2, column 2: ") && err.contains("stage_reserve"), "{err}");
+    }
+
+    #[test]
     fn master_toml_and_simulator_layers_give_the_same_settings() {
         let dir = tempfile::tempdir().unwrap();
         let from_master = MasterConfig::try_from(load(&dir, CAPACITY_TOML).unwrap()).unwrap().core.policy;
@@ -737,12 +808,13 @@ max_queued_tasks_per_account = 100
         // takes them all.
         let text = std::fs::read_to_string(&path).unwrap();
         let restored = uncommented(&text).replace("name = \"fifo\"", "name = \"capacity\"");
-        let file: MasterFile = toml::from_str(&restored).unwrap();
+        let file = MasterFile::parse(&path, &restored).unwrap();
         let MasterFile {
             listen,
             data_dir,
             cert_dir,
             policy,
+            policy_written,
             agent_timeout_ms,
             heartbeat_interval_ms,
             max_frame_bytes,
@@ -767,5 +839,6 @@ max_queued_tasks_per_account = 100
         assert!(listen.is_some() && data_dir.is_some() && cert_dir.is_some() && agent_timeout_ms.is_some());
         assert!(heartbeat_interval_ms.is_some() && max_frame_bytes.is_some());
         assert_eq!(policy, Some(capacity(false, &[("research", 0.6), ("default", 0.4)])));
+        assert_eq!(policy_written, None);
     }
 }

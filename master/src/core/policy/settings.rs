@@ -156,6 +156,20 @@ pub enum PolicySettingsError {
     Jockey(#[from] JockeySettingsError),
 }
 
+impl PolicySettingsError {
+    /// The `[policy]` key the error is about, dotted for a key of a nested table
+    /// (`queues.small`).
+    pub fn key(&self) -> String {
+        match self {
+            PolicySettingsError::ShareOutOfRange { queue, .. } => format!("queues.{queue}"),
+            PolicySettingsError::OutOfRange { field, .. } => field.to_string(),
+            PolicySettingsError::SharesOverOne { .. } => "queues".to_string(),
+            PolicySettingsError::Proportional { field, .. } => field.clone(),
+            PolicySettingsError::Jockey(err) => err.key().to_string(),
+        }
+    }
+}
+
 impl PolicySettings {
     /// Which policy these settings are for.
     pub fn name(&self) -> PolicyName {

@@ -305,6 +305,16 @@ pub enum JockeySettingsError {
     },
 }
 
+impl JockeySettingsError {
+    /// The `[policy]` key the error is about.
+    pub fn key(&self) -> &'static str {
+        match self {
+            JockeySettingsError::OutOfRange { field, .. } | JockeySettingsError::Needs { field, .. } => field,
+            JockeySettingsError::Utility(_) => "utility",
+        }
+    }
+}
+
 impl JockeySettings {
     /// The settings as the policy takes them, checked.
     pub fn config(&self) -> Result<JockeyConfig, JockeySettingsError> {
