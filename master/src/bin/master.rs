@@ -37,7 +37,7 @@ struct Args {
     /// [default: pki; with --service: /etc/slotmarket/pki].
     #[arg(long, env = "SLOTMARKET_CERT_DIR")]
     cert_dir: Option<PathBuf>,
-    /// Scheduling policy: fifo, fair, priority, capacity, gang-fifo, dress, edf or proportional [default: fifo]. Replaces the
+    /// Scheduling policy: fifo, fair, priority, capacity, gang-fifo, dress, edf, proportional or jockey [default: fifo]. Replaces the
     /// file's whole `[policy]` table: the named policy runs with its default settings.
     #[arg(long)]
     policy: Option<String>,

@@ -76,7 +76,7 @@ struct RunArgs {
     /// The trace to run (JSON lines, see `slotmarket_master::sim::workload`).
     #[arg(long)]
     trace: Option<PathBuf>,
-    /// Scheduling policy: fifo, fair, priority, capacity, gang-fifo, dress, edf or proportional, with its default settings
+    /// Scheduling policy: fifo, fair, priority, capacity, gang-fifo, dress, edf, proportional or jockey, with its default settings
     /// (replaces the table from --policy-config) [default: fifo].
     #[arg(long)]
     policy: Option<String>,
