@@ -125,9 +125,7 @@ impl ConfigFileError {
         let at = err.span().map(|span| line_and_column(text, span.start));
         ConfigFileError::Parse { path: path.to_path_buf(), at, message: err.message().trim_end().to_owned() }
     }
-}
 
-impl ConfigFileError {
     /// The error `message` about the key `key_path` leads to (`["policy", "queues",
     /// "small"]`) in `text`, read from `path`: placed at that key, or at the deepest key
     /// along the path that the file writes (a key a preset filled in is not in the file).
