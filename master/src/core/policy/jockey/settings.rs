@@ -13,10 +13,10 @@ use super::{Control, Indicator, JockeyConfig, Predictor, Utility};
 ///
 /// `tuned` is the row the simulator's §5 runs found best, R + U in
 /// `docs/experiments/jockey.md` with `all_in_unread`, a profile of the ten newest runs
-/// and `slack_at_cap`: with ten earlier runs in the history, on 3,000 runs per deadline
-/// it missed 0.72 % and 0.90 % at +14.2 % and +19.7 % above the oracle on the seeds it
-/// was tuned on (401–3400), and 0.82 % and 1.10 % at +13.8 % and +19.9 % on 3,000
-/// held-out runs (3401–6400).
+/// and `slack_at_cap`: with ten earlier runs in the history it missed 0.71 % and
+/// 0.86 % of deadlines (N = 20, N = 40) at +14.0 % and +19.8 % above the oracle over
+/// 10,000 seeds (401–10400), and 0.70 % and 0.84 % at +14.0 % and +19.8 % on the 7,000
+/// it was not tuned on (3401–10400).
 /// Its utility drops to −1 three seconds past the deadline, not ten minutes: a job that
 /// must finish on time is raised as soon as any lateness is predicted. It was tuned at
 /// the paper's scale (a control step a minute, deadlines of half an hour and more):
