@@ -11,11 +11,14 @@
 # whether the deadline was met. SPARE=false caps the deadline job at its guarantee (no
 # spare tokens); UTILITY gives the deadline run its own utility curve (the job spec's
 # `utility`, points of minutes after the deadline and utility) instead of the policy's.
+# PRESET=tuned starts the policy from that preset, with its all-in margin (180 s at the
+# paper's scale) brought down to INTERVAL seconds as the dead zone is.
 #
 #   scripts/jockey-live.sh                          # debug build, results in $TMPDIR/slotmarket-jockey-live
 #   OUT=docs/experiments/jockey/live SPARE=false scripts/jockey-live.sh
 #   OUT=docs/experiments/jockey/live-spare scripts/jockey-live.sh
 #   OUT=docs/experiments/jockey/live-utility UTILITY='[[0, 1], [0.5, 1], [1.5, -1]]' scripts/jockey-live.sh
+#   OUT=docs/experiments/jockey/live-tuned PRESET=tuned scripts/jockey-live.sh
 #   KEEP=1 scripts/jockey-live.sh                   # keep the work directory (logs) afterwards
 #
 # Needs bash, coreutils and jq. Every process it starts leads its own process group and
@@ -33,6 +36,7 @@ SPACING=${SPACING:-4}
 BACKGROUND=${BACKGROUND:-12}
 SPARE=${SPARE:-true}
 UTILITY=${UTILITY:-}
+PRESET=${PRESET:-}
 OUT=${OUT:-${TMPDIR:-/tmp}/slotmarket-jockey-live}
 AGENTS=2
 
@@ -77,11 +81,17 @@ wait_done() {
     echo timeout
 }
 
+preset_lines=""
+if [[ -n $PRESET ]]; then
+    preset_lines="preset = \"$PRESET\"
+all_in_within_s = $INTERVAL"
+fi
 cluster_start "$WORK" "[policy]
 name = \"jockey\"
 interval_s = $INTERVAL
 dead_zone_s = $INTERVAL
-spare = $SPARE"
+spare = $SPARE
+$preset_lines"
 
 # The profiling run, alone.
 job_spec slo-wordcount "$MAPS" "" >"$WORK/jobs/profile.toml"
@@ -112,7 +122,9 @@ while :; do
     now=$(date +%s%N)
     jq -r --arg t "$(((now - start) / 1000000000))" --arg d "$DEADLINE" \
         'select(.slo != null) | [($t | tonumber | floor), .slo.guaranteed, .tasks_running,
-          (.slo.progress_permille / 1000), "", ($d | tonumber)] | @csv' <<<"$status" | tr -d '"' >>"$OUT/timeline.csv"
+          (.slo.progress_permille / 1000),
+          (if .slo.predicted_finish == null then "" else (.slo.predicted_finish - .submitted_ms) / 1000 | floor end),
+          ($d | tonumber)] | @csv' <<<"$status" | tr -d '"' >>"$OUT/timeline.csv"
     case $state in completed | failed | cancelled) break ;; esac
     sleep 1
 done
