@@ -148,25 +148,39 @@ impl MasterFile {
     /// does, and checks its `[policy]` table: an error there is placed at the key it is
     /// about.
     fn parse(path: &Path, text: &str) -> Result<MasterFile, ConfigError> {
+        let file = MasterFile::parse_unchecked(path, text)?;
+        if let Some(policy) = &file.policy {
+            policy.check().map_err(|err| policy_error_at(path, text, err.into()))?;
+        }
+        Ok(file)
+    }
+
+    /// [`parse`](Self::parse) without the `[policy]` table's checks: the simulator layers
+    /// overrides over the table before it checks it, so a value a `--set` replaces may
+    /// be out of range in the file.
+    fn parse_unchecked(path: &Path, text: &str) -> Result<MasterFile, ConfigError> {
         let mut file: MasterFile = toml::from_str(text).map_err(|err| match moved_to_policy(text) {
             Some((key, hint)) => ConfigError::MovedToPolicy { path: path.to_path_buf(), key, hint },
             None => ConfigError::File(ConfigFileError::parse(path, text, &err)),
         })?;
         if let Some(table) = file.policy_written.take() {
-            let settings = PolicyTable(table).settings().map_err(|err| {
-                let key = match &err {
-                    ConfigError::PolicyTable { key, .. } => key.clone(),
-                    ConfigError::Policy(err) => Some(err.key()),
-                    _ => None,
-                };
-                let mut key_path = vec!["policy"];
-                key_path.extend(key.as_deref().into_iter().flat_map(|key| key.split('.')));
-                ConfigError::File(ConfigFileError::at_key(path, text, &key_path, err.to_string()))
-            })?;
-            file.policy = Some(settings);
+            file.policy = Some(PolicyTable(table).parse().map_err(|err| policy_error_at(path, text, err))?);
         }
         Ok(file)
     }
+}
+
+/// `err`, about the `[policy]` table of `text` (the `master.toml` at `path`), placed at
+/// the key it names.
+fn policy_error_at(path: &Path, text: &str, err: ConfigError) -> ConfigError {
+    let key = match &err {
+        ConfigError::PolicyTable { key, .. } => key.clone(),
+        ConfigError::Policy(err) => Some(err.key()),
+        _ => None,
+    };
+    let mut key_path = vec!["policy"];
+    key_path.extend(key.as_deref().into_iter().flat_map(|key| key.split('.')));
+    ConfigError::File(ConfigFileError::at_key(path, text, &key_path, err.to_string()))
 }
 
 /// The text of the file at `path`.
@@ -334,10 +348,11 @@ impl PolicyTable {
     }
 
     /// The `[policy]` table of the `master.toml` at `path` as written, its `preset` not yet
-    /// filled in (so that layers above it may name one); the whole file is checked.
+    /// filled in (so that layers above it may name one); the whole file is parsed, the
+    /// table checked only once the layers above it are applied.
     fn in_file(path: &Path) -> Result<PolicyTable, ConfigError> {
         let text = read(path)?;
-        MasterFile::parse(path, &text)?;
+        MasterFile::parse_unchecked(path, &text)?;
         let mut file: toml::Table = toml::from_str(&text)
             .map_err(|e| ConfigError::PolicyTable { key: None, message: e.to_string() })?;
         Ok(match file.remove("policy") {
@@ -700,6 +715,14 @@ max_queued_tasks_per_account = 100
             .unwrap_err()
             .to_string();
         assert!(err.contains("master.toml: line 2, column 2: ") && err.contains("stage_reserve"), "{err}");
+        // The simulator checks a file's table once its overrides are applied: a value
+        // out of range in the file may be replaced by `--set`.
+        load(&dir, "[policy]\nname = \"jockey\"\nslack = 0.05\n").unwrap_err();
+        let path = dir.path().join("master.toml");
+        let fixed = PolicyTable::layered(Some(&path), None, &["slack=1.2".to_string()]).unwrap();
+        assert!(matches!(fixed, PolicySettings::Jockey(jockey) if jockey.slack == 1.2));
+        let err = PolicyTable::layered(Some(&path), None, &[]).unwrap_err().to_string();
+        assert_eq!(err, "[policy] slack: must be at least 0.1, got 0.05");
     }
 
     #[test]
