@@ -148,25 +148,22 @@ impl MasterFile {
     /// does, and checks its `[policy]` table: an error there is placed at the key it is
     /// about.
     fn parse(path: &Path, text: &str) -> Result<MasterFile, ConfigError> {
-        let file = MasterFile::parse_unchecked(path, text)?;
-        if let Some(policy) = &file.policy {
-            policy.check().map_err(|err| policy_error_at(path, text, err.into()))?;
+        let mut file = MasterFile::parse_written(path, text)?;
+        if let Some(table) = file.policy_written.take() {
+            let at_key = |err| policy_error_at(path, text, err);
+            let policy = PolicyTable(table).parse().map_err(at_key)?;
+            policy.check().map_err(|err| at_key(err.into()))?;
+            file.policy = Some(policy);
         }
         Ok(file)
     }
 
-    /// [`parse`](Self::parse) without the `[policy]` table's checks: the simulator layers
-    /// overrides over the table before it checks it, so a value a `--set` replaces may
-    /// be out of range in the file.
-    fn parse_unchecked(path: &Path, text: &str) -> Result<MasterFile, ConfigError> {
-        let mut file: MasterFile = toml::from_str(text).map_err(|err| match moved_to_policy(text) {
+    /// `text` as written: its `[policy]` table left in `policy_written`, unread.
+    fn parse_written(path: &Path, text: &str) -> Result<MasterFile, ConfigError> {
+        toml::from_str(text).map_err(|err| match moved_to_policy(text) {
             Some((key, hint)) => ConfigError::MovedToPolicy { path: path.to_path_buf(), key, hint },
             None => ConfigError::File(ConfigFileError::parse(path, text, &err)),
-        })?;
-        if let Some(table) = file.policy_written.take() {
-            file.policy = Some(PolicyTable(table).parse().map_err(|err| policy_error_at(path, text, err))?);
-        }
-        Ok(file)
+        })
     }
 }
 
@@ -352,13 +349,13 @@ impl PolicyTable {
     /// table checked only once the layers above it are applied.
     fn in_file(path: &Path) -> Result<PolicyTable, ConfigError> {
         let text = read(path)?;
-        MasterFile::parse_unchecked(path, &text)?;
-        let mut file: toml::Table = toml::from_str(&text)
-            .map_err(|e| ConfigError::PolicyTable { key: None, message: e.to_string() })?;
-        Ok(match file.remove("policy") {
-            Some(toml::Value::Table(table)) => PolicyTable(table),
-            _ => PolicyTable::default(),
-        })
+        let Some(table) = MasterFile::parse_written(path, &text)?.policy_written else {
+            return Ok(PolicyTable::default());
+        };
+        // Read once for its types, placed at their keys; its checks wait for the layers.
+        let table = PolicyTable(table);
+        table.clone().parse().map_err(|err| policy_error_at(path, &text, err))?;
+        Ok(table)
     }
 
     /// Applies one `KEY=VALUE` override. KEY is a field of the table, dotted for a field
